@@ -1,0 +1,25 @@
+# asrscale: how acoustic-model training scales across learners.
+# Corpus -> features -> shards -> training under each algorithm and learner count -> decoding
+# -> WER -> one HTML report. Edit config.yaml; `snakemake --cores all` runs the study.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/corpus.smk"
+include: "workflow/rules/features.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/decode.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        f"reports/{CORPUS}.html",

@@ -1,0 +1,3 @@
+from asrscale.cli import main
+
+main()

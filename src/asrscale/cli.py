@@ -1,0 +1,135 @@
+"""`asrscale <stage>`: the commands the workflow's rules call, one per stage."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _json(text: str) -> dict:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+
+
+def synth(args):
+    from asrscale.corpus.synthetic import SyntheticConfig, synthesise_part
+
+    config = SyntheticConfig(**args.config)
+    for subset, data in synthesise_part(config, args.part, args.parts, args.out / "audio").items():
+        data.write(args.out / subset)
+
+
+def combine_data(args):
+    from asrscale.datadir import DataDir, read_data_dir
+
+    combined = DataDir()
+    for folder in args.parts:
+        combined.merge(read_data_dir(folder))
+    combined.write(args.out)
+
+
+def tokens(args):
+    from asrscale.datadir import read_table
+    from asrscale.tokens import Tokens
+
+    Tokens.from_texts(read_table(args.data / "text").values()).write(args.out)
+
+
+def features(args):
+    from asrscale.datadir import read_data_dir
+    from asrscale.features import FeatureConfig, extract_part
+
+    extract_part(read_data_dir(args.data), FeatureConfig(**args.config), args.part, args.parts, args.out)
+
+
+def combine_features(args):
+    from asrscale.features import combine_parts
+
+    combine_parts(args.parts, args.out)
+
+
+def shard(args):
+    from asrscale.features import read_frame_counts
+    from asrscale.shard import write_shards
+
+    write_shards(read_frame_counts(args.feats), args.learners, args.out)
+
+
+def train(args):
+    from asrscale.comm import Comm
+    from asrscale.features import FeatureConfig
+    from asrscale.models import ModelConfig
+    from asrscale.train import RunPaths, TrainConfig, train
+
+    comm = Comm()
+    paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
+    try:
+        train(TrainConfig(**args.train), ModelConfig(**args.model), FeatureConfig(**args.features), paths, comm)
+    except BaseException as error:
+        print(f"asrscale train: rank {comm.rank} of {comm.size}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        comm.abort(1)
+        raise
+
+
+def decode(args):
+    from asrscale.decode import decode_subset
+
+    scores = decode_subset(args.model, args.data, args.feats, args.train_feats, args.out)
+    print(json.dumps(scores))
+
+
+def gather(args):
+    from asrscale.report import gather_runs
+
+    gather_runs(args.runs, args.out)
+
+
+def report(args):
+    from asrscale.report import render
+
+    render(args.results, args.figures, args.title, args.out)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="asrscale", description=__doc__)
+    stages = top.add_subparsers(dest="stage", required=True)
+
+    def stage(function, help_text, *arguments):
+        sub = stages.add_parser(function.__name__.replace("_", "-"), help=help_text)
+        for name, kwargs in arguments:
+            sub.add_argument(name, **kwargs)
+        sub.set_defaults(run=function)
+
+    required_path = {"type": Path, "required": True}
+    part = [("--part", {"type": int, "default": 0}), ("--parts", {"type": int, "default": 1})]
+    stage(synth, "synthesise one part of the built-in corpus",
+          ("--config", {"type": _json, "required": True}), *part, ("--out", required_path))  # fmt: skip
+    stage(combine_data, "merge data dirs", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
+    stage(tokens, "the token set of a training text", ("--data", required_path), ("--out", required_path))
+    stage(features, "extract features of one part of a data dir",
+          ("--config", {"type": _json, "required": True}), ("--data", required_path), *part,
+          ("--out", required_path))  # fmt: skip
+    stage(combine_features, "merge feature parts", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
+    stage(shard, "balanced shards for P learners",
+          ("--feats", required_path), ("--learners", {"type": int, "required": True}), ("--out", required_path))  # fmt: skip
+    stage(train, "train one run (one MPI rank per learner)",
+          *[(f"--{k}", {"type": _json, "required": True}) for k in ("train", "model", "features")],
+          *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")])  # fmt: skip
+    stage(decode, "decode and score a subset",
+          *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
+    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", {"type": Path, "nargs": "+"}))
+    stage(report, "render the HTML report",
+          ("--results", required_path), ("--figures", required_path), ("--out", required_path),
+          ("--title", {"default": "asrscale"}))  # fmt: skip
+    return top
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Gather every run of a study into tidy tables, and render them as one self-contained HTML page.
+
+Speedups are measured against SEQ with the same seed (the mean over SEQ's seeds when it has
+none): time speedup T(SEQ) / T(run) for the same number of epochs, and throughput speedup
+(frames/s ratio). The figures are also written as PNGs for Snakemake's own report.
+"""
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from asrscale.timing import CATEGORIES  # noqa: E402
+
+SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
+
+
+def _run_tables(run: Path):
+    record = json.loads((run / "run.json").read_text())
+    scores = json.loads((run / "test" / "scores.json").read_text())
+    metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
+    keys = {"algorithm": record["algorithm"], "learners": record["learners"], "seed": record["seed"]}
+    epochs = metrics[metrics.kind == "epoch"].assign(**keys)
+    intervals = metrics[metrics.kind == "interval"].assign(**keys)
+    split = intervals[SPLIT_COLUMNS].sum()
+    environment, train = record["environment"], record["train"]
+    row = {
+        **keys,
+        "wer": scores["wer"],
+        "cer": scores["cer"],
+        "train_s": epochs.time_s.iloc[-1],
+        "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
+        "final_dev_loss": epochs.dev_loss.iloc[-1],
+        "final_dev_ter": epochs.dev_ter.iloc[-1],
+        **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
+        "epochs": len(epochs),
+        "global_batch": train["batch_size"] * record["learners"],
+        "lr": train["lr"],
+        "optimizer": train["optimizer"],
+        "parameters": record["parameters"],
+        "threads_per_learner": record["threads_per_learner"],
+        "world": "mpi",
+        "cpu": environment["cpu"],
+        "gpu": environment["gpu"] or "none",
+        "hostname": environment["hostname"],
+        "torch": environment["packages"]["torch"],
+        "mpi": environment["mpi"],
+        "commit": environment["commit"] or "unknown",
+        "run": str(run),
+    }
+    return row, epochs, intervals
+
+
+def gather_runs(runs: list[Path], out_dir: Path) -> None:
+    rows, epochs, intervals = zip(*(_run_tables(Path(run)) for run in runs))
+    table = add_speedups(pd.DataFrame(rows))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
+    pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
+    pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
+
+
+def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    seq = table[table.algorithm == "seq"]
+    if seq.empty:
+        return table.assign(time_speedup=float("nan"), throughput_speedup=float("nan"))
+    by_seed = seq.set_index("seed")
+    base_time = table.seed.map(by_seed.train_s).fillna(seq.train_s.mean())
+    base_rate = table.seed.map(by_seed.frames_per_s).fillna(seq.frames_per_s.mean())
+    return table.assign(time_speedup=base_time / table.train_s, throughput_speedup=table.frames_per_s / base_rate)
+
+
+def _figure_html(figure, name: str, figures: Path) -> str:
+    figure.tight_layout()
+    figure.savefig(figures / f"{name}.png", dpi=110)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    data = base64.b64encode(buffer.getvalue()).decode()
+    return f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
+
+
+def _learner_axis(axis, table):
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(sorted(table.learners.unique()), labels=[str(p) for p in sorted(table.learners.unique())])
+    axis.set_xlabel("learners P")
+
+
+def figures(table, epochs, intervals, folder: Path) -> dict[str, str]:
+    sns.set_theme(style="whitegrid", context="notebook")
+    folder.mkdir(parents=True, exist_ok=True)
+    palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
+    out = {}
+
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    sns.lineplot(data=table.assign(wer=100 * table.wer), x="learners", y="wer", hue="algorithm",
+                 palette=palette, marker="o", errorbar=("pi", 100), ax=axis)  # fmt: skip
+    _learner_axis(axis, table)
+    axis.set_ylabel("test WER (%)")
+    axis.set_title("Accuracy against learners")
+    out["wer_vs_learners"] = _figure_html(figure, "wer_vs_learners", folder)
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for axis, column, label in zip(axes, ("time_speedup", "throughput_speedup"), ("time", "throughput")):
+        sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
+                     errorbar=("pi", 100), ax=axis)  # fmt: skip
+        ideal = sorted(table.learners.unique())
+        axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
+        _learner_axis(axis, table)
+        axis.set_ylabel("speedup over SEQ (measured)")
+        axis.set_title(f"{label.capitalize()} speedup: " + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio"))
+        axis.legend(fontsize="small")
+    out["speedup_vs_learners"] = _figure_html(figure, "speedup_vs_learners", folder)
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    curves = epochs.assign(run=epochs.algorithm + " P=" + epochs.learners.astype(str))
+    for axis, x, label in zip(axes, ("epoch", "time_s"), ("epoch", "training time (s)")):
+        sns.lineplot(data=curves, x=x, y="dev_loss", hue="run", style="algorithm", marker="o", errorbar=None, ax=axis)
+        axis.set_xlabel(label)
+        axis.set_ylabel("dev loss (CTC per token)")
+        axis.legend(fontsize="small")
+    axes[0].set_title("Dev loss against epochs")
+    axes[1].set_title("Dev loss against wall time")
+    out["learning_curves"] = _figure_html(figure, "learning_curves", folder)
+
+    shares = table.assign(run=table.algorithm + " P=" + table.learners.astype(str) + " s" + table.seed.astype(str))
+    shares = shares.set_index("run")[[f"{c}_share" for c in CATEGORIES]] * 100
+    shares.columns = [c.replace("_", " ") for c in CATEGORIES]
+    figure, axis = plt.subplots(figsize=(8, 0.45 * len(shares) + 1.5))
+    shares.plot.barh(stacked=True, ax=axis, color=sns.color_palette("Set2"), width=0.7)
+    axis.set_xlabel("share of training time (%), mean over learners")
+    axis.set_ylabel("")
+    axis.set_xlim(0, 100)
+    axis.invert_yaxis()
+    axis.set_title("Where the time goes")
+    axis.legend(ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.08), fontsize="small")
+    out["time_split"] = _figure_html(figure, "time_split", folder)
+    return out
+
+
+def _summary(table: pd.DataFrame) -> str:
+    means = table.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"))
+    best = means.wer.idxmin()
+    lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
+    if "seq" in table.algorithm.values:
+        seq_wer = table[table.algorithm == "seq"].wer.mean()
+        lines.append(f"SEQ (the baseline): test WER {100 * seq_wer:.1f}%, trained in {table[table.algorithm == 'seq'].train_s.mean():.0f} s.")
+        for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
+            fastest = group.speedup.idxmax()
+            lines.append(
+                f"P={p}: fastest {fastest[0]} ({group.speedup.max():.2f}× SEQ's time); "
+                f"WER change vs SEQ: "
+                + ", ".join(f"{a} {100 * (w - seq_wer):+.1f} points" for (a, _), w in group.wer.items())
+                + "."
+            )
+    return "".join(f"<li>{line}</li>" for line in lines)
+
+
+TABLE_COLUMNS = {
+    "algorithm": "algorithm", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
+    "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
+    "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
+    "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
+    "world": "world", "cpu": "CPU", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
+    "commit": "commit",
+}  # fmt: skip
+
+
+def _format(column: str, value) -> str:
+    if column in ("wer", "cer"):
+        return f"{100 * value:.2f}"
+    if column.endswith("speedup"):
+        return f"{value:.2f}×"
+    if column in ("train_s", "frames_per_s"):
+        return f"{value:,.0f}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
+    table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
+    epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
+    intervals = pd.read_csv(results / "intervals.tsv", sep="\t")
+    images = figures(table, epochs, intervals, figures_dir)
+    header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>" for _, row in table.iterrows()
+    )
+    environment = table.iloc[0]
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 1.5em auto; padding: 0 1em; color: #222; }}
+h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }}
+figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
+table {{ border-collapse: collapse; font-size: 0.8em; display: block; overflow-x: auto; }}
+th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }}
+th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<h2>Summary</h2><ul id="summary">{_summary(table)}</ul>
+<p class="note">{len(table)} runs. Every speedup is <b>measured</b> (real MPI ranks on this machine) against SEQ
+with the same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
+frames per second. Environment: {html.escape(str(environment.cpu))}, GPU: {html.escape(str(environment.gpu))},
+torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))}, commit {html.escape(str(environment.commit))[:12]}.</p>
+<h2>Accuracy</h2>{images["wer_vs_learners"]}
+<h2>Speedup</h2>{images["speedup_vs_learners"]}
+<h2>Learning curves</h2>{images["learning_curves"]}
+<h2>Time split</h2>
+<p class="note">Compute: forward, backward and update. Communication: time inside collectives. Data wait: time blocked
+on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
+{images["time_split"]}
+<h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
+</body></html>
+"""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.rename(out)

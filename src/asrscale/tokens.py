@@ -1,0 +1,36 @@
+"""The character token set of CTC: index 0 is the blank, then the characters of the training text."""
+
+from pathlib import Path
+
+from asrscale.io import atomic_write_text
+
+BLANK = "<blank>"
+
+
+class Tokens:
+    def __init__(self, symbols: list[str]):
+        if not symbols or symbols[0] != BLANK:
+            raise ValueError(f"a token list starts with {BLANK}")
+        self.symbols = symbols
+        self._index = {s: i for i, s in enumerate(symbols)}
+
+    @classmethod
+    def from_texts(cls, texts) -> "Tokens":
+        return cls([BLANK, *sorted({c for text in texts for c in text})])
+
+    @classmethod
+    def read(cls, path: Path) -> "Tokens":
+        return cls(Path(path).read_text(encoding="utf-8").rstrip("\n").split("\n"))
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, "\n".join(self.symbols) + "\n")
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`; characters outside the set are dropped (they cannot be learned)."""
+        return [self._index[c] for c in text if c in self._index and c != BLANK]
+
+    def decode(self, ids) -> str:
+        return "".join(self.symbols[i] for i in ids if i != 0)

@@ -1,0 +1,262 @@
+"""The training loop shared by every algorithm; it reads top to bottom.
+
+Each learner is one MPI rank (or one process for a single learner). Per logging interval it
+records loss, frames/s and where the time went (compute / communication / data wait / idle);
+per epoch the dev loss and token error rate of the consensus model, and a checkpoint that also
+holds the metrics so far, so a resumed run neither loses nor duplicates rows.
+"""
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from asrscale.algorithms import make_algorithm
+from asrscale.comm import Comm
+from asrscale.data import Prefetcher, Subset
+from asrscale.decode import error_counts, greedy
+from asrscale.features import FeatureConfig
+from asrscale.io import atomic_write_json, atomic_write_text
+from asrscale.models import ModelConfig, build_model
+from asrscale.provenance import environment
+from asrscale.shard import read_shard
+from asrscale.tokens import Tokens
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    algorithm: str = "seq"
+    epochs: int = 6
+    batch_size: int = 32  # per learner
+    optimizer: str = "adam"  # "adam" or "sgd" (with momentum)
+    lr: float = 1e-3
+    momentum: float = 0.9
+    lr_scaling: str = "sqrt"  # how lr grows with the global batch: "none", "linear" or "sqrt"
+    warmup_steps: int = 0
+    lr_decay: float = 1.0  # multiplied into lr after every epoch
+    clip_grad_norm: float = 5.0  # 0 disables
+    log_interval: int = 50  # steps
+    prefetch: int = 4  # batches built ahead by a thread; 0 builds them in the learner's thread
+    threads: int = 0  # torch threads per learner; 0: the machine's cores shared among its learners
+    seed: int = 1
+    options: dict = field(default_factory=dict)  # the algorithm's own settings
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    data: Path  # Kaldi data dirs: <data>/{train,dev}
+    feats: Path  # features: <feats>/{train,dev}
+    shards: Path  # shard<rank>.tsv for this learner count
+    tokens: Path
+    out: Path  # the run's directory
+
+
+class Diverged(RuntimeError):
+    pass
+
+
+def ctc_loss(model, batch, reduction="mean"):
+    log_probs, lengths = model(batch.features, batch.lengths)
+    losses = F.ctc_loss(
+        log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, reduction="none", zero_infinity=True
+    )
+    losses = losses / batch.target_lengths.clamp(min=1)
+    return (losses.mean() if reduction == "mean" else losses.sum()), log_probs, lengths
+
+
+def make_optimizer(config: TrainConfig, model) -> torch.optim.Optimizer:
+    if config.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
+    raise ValueError(f"train.optimizer must be 'adam' or 'sgd', not {config.optimizer!r}")
+
+
+def lr_factor(config: TrainConfig, learners: int, scales_global_batch: bool) -> float:
+    """Learning-rate multiplier for a global batch `learners` times the per-learner batch."""
+    rules = {"none": 1.0, "linear": float(learners), "sqrt": math.sqrt(learners)}
+    if config.lr_scaling not in rules:
+        raise ValueError(f"train.lr_scaling must be one of {sorted(rules)}, not {config.lr_scaling!r}")
+    return rules[config.lr_scaling] if scales_global_batch else 1.0
+
+
+class Learner:
+    """One learner's model, optimizer and algorithm; `step` is one minibatch update."""
+
+    def __init__(self, model, optimizer, algorithm, clip_grad_norm: float):
+        self.model, self.optimizer, self.algorithm = model, optimizer, algorithm
+        self.clip_grad_norm, self.clock, self.steps = clip_grad_norm, algorithm.comm.clock, 0
+
+    def step(self, batch, lr: float) -> float:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with self.clock.measure("compute"):
+            self.optimizer.zero_grad()
+            loss, _, _ = ctc_loss(self.model, batch)
+            loss.backward()
+        value = loss.item()
+        if not math.isfinite(value):
+            raise Diverged(f"{self.algorithm.name} rank {self.algorithm.comm.rank}: loss {value} at step {self.steps + 1}")
+        self.algorithm.reduce_gradients(self.model)
+        with self.clock.measure("compute"):
+            if self.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            self.optimizer.step()
+        self.steps += 1
+        self.algorithm.after_step(self.model, self.steps)
+        return value
+
+
+@torch.no_grad()
+def evaluate(model, subset: Subset, comm: Comm, batch_size: int = 64) -> tuple[float, float]:
+    """Dev loss and token (character) error rate, the utterances split over the learners."""
+    model.eval()
+    loss_sum, utts, errors, length = 0.0, 0, 0, 0
+    for group in subset.batches(sorted(subset.frames)[comm.rank :: comm.size], batch_size, seed=None):
+        batch = subset.collate(group)
+        loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
+        hypotheses = greedy(log_probs, lengths, subset.tokens)
+        e, n = error_counts([subset.text[u] for u in group], hypotheses, unit="char")
+        loss_sum, utts, errors, length = loss_sum + loss.item(), utts + len(group), errors + e, length + n
+    model.train()
+    loss_sum, utts, errors, length = comm.sum([loss_sum, utts, errors, length])
+    return loss_sum / utts, errors / length
+
+
+class Checkpoints:
+    """Per-epoch checkpoints written atomically by rank 0; the newest two are kept."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def latest(self) -> Path | None:
+        found = sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+        return found[-1] if found else None
+
+    def save(self, epoch: int, state: dict) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".epoch{epoch}.pt.tmp"
+        torch.save(state, tmp)
+        tmp.rename(self.folder / f"epoch{epoch}.pt")
+        for old in sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))[:-2]:
+            old.unlink()
+
+
+METRIC_COLUMNS = (
+    "kind", "epoch", "step", "rank", "time_s", "loss", "frames", "frames_per_s", "wall_s",
+    "compute_s", "communication_s", "data_wait_s", "idle_s", "lr", "dev_loss", "dev_ter",
+)  # fmt: skip
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    def cell(value):
+        return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    lines = ["\t".join(METRIC_COLUMNS)] + ["\t".join(cell(r.get(c)) for c in METRIC_COLUMNS) for r in rows]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def train(config: TrainConfig, model_config: ModelConfig, feature_config: FeatureConfig, paths: RunPaths, comm: Comm):
+    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // comm.size))
+    torch.set_flush_denormal(True)  # denormals made one CPU run 3-4x slower
+    torch.manual_seed(config.seed)
+    leader = comm.rank == 0
+    tokens = Tokens.read(paths.tokens)
+    train_set = Subset(paths.data / "train", paths.feats / "train", paths.feats / "train", feature_config.cmvn, tokens)
+    dev_set = Subset(paths.data / "dev", paths.feats / "dev", paths.feats / "train", feature_config.cmvn, tokens)
+    shard = read_shard(paths.shards / f"shard{comm.rank}.tsv")
+
+    model = build_model(model_config, feature_config.dim, len(tokens))
+    optimizer = make_optimizer(config, model)
+    algorithm = make_algorithm(config.algorithm, comm, config.options)
+    learner = Learner(model, optimizer, algorithm, config.clip_grad_norm)
+    record = {
+        "algorithm": config.algorithm, "learners": comm.size, "seed": config.seed, "train": asdict(config),
+        "model": asdict(model_config), "features": asdict(feature_config),
+        "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
+        "environment": environment(),
+    }  # fmt: skip
+    if leader:
+        atomic_write_json(paths.out / "run.json", record)
+
+    checkpoints, rows, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], 1, 0.0
+    if (latest := checkpoints.latest()) is not None:
+        state = torch.load(latest, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rows, first_epoch, trained_s = state["metrics"], state["epoch"] + 1, state["trained_s"]
+        if leader:
+            print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
+    algorithm.start(model)
+
+    steps = comm.min(len(shard) // config.batch_size)
+    if steps == 0:
+        raise ValueError(f"shard {comm.rank} has fewer utterances than train.batch_size={config.batch_size}")
+    base_lr = config.lr * lr_factor(config, comm.size, algorithm.scales_global_batch)
+    clock = comm.clock
+    for epoch in range(first_epoch, config.epochs + 1):
+        groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch)[:steps]
+        loader = Prefetcher(train_set, groups, config.prefetch)
+        batches, epoch_rows = iter(loader), []
+        interval_loss, interval_frames, epoch_frames = 0.0, 0, 0
+        epoch_start = time.perf_counter()
+        clock.reset()
+        for step in range(1, steps + 1):
+            with clock.measure("data_wait"):
+                batch = next(batches)
+            global_step = (epoch - 1) * steps + step
+            warmup = min(1.0, global_step / config.warmup_steps) if config.warmup_steps else 1.0
+            lr = base_lr * warmup * config.lr_decay ** (epoch - 1)
+            interval_loss += learner.step(batch, lr)
+            interval_frames += batch.frames
+            epoch_frames += batch.frames
+            if step % config.log_interval == 0 or step == steps:
+                split = clock.snapshot()
+                count = (step - 1) % config.log_interval + 1
+                row = {
+                    "kind": "interval", "epoch": epoch, "step": step, "rank": comm.rank, "lr": lr,
+                    "time_s": trained_s + time.perf_counter() - epoch_start, "loss": interval_loss / count,
+                    "frames": interval_frames, "frames_per_s": interval_frames / split["wall_s"], **split,
+                }  # fmt: skip
+                epoch_rows.append(row)
+                if leader:
+                    shares = " ".join(f"{c[:-2]} {100 * split[c] / split['wall_s']:.0f}%" for c in list(split)[1:])
+                    print(
+                        f"epoch {epoch} step {step}/{steps} | loss {row['loss']:.3f} | lr {lr:.2e} | "
+                        f"{row['frames_per_s']:,.0f} frames/s | {shares}",
+                        flush=True,
+                    )
+                interval_loss, interval_frames = 0.0, 0
+                clock.reset()
+        loader.close()
+        epoch_train_s = comm.sum([time.perf_counter() - epoch_start])[0] / comm.size
+        trained_s += epoch_train_s
+        algorithm.consensus(model)
+        dev_loss, dev_ter = evaluate(model, dev_set, comm)
+        total_frames = int(comm.sum([epoch_frames])[0])
+        gathered = comm.gather(epoch_rows)
+        if leader:
+            rows += [row for rank_rows in gathered for row in rank_rows]
+            rows.append(
+                {"kind": "epoch", "epoch": epoch, "step": steps, "rank": 0, "time_s": trained_s, "frames": total_frames,
+                 "frames_per_s": total_frames / epoch_train_s, "wall_s": epoch_train_s, "lr": lr,
+                 "dev_loss": dev_loss, "dev_ter": dev_ter}  # fmt: skip
+            )
+            print(f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s", flush=True)
+            checkpoints.save(
+                epoch,
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+                 "metrics": rows, "trained_s": trained_s},  # fmt: skip
+            )
+            write_metrics(paths.out / "metrics.tsv", rows)
+
+    if leader:
+        write_metrics(paths.out / "metrics.tsv", rows)
+        final = {"model": model.state_dict(), "model_config": asdict(model_config), "tokens": tokens.symbols,
+                 "features": asdict(feature_config), "epochs": config.epochs}  # fmt: skip
+        torch.save(final, paths.out / ".model.pt.tmp")
+        (paths.out / ".model.pt.tmp").rename(paths.out / "model.pt")

@@ -1,0 +1,36 @@
+import pytest
+import torch
+
+from asrscale.data import Prefetcher, Subset
+from asrscale.shard import read_shard
+from asrscale.tokens import Tokens
+
+
+@pytest.fixture
+def train_set(corpus):
+    tokens = Tokens.read(corpus / "tokens.txt")
+    return Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
+
+
+def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpus):
+    utts = read_shard(corpus / "shards" / "P1" / "shard0.tsv")
+    groups = train_set.batches(utts, 8, seed=5)
+    assert groups == train_set.batches(utts, 8, seed=5) != train_set.batches(utts, 8, seed=6)
+    assert sorted(u for g in groups for u in g) == sorted(utts)
+    batch = train_set.collate(groups[0])
+    assert batch.features.shape[0] == 8 and batch.features.shape[1] == max(batch.lengths)
+    assert batch.target_lengths.sum() == len(batch.targets)
+    assert batch.frames == sum(train_set.frames[u] for u in groups[0])
+
+
+def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):
+    groups = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)
+    ahead = list(Prefetcher(train_set, groups, depth=3))
+    inline = list(Prefetcher(train_set, groups, depth=0))
+    assert [b.utts for b in ahead] == [b.utts for b in inline] == groups
+    assert all(torch.equal(a.features, b.features) for a, b in zip(ahead, inline))
+
+
+def test_prefetcher_reraises_loading_errors(train_set):
+    with pytest.raises(KeyError):
+        list(Prefetcher(train_set, [["no-such-utterance"]], depth=2))

@@ -1,0 +1,47 @@
+rule synthesise:
+    output:
+        directory("results/{corpus}/synth/part{part}"),
+    log:
+        "logs/{corpus}/synthesise/part{part}.log",
+    benchmark:
+        "benchmarks/{corpus}/synthesise/part{part}.tsv"
+    params:
+        config=as_json(config["corpus"]["builtin"]),
+        parts=config["corpus"]["builtin"]["jobs"],
+    conda:
+        "../../envs/corpus.yaml"
+    shell:
+        "{ASRSCALE} synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
+        " --out {output} > {log} 2>&1"
+
+
+rule data_dir:
+    input:
+        expand(
+            "results/{{corpus}}/synth/part{part}",
+            part=range(config["corpus"]["builtin"]["jobs"]),
+        ),
+    output:
+        multiext("results/{corpus}/data/{subset}/", "wav.scp", "text", "utt2spk", "spk2utt", "utt2dur"),
+    log:
+        "logs/{corpus}/data_dir/{subset}.log",
+    params:
+        parts=lambda wildcards, input: [f"{part}/{wildcards.subset}" for part in input],
+    conda:
+        "../../envs/corpus.yaml"
+    shell:
+        "{ASRSCALE} combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
+        " {params.parts} > {log} 2>&1"
+
+
+rule tokens:
+    input:
+        "results/{corpus}/data/train/text",
+    output:
+        "results/{corpus}/tokens.txt",
+    log:
+        "logs/{corpus}/tokens.log",
+    conda:
+        "../../envs/corpus.yaml"
+    shell:
+        "{ASRSCALE} tokens --data results/{wildcards.corpus}/data/train --out {output} > {log} 2>&1"

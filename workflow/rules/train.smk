@@ -1,0 +1,29 @@
+rule train:
+    input:
+        data=expand("results/{{corpus}}/data/{subset}/text", subset=["train", "dev"]),
+        feats=expand("results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]),
+        shards="results/{corpus}/shards/P{learners}",
+        tokens="results/{corpus}/tokens.txt",
+    output:
+        model="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/model.pt",
+        metrics="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
+        record="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/run.json",
+    log:
+        "logs/{corpus}/train/{algorithm}-P{learners}-seed{seed}.log",
+    benchmark:
+        "benchmarks/{corpus}/train/{algorithm}-P{learners}-seed{seed}.tsv"
+    # A run owns the machine, so that no other job distorts its timings.
+    threads: workflow.cores
+    params:
+        launch=launcher,
+        train=train_settings,
+        model=as_json(config["model"]),
+        features=as_json(FEATURES),
+        out=lambda wildcards, output: Path(output.model).parent,
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "{params.launch} {ASRSCALE} train --train {params.train} --model {params.model}"
+        " --features {params.features} --data results/{wildcards.corpus}/data"
+        " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
+        " --out {params.out} > {log} 2>&1"
