@@ -68,7 +68,11 @@ def train(args):
     try:
         train(TrainConfig(**args.train), ModelConfig(**args.model), FeatureConfig(**args.features), paths, comm)
     except BaseException as error:
-        print(f"asrscale train: rank {comm.rank} of {comm.size}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        print(
+            f"asrscale train: rank {comm.rank} of {comm.size}: {type(error).__name__}: {error}",
+            file=sys.stderr,
+            flush=True,
+        )
         comm.abort(1)
         raise
 
@@ -112,8 +116,8 @@ def parser() -> argparse.ArgumentParser:
           ("--config", {"type": _json, "required": True}), ("--data", required_path), *part,
           ("--out", required_path))  # fmt: skip
     stage(combine_features, "merge feature parts", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
-    stage(shard, "balanced shards for P learners",
-          ("--feats", required_path), ("--learners", {"type": int, "required": True}), ("--out", required_path))  # fmt: skip
+    learners = ("--learners", {"type": int, "required": True})
+    stage(shard, "balanced shards for P learners", ("--feats", required_path), learners, ("--out", required_path))
     stage(train, "train one run (one MPI rank per learner)",
           *[(f"--{k}", {"type": _json, "required": True}) for k in ("train", "model", "features")],
           *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")])  # fmt: skip

@@ -65,7 +65,9 @@ class Subset:
             ordered = sorted(utts)
             rng.shuffle(ordered)
             window = 50 * batch_size
-            ordered = [u for i in range(0, len(ordered), window) for u in sorted(ordered[i : i + window], key=self.frames.get)]
+            ordered = [
+                u for i in range(0, len(ordered), window) for u in sorted(ordered[i : i + window], key=self.frames.get)
+            ]
         groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
         if seed is not None:
             random.Random(seed + 1).shuffle(groups)

@@ -12,9 +12,8 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 import python_speech_features as psf
-import soundfile
-from scipy.signal import resample_poly
 
+from asrscale.audio import load_audio
 from asrscale.datadir import DataDir, read_table
 from asrscale.io import atomic_write_text
 
@@ -31,14 +30,6 @@ class FeatureConfig:
     @property
     def dim(self) -> int:
         return self.bins if self.kind == "fbank" else 39
-
-
-def load_audio(path: str, sample_rate: int) -> np.ndarray:
-    audio, rate = soundfile.read(path, dtype="float32", always_2d=True)
-    audio = audio[:, 0]
-    if rate != sample_rate:
-        audio = resample_poly(audio, sample_rate, rate).astype(np.float32)
-    return audio
 
 
 @functools.lru_cache(maxsize=8)

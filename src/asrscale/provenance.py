@@ -52,7 +52,7 @@ def environment() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "gpu": gpu_model(),
-        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+        "mpi": " ".join(MPI.Get_library_version().split()[:3]),
         "packages": {p: _version(p) for p in PACKAGES},
         "commit": git_commit(),
     }

@@ -116,7 +116,10 @@ def figures(table, epochs, intervals, folder: Path) -> dict[str, str]:
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
         _learner_axis(axis, table)
         axis.set_ylabel("speedup over SEQ (measured)")
-        axis.set_title(f"{label.capitalize()} speedup: " + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio"))
+        axis.set_title(
+            f"{label.capitalize()} speedup: "
+            + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio")
+        )
         axis.legend(fontsize="small")
     out["speedup_vs_learners"] = _figure_html(figure, "speedup_vs_learners", folder)
 
@@ -141,7 +144,7 @@ def figures(table, epochs, intervals, folder: Path) -> dict[str, str]:
     axis.set_xlim(0, 100)
     axis.invert_yaxis()
     axis.set_title("Where the time goes")
-    axis.legend(ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.08), fontsize="small")
+    axis.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), fontsize="small")
     out["time_split"] = _figure_html(figure, "time_split", folder)
     return out
 
@@ -151,8 +154,9 @@ def _summary(table: pd.DataFrame) -> str:
     best = means.wer.idxmin()
     lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
     if "seq" in table.algorithm.values:
-        seq_wer = table[table.algorithm == "seq"].wer.mean()
-        lines.append(f"SEQ (the baseline): test WER {100 * seq_wer:.1f}%, trained in {table[table.algorithm == 'seq'].train_s.mean():.0f} s.")
+        seq = table[table.algorithm == "seq"]
+        seq_wer = seq.wer.mean()
+        lines.append(f"SEQ (the baseline): test WER {100 * seq_wer:.1f}%, trained in {seq.train_s.mean():.0f} s.")
         for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
             fastest = group.speedup.idxmax()
             lines.append(
@@ -193,7 +197,8 @@ def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
     images = figures(table, epochs, intervals, figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
-        "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>" for _, row in table.iterrows()
+        "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
+        for _, row in table.iterrows()
     )
     environment = table.iloc[0]
     page = f"""<!DOCTYPE html>
@@ -212,7 +217,8 @@ th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
 <p class="note">{len(table)} runs. Every speedup is <b>measured</b> (real MPI ranks on this machine) against SEQ
 with the same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
 frames per second. Environment: {html.escape(str(environment.cpu))}, GPU: {html.escape(str(environment.gpu))},
-torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))}, commit {html.escape(str(environment.commit))[:12]}.</p>
+torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))},
+commit {html.escape(str(environment.commit))[:12]}.</p>
 <h2>Accuracy</h2>{images["wer_vs_learners"]}
 <h2>Speedup</h2>{images["speedup_vs_learners"]}
 <h2>Learning curves</h2>{images["learning_curves"]}

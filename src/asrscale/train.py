@@ -100,7 +100,9 @@ class Learner:
             loss.backward()
         value = loss.item()
         if not math.isfinite(value):
-            raise Diverged(f"{self.algorithm.name} rank {self.algorithm.comm.rank}: loss {value} at step {self.steps + 1}")
+            raise Diverged(
+                f"{self.algorithm.name} rank {self.algorithm.comm.rank}: loss {value} at step {self.steps + 1}"
+            )
         self.algorithm.reduce_gradients(self.model)
         with self.clock.measure("compute"):
             if self.clip_grad_norm:
@@ -242,15 +244,33 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
         if leader:
             rows += [row for rank_rows in gathered for row in rank_rows]
             rows.append(
-                {"kind": "epoch", "epoch": epoch, "step": steps, "rank": 0, "time_s": trained_s, "frames": total_frames,
-                 "frames_per_s": total_frames / epoch_train_s, "wall_s": epoch_train_s, "lr": lr,
-                 "dev_loss": dev_loss, "dev_ter": dev_ter}  # fmt: skip
+                {
+                    "kind": "epoch",
+                    "epoch": epoch,
+                    "step": steps,
+                    "rank": 0,
+                    "time_s": trained_s,
+                    "frames": total_frames,
+                    "frames_per_s": total_frames / epoch_train_s,
+                    "wall_s": epoch_train_s,
+                    "lr": lr,
+                    "dev_loss": dev_loss,
+                    "dev_ter": dev_ter,
+                }  # fmt: skip
             )
-            print(f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s", flush=True)
+            print(
+                f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s",
+                flush=True,
+            )
             checkpoints.save(
                 epoch,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
-                 "metrics": rows, "trained_s": trained_s},  # fmt: skip
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch,
+                    "metrics": rows,
+                    "trained_s": trained_s,
+                },  # fmt: skip
             )
             write_metrics(paths.out / "metrics.tsv", rows)
 

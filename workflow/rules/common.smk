@@ -1,15 +1,21 @@
 import json
 import os
+import sys
 
-# Rules call `python -m asrscale`: the package is found from the repository itself, in a venv,
-# a conda env (--sw-deployment-method conda) or on a cluster node alike.
+# Rules call `python -m asrscale` and `mpiexec`: the package is found in the repository itself,
+# and the tools first in the environment that runs Snakemake (a venv needs no activation; a
+# conda env of --sw-deployment-method conda is activated in front of it).
 os.environ["PYTHONPATH"] = os.pathsep.join(
     filter(None, [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH")])
+)
+os.environ["PATH"] = os.pathsep.join(
+    [str(Path(sys.executable).parent), os.environ["PATH"]]
 )
 
 CORPUS = config["corpus"]["name"]
 SUBSETS = ["train", "dev", "test"]
 ASRSCALE = "python -m asrscale"
+
 
 wildcard_constraints:
     corpus=CORPUS,
@@ -20,9 +26,18 @@ wildcard_constraints:
     part=r"\d+",
 
 
-def as_json(value):
-    """A config section as one shell word for `asrscale --<section> '<json>'`."""
-    return "'" + json.dumps(value, separators=(",", ":")) + "'"
+def as_json(section):
+    """A config section as one shell word for `asrscale --<section> '<json>'`; `jobs` (how
+    many parallel jobs a stage is split into) is the workflow's, not the stage's."""
+    settings = {key: value for key, value in section.items() if key != "jobs"}
+    return "'" + json.dumps(settings, separators=(",", ":")) + "'"
+
+
+for index, entry in enumerate(config["study"]["runs"]):
+    if entry["algorithm"] == "seq" and entry["learners"] != [1]:
+        raise ValueError(
+            f"config: study.runs[{index}]: seq is one learner, so learners must be [1], not {entry['learners']}"
+        )
 
 
 def study_runs():
@@ -40,7 +55,9 @@ def run_dir(algorithm, learners, seed):
 
 
 def train_settings(wildcards):
-    settings = dict(config["train"], algorithm=wildcards.algorithm, seed=int(wildcards.seed))
+    settings = dict(
+        config["train"], algorithm=wildcards.algorithm, seed=int(wildcards.seed)
+    )
     settings["options"] = config["algorithms"].get(wildcards.algorithm, {})
     return as_json(settings)
 

@@ -5,11 +5,11 @@ rule synthesise:
         "logs/{corpus}/synthesise/part{part}.log",
     benchmark:
         "benchmarks/{corpus}/synthesise/part{part}.tsv"
+    conda:
+        "../../envs/corpus.yaml"
     params:
         config=as_json(config["corpus"]["builtin"]),
         parts=config["corpus"]["builtin"]["jobs"],
-    conda:
-        "../../envs/corpus.yaml"
     shell:
         "{ASRSCALE} synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
         " --out {output} > {log} 2>&1"
@@ -22,13 +22,20 @@ rule data_dir:
             part=range(config["corpus"]["builtin"]["jobs"]),
         ),
     output:
-        multiext("results/{corpus}/data/{subset}/", "wav.scp", "text", "utt2spk", "spk2utt", "utt2dur"),
+        multiext(
+            "results/{corpus}/data/{subset}/",
+            "wav.scp",
+            "text",
+            "utt2spk",
+            "spk2utt",
+            "utt2dur",
+        ),
     log:
         "logs/{corpus}/data_dir/{subset}.log",
-    params:
-        parts=lambda wildcards, input: [f"{part}/{wildcards.subset}" for part in input],
     conda:
         "../../envs/corpus.yaml"
+    params:
+        parts=lambda wildcards, input: [f"{part}/{wildcards.subset}" for part in input],
     shell:
         "{ASRSCALE} combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
         " {params.parts} > {log} 2>&1"

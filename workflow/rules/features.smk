@@ -1,21 +1,33 @@
 FEATURE_JOBS = config["features"]["jobs"]
-FEATURES = {key: value for key, value in config["features"].items() if key != "jobs"}
 
 
 rule features:
     input:
-        multiext("results/{corpus}/data/{subset}/", "wav.scp", "utt2spk", "spk2utt", "text", "utt2dur"),
+        multiext(
+            "results/{corpus}/data/{subset}/",
+            "wav.scp",
+            "utt2spk",
+            "spk2utt",
+            "text",
+            "utt2dur",
+        ),
     output:
-        multiext("results/{corpus}/feats/{subset}/part{part}", ".ark", ".scp", ".frames", ".cmvn.npz"),
+        multiext(
+            "results/{corpus}/feats/{subset}/part{part}",
+            ".ark",
+            ".scp",
+            ".frames",
+            ".cmvn.npz",
+        ),
     log:
         "logs/{corpus}/features/{subset}-part{part}.log",
     benchmark:
         "benchmarks/{corpus}/features/{subset}-part{part}.tsv"
-    params:
-        config=as_json(FEATURES),
-        parts=FEATURE_JOBS,
     conda:
         "../../envs/features.yaml"
+    params:
+        config=as_json(config["features"]),
+        parts=FEATURE_JOBS,
     shell:
         "{ASRSCALE} features --config {params.config} --data results/{wildcards.corpus}/data/{wildcards.subset}"
         " --part {wildcards.part} --parts {params.parts}"
@@ -30,13 +42,20 @@ rule combine_features:
             ext=[".scp", ".frames", ".cmvn.npz"],
         ),
     output:
-        multiext("results/{corpus}/feats/{subset}/", "feats.scp", "utt2num_frames", "cmvn.npz"),
+        multiext(
+            "results/{corpus}/feats/{subset}/",
+            "feats.scp",
+            "utt2num_frames",
+            "cmvn.npz",
+        ),
     log:
         "logs/{corpus}/combine_features/{subset}.log",
-    params:
-        parts=expand("results/{{corpus}}/feats/{{subset}}/part{part}", part=range(FEATURE_JOBS)),
     conda:
         "../../envs/features.yaml"
+    params:
+        parts=expand(
+            "results/{{corpus}}/feats/{{subset}}/part{part}", part=range(FEATURE_JOBS)
+        ),
     shell:
         "{ASRSCALE} combine-features --out results/{wildcards.corpus}/feats/{wildcards.subset}"
         " {params.parts} > {log} 2>&1"

@@ -8,7 +8,11 @@ RUN_DIRS = [run_dir(*run) for run in study_runs()]
 
 rule gather:
     input:
-        expand("{run}/{file}", run=RUN_DIRS, file=["metrics.tsv", "run.json", "test/scores.json"]),
+        expand(
+            "{run}/{file}",
+            run=RUN_DIRS,
+            file=["metrics.tsv", "run.json", "test/scores.json"],
+        ),
     output:
         runs=report(
             "results/{corpus}/runs.tsv",
@@ -19,10 +23,10 @@ rule gather:
         intervals="results/{corpus}/intervals.tsv",
     log:
         "logs/{corpus}/gather.log",
-    params:
-        runs=RUN_DIRS,
     conda:
         "../../envs/report.yaml"
+    params:
+        runs=RUN_DIRS,
     shell:
         "{ASRSCALE} gather --out results/{wildcards.corpus} {params.runs} > {log} 2>&1"
 
@@ -43,10 +47,10 @@ rule report:
         ),
     log:
         "logs/{corpus}/report.log",
-    params:
-        title=config["report"]["title"],
     conda:
         "../../envs/report.yaml"
+    params:
+        title=config["report"]["title"],
     shell:
         "{ASRSCALE} report --results results/{wildcards.corpus} --figures {output.figures}"
         " --title '{params.title}' --out {output.html} > {log} 2>&1"

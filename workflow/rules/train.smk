@@ -1,7 +1,9 @@
 rule train:
     input:
         data=expand("results/{{corpus}}/data/{subset}/text", subset=["train", "dev"]),
-        feats=expand("results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]),
+        feats=expand(
+            "results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]
+        ),
         shards="results/{corpus}/shards/P{learners}",
         tokens="results/{corpus}/tokens.txt",
     output:
@@ -12,16 +14,16 @@ rule train:
         "logs/{corpus}/train/{algorithm}-P{learners}-seed{seed}.log",
     benchmark:
         "benchmarks/{corpus}/train/{algorithm}-P{learners}-seed{seed}.tsv"
+    conda:
+        "../../envs/train.yaml"
     # A run owns the machine, so that no other job distorts its timings.
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     params:
         launch=launcher,
         train=train_settings,
         model=as_json(config["model"]),
-        features=as_json(FEATURES),
+        features=as_json(config["features"]),
         out=lambda wildcards, output: Path(output.model).parent,
-    conda:
-        "../../envs/train.yaml"
     shell:
         "{params.launch} {ASRSCALE} train --train {params.train} --model {params.model}"
         " --features {params.features} --data results/{wildcards.corpus}/data"

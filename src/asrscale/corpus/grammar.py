@@ -7,10 +7,13 @@ combinations that test sentences are mostly unseen in training.
 import random
 
 DIGITS = "zero one two three four five six seven eight nine".split()
-NUMBERS = DIGITS + (
-    "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
-    "twenty thirty forty fifty sixty seventy eighty ninety hundred"
-).split()
+NUMBERS = (
+    DIGITS
+    + (
+        "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
+        "twenty thirty forty fifty sixty seventy eighty ninety hundred"
+    ).split()
+)
 VERBS = "turn switch set open close start stop play pause call show find check move send".split()
 DEVICES = (
     "lights lamp heater radio music fan oven kettle television alarm timer door window "
@@ -32,9 +35,7 @@ NOUNS = (
 ).split()
 PLACES = "station airport market school library hospital museum bank bakery harbour park theatre".split()
 WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-MONTHS = (
-    "january february march april may june july august september october november december".split()
-)
+MONTHS = "january february march april may june july august september october november december".split()
 ACTIONS = "bring take buy sell paint find carry wash fix read write watch".split()
 TEMPLATE_WORDS = "the a an on off in to for at of is near will saw me please set alarm call meet arrives".split()
 
@@ -78,5 +79,18 @@ def sentence(rng: random.Random) -> str:
 
 def vocabulary() -> set[str]:
     """Every word a sentence can hold (plural nouns aside)."""
-    lists = (NUMBERS, VERBS, DEVICES, ROOMS, PEOPLE, ADJECTIVES, NOUNS, PLACES, WEEKDAYS, MONTHS, ACTIONS, TEMPLATE_WORDS)
+    lists = (
+        NUMBERS,
+        VERBS,
+        DEVICES,
+        ROOMS,
+        PEOPLE,
+        ADJECTIVES,
+        NOUNS,
+        PLACES,
+        WEEKDAYS,
+        MONTHS,
+        ACTIONS,
+        TEMPLATE_WORDS,
+    )
     return {word for words in lists for word in words}

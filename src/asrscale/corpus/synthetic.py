@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import soundfile
-from scipy.signal import lfilter, resample_poly
+from scipy.signal import lfilter
 
+from asrscale.audio import resample
 from asrscale.corpus import grammar
 from asrscale.corpus.espeak import Espeak, variant_names
 from asrscale.datadir import DataDir
@@ -65,8 +66,14 @@ def plan(config: SyntheticConfig) -> list[Utterance]:
                 speaker = f"{subset}_{variant.lower()}_{accent}_{rate}_{pitch}_{index // config.utterances_per_speaker}"
             utterances.append(
                 Utterance(
-                    utt=f"{speaker}-{index:06d}", subset=subset, speaker=speaker, voice=f"{accent}+{variant}",
-                    rate=rate, pitch=pitch, text=grammar.sentence(rng), snr_db=rng.uniform(*config.snr_db),
+                    utt=f"{speaker}-{index:06d}",
+                    subset=subset,
+                    speaker=speaker,
+                    voice=f"{accent}+{variant}",
+                    rate=rate,
+                    pitch=pitch,
+                    text=grammar.sentence(rng),
+                    snr_db=rng.uniform(*config.snr_db),
                     seed=rng.getrandbits(32),
                 )  # fmt: skip
             )
@@ -91,11 +98,11 @@ def synthesise_part(config: SyntheticConfig, part: int, parts: int, out: Path) -
     for u in plan(config)[part::parts]:
         rng = np.random.default_rng(u.seed)
         samples = espeak.speak(u.text, u.voice, u.rate, u.pitch, u.seed).astype(np.float64) / 32768
-        samples = resample_poly(samples, config.sample_rate, espeak.sample_rate)
+        samples = resample(samples, config.sample_rate, espeak.sample_rate)
         lead, trail = (np.zeros(int(rng.uniform(0.02, 0.15) * config.sample_rate)) for _ in range(2))
         audio = add_noise(np.concatenate([lead, samples, trail]), u.snr_db, rng)
         audio *= rng.uniform(0.3, 0.9) / (np.abs(audio).max() + 1e-9)
-        path = out / u.subset / f"{u.utt}.flac"
+        path = out / u.subset / f"{u.utt}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(path, audio.astype(np.float32), config.sample_rate, subtype="PCM_16")
         data[u.subset].add(u.utt, str(path), u.text, u.speaker, len(audio) / config.sample_rate)

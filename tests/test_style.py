@@ -1,0 +1,25 @@
+"""The project's own lint: ruff on the package and tests, snakefmt and Snakemake's linter on the workflow."""
+
+import subprocess
+import sys
+
+from conftest import BIN, ROOT
+
+
+def run(*command):
+    return subprocess.run(list(map(str, command)), capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_ruff():
+    result = run(BIN / "ruff", "check", "src", "tests")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_snakefmt():
+    result = run(BIN / "snakefmt", "--check", "Snakefile", "workflow")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_snakemake_lint():
+    result = run(sys.executable, "-m", "snakemake", "--lint", "--configfile", "tests/tiny.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr

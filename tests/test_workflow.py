@@ -1,0 +1,81 @@
+"""The workflow end to end on a tiny study, and its configuration checks."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT
+
+TINY = ROOT / "tests" / "tiny.yaml"
+
+
+def snakemake(workdir: Path, *arguments, configfile: Path = TINY, check=True):
+    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", workdir,
+               "--configfile", configfile, "--cores", "2", *arguments]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=900)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("study")
+    snakemake(workdir)
+    return workdir
+
+
+def test_report_holds_every_run_with_real_scores(study):
+    config = yaml.safe_load(TINY.read_text())
+    expected = {(r["algorithm"], p) for r in config["study"]["runs"] for p in r["learners"]}
+    runs = pd.read_csv(study / "results" / "tiny" / "runs.tsv", sep="\t")
+    assert set(zip(runs.algorithm, runs.learners)) == expected
+    assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
+    page = (study / "reports" / "tiny.html").read_text()
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", page)
+    assert {(a, int(p)) for a, p in rows} == expected
+    for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
+        assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
+        assert (study / "results" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
+    seq = runs[runs.algorithm == "seq"].iloc[0]
+    ssgd1 = runs[(runs.algorithm == "ssgd") & (runs.learners == 1)].iloc[0]
+    assert seq.final_dev_loss == pytest.approx(ssgd1.final_dev_loss, rel=1e-6)  # SSGD with one learner is SEQ
+
+
+def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
+    for record in (study / "results" / "tiny" / "runs").glob("*/P*/seed*/run.json"):
+        text = record.read_text()
+        assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
+    assert "Nothing to be done" in snakemake(study).stdout + snakemake(study).stderr
+
+
+def test_snakemake_report_has_the_figures(study):
+    snakemake(study, "--report", study / "snakemake-report.zip")
+    import zipfile
+
+    names = zipfile.ZipFile(study / "snakemake-report.zip").namelist()
+    assert sum(name.endswith(".png") for name in names) >= 4
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("model", "units", "big"), r"'big' is not of type 'integer'.*\['model'\]\['units'\]"),
+        (("train", "optimiser", "adam"), r"'optimiser' was unexpected"),
+        (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
+    ],
+)
+def test_a_wrong_config_stops_before_any_job_naming_the_key(tmp_path, change, message):
+    config = yaml.safe_load(TINY.read_text())
+    section, key, value = change
+    config[section][key] = value
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", configfile=tmp_path / "bad.yaml", check=False)
+    assert result.returncode != 0
+    assert re.search(message, result.stdout + result.stderr, re.DOTALL)
+    assert not (tmp_path / "results").exists()
