@@ -22,4 +22,4 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        f"reports/{CORPUS}.html",
+        f"reports/{STUDY}.html",

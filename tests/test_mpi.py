@@ -1,12 +1,14 @@
 """Real multi-process tests: learners are MPI ranks started by mpiexec."""
 
 import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from conftest import ROOT, mpiexec
 
@@ -46,6 +48,53 @@ def test_a_failing_rank_ends_the_job_with_its_name(corpus, tmp_path):
     start = time.monotonic()
     result = mpiexec(2, *train_command(corpus, tmp_path / "run", shards), check=False, timeout=120)
     assert result.returncode != 0
-    assert "rank 1 of 2: FileNotFoundError" in result.stderr
+    assert "asrscale train: ssgd: rank 1 of 2: FileNotFoundError" in result.stderr
     assert time.monotonic() - start < 60
     assert not Path(tmp_path / "run" / "model.pt").exists()
+
+
+PROPERTIES = ROOT / "tests" / "mpi_programs" / "algorithm_properties.py"
+
+
+def check(ranks, corpus, case, *arguments):
+    result = mpiexec(ranks, sys.executable, PROPERTIES, corpus, case, *arguments, timeout=120)
+    assert result.stdout.count(f"{case} holds") == ranks, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "adpsgd", "hadpsgd", "asgd", "ma"])
+def test_every_algorithm_with_one_learner_is_seq(corpus, algorithm):
+    # MA is SEQ once its Kaldi extras (natural gradient, capped change) are off
+    options = {"natural_gradient": False, "max_param_change": 0} if algorithm == "ma" else {}
+    check(2 if algorithm == "asgd" else 1, corpus, "matches_seq_with_one_learner", algorithm, json.dumps(options))
+
+
+def test_kavg_with_k1_matches_ssgd_step_for_step(corpus):
+    check(2, corpus, "kavg_k1_matches_ssgd")
+
+
+def test_kavg_replicas_are_identical_after_averaging(corpus):
+    check(3, corpus, "kavg_averages_every_k")
+
+
+@pytest.mark.parametrize("learners", [2, 3, 4])
+def test_adpsgd_pairwise_averaging_keeps_the_mean_and_terminates(corpus, learners):
+    check(learners, corpus, "adpsgd_keeps_the_mean_and_ends")
+
+
+def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(corpus):
+    check(4, corpus, "asgd_applies_every_gradient_once")
+
+
+def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus):
+    check(4, corpus, "hadpsgd_keeps_nodes_identical")
+
+
+@pytest.mark.parametrize("fault", ["hanging", "dying"])
+def test_a_hanging_or_dying_rank_ends_the_job_in_bounded_time(corpus, fault):
+    start = time.monotonic()
+    result = mpiexec(3, sys.executable, PROPERTIES, corpus, f"a_{fault}_rank_ends_the_job", check=False, timeout=90)
+    assert result.returncode != 0
+    assert time.monotonic() - start < 60
+    if fault == "hanging":
+        # whichever waiting rank notices first names itself and what it was waiting in
+        assert re.search(r"ssgd: rank [02] of 3: no progress for 3 s in Barrier", result.stderr), result.stderr

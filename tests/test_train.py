@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.comm import Comm
+from asrscale.comm import MPIWorld
 from asrscale.features import FeatureConfig
 from asrscale.models import ModelConfig
 from asrscale.train import Diverged, RunPaths, TrainConfig, train
@@ -16,7 +16,7 @@ QUICK = TrainConfig(algorithm="seq", epochs=2, batch_size=8, lr=3e-3, log_interv
 
 def run(corpus, out, config=QUICK, learners=1):
     paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
-    train(config, SMALL_MODEL, FeatureConfig(), paths, Comm())
+    train(config, SMALL_MODEL, FeatureConfig(), paths, MPIWorld())
     return torch.load(out / "model.pt", weights_only=False), pd.read_csv(out / "metrics.tsv", sep="\t")
 
 
@@ -66,12 +66,10 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpu
 
 
 def test_seq_refuses_several_learners():
-    class TwoRanks:
-        size, rank = 2, 0
-
     from asrscale.algorithms import make_algorithm
+    from asrscale.ops import Layout
 
     with pytest.raises(ValueError, match="seq runs one learner, but 2"):
-        make_algorithm("seq", TwoRanks())
+        make_algorithm("seq", Layout(rank=0, size=2))
     with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
-        make_algorithm("nope", TwoRanks())
+        make_algorithm("nope", Layout(rank=0, size=2))

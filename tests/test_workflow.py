@@ -33,7 +33,7 @@ def study(tmp_path_factory):
 def test_report_holds_every_run_with_real_scores(study):
     config = yaml.safe_load(TINY.read_text())
     expected = {(r["algorithm"], p) for r in config["study"]["runs"] for p in r["learners"]}
-    runs = pd.read_csv(study / "results" / "tiny" / "runs.tsv", sep="\t")
+    runs = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t")
     assert set(zip(runs.algorithm, runs.learners)) == expected
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     page = (study / "reports" / "tiny.html").read_text()
@@ -41,7 +41,7 @@ def test_report_holds_every_run_with_real_scores(study):
     assert {(a, int(p)) for a, p in rows} == expected
     for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
-        assert (study / "results" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
+        assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
     seq = runs[runs.algorithm == "seq"].iloc[0]
     ssgd1 = runs[(runs.algorithm == "ssgd") & (runs.learners == 1)].iloc[0]
     assert seq.final_dev_loss == pytest.approx(ssgd1.final_dev_loss, rel=1e-6)  # SSGD with one learner is SEQ
@@ -79,3 +79,9 @@ def test_a_wrong_config_stops_before_any_job_naming_the_key(tmp_path, change, me
     assert result.returncode != 0
     assert re.search(message, result.stdout + result.stderr, re.DOTALL)
     assert not (tmp_path / "results").exists()
+
+
+def test_the_all_algorithms_study_is_valid_and_plans_every_run(tmp_path):
+    result = snakemake(tmp_path, "-n", "--configfile", ROOT / "config.yaml", ROOT / "algorithms.yaml", configfile=TINY)
+    planned = re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)
+    assert planned[0] == "19", result.stdout[-2000:]

@@ -58,22 +58,26 @@ def shard(args):
 
 
 def train(args):
-    from asrscale.comm import Comm
+    from asrscale.algorithms import algorithm_class
+    from asrscale.comm import MPIWorld
     from asrscale.features import FeatureConfig
     from asrscale.models import ModelConfig
     from asrscale.train import RunPaths, TrainConfig, train
 
-    comm = Comm()
+    config = TrainConfig(**args.train)
+    world = MPIWorld(
+        servers=algorithm_class(config.algorithm).servers,
+        learners_per_node=config.options.get("learners_per_node"),
+        timeout_s=args.timeout,
+        name=config.algorithm,
+    )
     paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
     try:
-        train(TrainConfig(**args.train), ModelConfig(**args.model), FeatureConfig(**args.features), paths, comm)
+        train(config, ModelConfig(**args.model), FeatureConfig(**args.features), paths, world)
     except BaseException as error:
-        print(
-            f"asrscale train: rank {comm.rank} of {comm.size}: {type(error).__name__}: {error}",
-            file=sys.stderr,
-            flush=True,
-        )
-        comm.abort(1)
+        name = f"{config.algorithm}: rank {world.rank} of {world.size}"
+        print(f"asrscale train: {name}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        world.abort(1)
         raise
 
 
@@ -120,7 +124,8 @@ def parser() -> argparse.ArgumentParser:
     stage(shard, "balanced shards for P learners", ("--feats", required_path), learners, ("--out", required_path))
     stage(train, "train one run (one MPI rank per learner)",
           *[(f"--{k}", {"type": _json, "required": True}) for k in ("train", "model", "features")],
-          *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")])  # fmt: skip
+          *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")],
+          ("--timeout", {"type": float, "default": 600, "help": "seconds without progress end the job"}))  # fmt: skip
     stage(decode, "decode and score a subset",
           *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
     stage(gather, "gather runs into one table", ("--out", required_path), ("runs", {"type": Path, "nargs": "+"}))

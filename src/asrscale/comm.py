@@ -1,74 +1,182 @@
-"""The one thin layer between algorithms and the transport (mpi4py today).
+"""The MPI world: learner requests (`asrscale.ops`) carried out on real ranks with mpi4py.
 
-Tensors travel through their buffers (no pickling on the hot path); each call is timed as
-communication, and barriers as idle, into the learner's `TimeSplit`. A GPU build can put
-CUDA-aware MPI or NCCL behind the same calls.
+Tensors travel through their buffers, never pickled on the hot path. Every request is timed
+into the rank's `TimeSplit`: collectives and waits as communication, barriers as idle, and the
+compute and data-wait time the learner reports. A GPU build can put CUDA-aware MPI or NCCL
+behind the same requests.
 """
+
+import sys
+import threading
+import time
+from functools import singledispatchmethod
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
+from asrscale import ops
 from asrscale.timing import TimeSplit
 
 
-class Comm:
-    def __init__(self, mpi_comm=None, clock: TimeSplit | None = None):
-        self.mpi = mpi_comm or MPI.COMM_WORLD
-        self.rank, self.size = self.mpi.Get_rank(), self.mpi.Get_size()
-        self.clock = clock or TimeSplit()
-        self._flat: torch.Tensor | None = None
+def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
 
-    def _flatten(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        numel = sum(t.numel() for t in tensors)
-        if self._flat is None or self._flat.numel() != numel or self._flat.dtype != tensors[0].dtype:
-            self._flat = torch.empty(numel, dtype=tensors[0].dtype)
-        torch.cat([t.reshape(-1) for t in tensors], out=self._flat)
-        return self._flat
 
-    def _unflatten(self, flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+def _unflat(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    with torch.no_grad():
         for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
             tensor.copy_(part.view_as(tensor))
 
-    def allreduce_mean_(self, tensors: list[torch.Tensor]) -> None:
-        """Replace each tensor, in place, by its mean over all learners (one allreduce)."""
-        if self.size == 1:
-            return
-        with self.clock.measure("communication"):
-            flat = self._flatten(tensors)
-            self.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)
-            flat /= self.size
-            self._unflatten(flat, tensors)
 
-    def broadcast_(self, tensors: list[torch.Tensor], root: int = 0) -> None:
-        if self.size == 1:
-            return
-        with self.clock.measure("communication"):
-            flat = self._flatten(tensors)
-            self.mpi.Bcast(flat.numpy(), root=root)
-            self._unflatten(flat, tensors)
+class MPIWorld:
+    """Ranks below `servers` serve (e.g. ASGD's parameter server); the others are learners.
+    Every rank's layout counts the learners (`size`), so a server knows whom it serves.
 
-    def wait_for_all(self) -> None:
-        """A barrier, timed as idle: separates waiting for slower learners from transfer time."""
-        if self.size > 1:
+    Learners are grouped into nodes by MPI's shared-memory split, or `learners_per_node` at a
+    time when given (so that 4 ranks on one machine can act as 2 nodes of 2). A request that
+    has not completed after `timeout_s` (a peer hangs) ends every rank with an error naming this
+    one; a peer that dies ends the job through the MPI launcher."""
+
+    def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
+                 timeout_s: float | None = None, name: str = "asrscale"):  # fmt: skip
+        world = mpi_comm or MPI.COMM_WORLD
+        self.world, self.clock, self.name = world, TimeSplit(), name
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        if self.size <= servers:
+            raise ValueError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
+        self.serving = self.rank < servers
+        learners = world.Split(1 if self.serving else 0, self.rank)
+        if learners_per_node:
+            node = learners.Split(learners.Get_rank() // learners_per_node, learners.Get_rank())
+        else:
+            node = learners.Split_type(MPI.COMM_TYPE_SHARED, learners.Get_rank())
+        node_rank = node.Get_rank()
+        leaders = learners.Split(0 if node_rank == 0 else MPI.UNDEFINED, learners.Get_rank())
+        self.groups = {"world": world, "learners": learners, "node": node, "leaders": leaders}
+        node_index = np.array([learners.Get_rank() if node_rank == 0 else 0])
+        node.Bcast(node_index, root=0)  # the node's id: its leader's learner rank
+        leader_ids = sorted(set(learners.allgather(int(node_index[0]))))
+        self.layout = ops.Layout(
+            rank=learners.Get_rank(), size=self.size - servers, node=leader_ids.index(int(node_index[0])),
+            node_rank=node_rank, node_size=node.Get_size(), nodes=len(leader_ids), servers=servers,
+        )  # fmt: skip
+
+        self._pending: tuple[float, object] | None = None
+        if timeout_s:
+            threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
+
+    def _watch(self, timeout_s: float) -> None:
+        while True:
+            time.sleep(min(1.0, timeout_s / 4))
+            pending = self._pending
+            if pending is not None and time.monotonic() - pending[0] > timeout_s:
+                request = type(pending[1]).__name__
+                print(
+                    f"asrscale: {self.name}: rank {self.rank} of {self.size}: no progress for {timeout_s:g} s "
+                    f"in {request} (a peer has hung or died); ending the job",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.world.Abort(3)
+
+    def run(self, program):
+        """Drive a learner (or server) program to its end; returns what it returns."""
+        result = None
+        while True:
+            try:
+                request = program.send(result)
+            except StopIteration as done:
+                return done.value
+            self._pending = (time.monotonic(), request)
+            result = self.execute(request)
+            self._pending = None
+
+    @singledispatchmethod
+    def execute(self, request):
+        raise TypeError(f"the MPI world cannot carry out {request!r}")
+
+    @execute.register
+    def _(self, request: ops.Compute):
+        self.clock.add("compute", request.seconds)
+
+    @execute.register
+    def _(self, request: ops.DataWait):
+        self.clock.add("data_wait", request.seconds)
+
+    @execute.register
+    def _(self, request: ops.Allreduce):
+        group = self.groups[request.group]
+        if group.Get_size() > 1:
+            with self.clock.measure("communication"):
+                flat = _flat(request.tensors)
+                group.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)
+                _unflat(flat / group.Get_size(), request.tensors)
+
+    @execute.register
+    def _(self, request: ops.Broadcast):
+        group = self.groups[request.group]
+        if group.Get_size() > 1:
+            with self.clock.measure("communication"):
+                flat = _flat(request.tensors)
+                group.Bcast(flat.numpy(), root=request.root)
+                _unflat(flat, request.tensors)
+
+    @execute.register
+    def _(self, request: ops.Barrier):
+        group = self.groups[request.group]
+        if group.Get_size() > 1:
             with self.clock.measure("idle"):
-                self.mpi.Barrier()
+                group.Barrier()
 
-    def sum(self, values) -> np.ndarray:
-        """Element-wise sum of a small vector over all learners (statistics, not parameters)."""
-        array = np.asarray(values, dtype=np.float64)
-        if self.size > 1:
-            self.mpi.Allreduce(MPI.IN_PLACE, array, op=MPI.SUM)
+    @execute.register
+    def _(self, request: ops.Reduce):
+        array = np.asarray(request.values, dtype=np.float64)
+        if self.groups[request.group].Get_size() > 1:
+            operation = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}[request.op]
+            self.groups[request.group].Allreduce(MPI.IN_PLACE, array, op=operation)
         return array
 
-    def min(self, value: int) -> int:
-        return self.mpi.allreduce(value, op=MPI.MIN) if self.size > 1 else value
+    @execute.register
+    def _(self, request: ops.StartExchange):
+        group, send = self.groups[request.group], _flat(request.send)
+        received = torch.empty_like(send)
+        # A thread makes the swap progress while the learner computes: MPI moves a large message
+        # only inside MPI calls, and the learner makes none while it computes.
+        thread = threading.Thread(
+            target=group.Sendrecv, args=(send.numpy(), request.peer, 7, received.numpy(), request.peer, 7)
+        )
+        thread.start()
+        return thread, received, request.receive
 
-    def gather(self, value) -> list | None:
-        """Small Python objects (metrics rows) to rank 0; pickled, off the hot path."""
-        return self.mpi.gather(value, root=0) if self.size > 1 else [value]
+    @execute.register
+    def _(self, request: ops.Wait):
+        thread, received, tensors = request.handle
+        with self.clock.measure("communication"):
+            thread.join()
+        _unflat(received, tensors)
+
+    @execute.register
+    def _(self, request: ops.Send):
+        with self.clock.measure("communication"):
+            self.world.Send(_flat(request.tensors).numpy(), dest=request.to, tag=request.tag)
+
+    @execute.register
+    def _(self, request: ops.Receive):
+        flat = _flat(request.tensors)
+        status = MPI.Status()
+        source = MPI.ANY_SOURCE if request.source is None else request.source
+        tag = MPI.ANY_TAG if request.tag is None else request.tag
+        with self.clock.measure("communication"):
+            self.world.Recv(flat.numpy(), source=source, tag=tag, status=status)
+        _unflat(flat, request.tensors)
+        return status.Get_source(), status.Get_tag()
+
+    @execute.register
+    def _(self, request: ops.Gather):
+        return self.groups[request.group].gather(request.value, root=0)
 
     def abort(self, code: int = 1) -> None:
-        """End every rank: one learner's error must not leave the others waiting forever."""
+        """End every rank: one rank's error must not leave the others waiting forever."""
         if self.size > 1:
-            self.mpi.Abort(code)
+            self.world.Abort(code)

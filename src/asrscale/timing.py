@@ -25,6 +25,9 @@ class TimeSplit:
         finally:
             self.seconds[category] += time.perf_counter() - begin
 
+    def add(self, category: str, seconds: float) -> None:
+        self.seconds[category] += seconds
+
     def snapshot(self) -> dict[str, float]:
         wall = time.perf_counter() - self.start
         split = dict(self.seconds)

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from asrscale import ops
 from asrscale.algorithms import make_algorithm
-from asrscale.comm import Comm
 from asrscale.data import Prefetcher, Subset
 from asrscale.decode import error_counts, greedy
 from asrscale.features import FeatureConfig
@@ -85,47 +85,54 @@ def lr_factor(config: TrainConfig, learners: int, scales_global_batch: bool) -> 
 
 
 class Learner:
-    """One learner's model, optimizer and algorithm; `step` is one minibatch update."""
+    """One learner's model and optimizer. `backward` and `update` are the two halves of a step;
+    they report the compute time they spent to the world."""
 
-    def __init__(self, model, optimizer, algorithm, clip_grad_norm: float):
-        self.model, self.optimizer, self.algorithm = model, optimizer, algorithm
-        self.clip_grad_norm, self.clock, self.steps = clip_grad_norm, algorithm.comm.clock, 0
+    def __init__(self, model, optimizer, clip_grad_norm: float, name: str):
+        self.model, self.optimizer, self.clip_grad_norm, self.name = model, optimizer, clip_grad_norm, name
+        self.parameters = list(model.parameters())
+        self.state = list(model.state_dict().values())
+        self.steps = 0
 
-    def step(self, batch, lr: float) -> float:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        with self.clock.measure("compute"):
-            self.optimizer.zero_grad()
-            loss, _, _ = ctc_loss(self.model, batch)
-            loss.backward()
+    @property
+    def gradients(self) -> list[torch.Tensor]:
+        return [p.grad for p in self.parameters]
+
+    def backward(self, batch):
+        start = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=False)
+        loss, _, _ = ctc_loss(self.model, batch)
+        loss.backward()
         value = loss.item()
         if not math.isfinite(value):
-            raise Diverged(
-                f"{self.algorithm.name} rank {self.algorithm.comm.rank}: loss {value} at step {self.steps + 1}"
-            )
-        self.algorithm.reduce_gradients(self.model)
-        with self.clock.measure("compute"):
-            if self.clip_grad_norm:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
-            self.optimizer.step()
-        self.steps += 1
-        self.algorithm.after_step(self.model, self.steps)
+            raise Diverged(f"{self.name}: loss {value} at step {self.steps + 1}")
+        yield ops.Compute(time.perf_counter() - start, batch.frames)
         return value
 
+    def update(self, lr: float):
+        start = time.perf_counter()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        if self.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
+        self.optimizer.step()
+        self.steps += 1
+        yield ops.Compute(time.perf_counter() - start)
 
-@torch.no_grad()
-def evaluate(model, subset: Subset, comm: Comm, batch_size: int = 64) -> tuple[float, float]:
+
+def evaluate(model, subset: Subset, layout: ops.Layout, batch_size: int = 64):
     """Dev loss and token (character) error rate, the utterances split over the learners."""
     model.eval()
     loss_sum, utts, errors, length = 0.0, 0, 0, 0
-    for group in subset.batches(sorted(subset.frames)[comm.rank :: comm.size], batch_size, seed=None):
-        batch = subset.collate(group)
-        loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
-        hypotheses = greedy(log_probs, lengths, subset.tokens)
-        e, n = error_counts([subset.text[u] for u in group], hypotheses, unit="char")
-        loss_sum, utts, errors, length = loss_sum + loss.item(), utts + len(group), errors + e, length + n
+    with torch.no_grad():
+        for group in subset.batches(sorted(subset.frames)[layout.rank :: layout.size], batch_size, seed=None):
+            batch = subset.collate(group)
+            loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
+            hypotheses = greedy(log_probs, lengths, subset.tokens)
+            e, n = error_counts([subset.text[u] for u in group], hypotheses, unit="char")
+            loss_sum, utts, errors, length = loss_sum + loss.item(), utts + len(group), errors + e, length + n
     model.train()
-    loss_sum, utts, errors, length = comm.sum([loss_sum, utts, errors, length])
+    loss_sum, utts, errors, length = yield ops.Reduce([loss_sum, utts, errors, length], "learners")
     return loss_sum / utts, errors / length
 
 
@@ -162,27 +169,42 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
-def train(config: TrainConfig, model_config: ModelConfig, feature_config: FeatureConfig, paths: RunPaths, comm: Comm):
-    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // comm.size))
+def train(config: TrainConfig, model_config: ModelConfig, feature_config: FeatureConfig, paths: RunPaths, world):
+    """Build one rank's share of a run and have `world` carry it out: a learner's loop, or the
+    algorithm's server loop on a server rank."""
+    layout = world.layout
+    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // (layout.size + layout.servers)))
     torch.set_flush_denormal(True)  # denormals made one CPU run 3-4x slower
     torch.manual_seed(config.seed)
-    leader = comm.rank == 0
     tokens = Tokens.read(paths.tokens)
+    model = build_model(model_config, feature_config.dim, len(tokens))
+    algorithm = make_algorithm(config.algorithm, layout, config.options)
+    name = f"{config.algorithm} {'server' if world.serving else 'rank'} {world.rank if world.serving else layout.rank}"
+    learner = Learner(model, make_optimizer(config, model), config.clip_grad_norm, name)
+    if world.serving:
+        records = world.run(algorithm.serve(learner))
+        atomic_write_text(
+            paths.out / "server.tsv",
+            "learner\tpulled\tapplied_at\tstaleness\tapplied\n"
+            + "".join("\t".join(map(str, r)) + "\n" for r in records),
+        )
+        return
+    world.run(_learn(config, model_config, feature_config, paths, layout, algorithm, learner, tokens, world.clock))
+
+
+def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, tokens, clock):
+    leader = layout.rank == 0
     train_set = Subset(paths.data / "train", paths.feats / "train", paths.feats / "train", feature_config.cmvn, tokens)
     dev_set = Subset(paths.data / "dev", paths.feats / "dev", paths.feats / "train", feature_config.cmvn, tokens)
-    shard = read_shard(paths.shards / f"shard{comm.rank}.tsv")
-
-    model = build_model(model_config, feature_config.dim, len(tokens))
-    optimizer = make_optimizer(config, model)
-    algorithm = make_algorithm(config.algorithm, comm, config.options)
-    learner = Learner(model, optimizer, algorithm, config.clip_grad_norm)
-    record = {
-        "algorithm": config.algorithm, "learners": comm.size, "seed": config.seed, "train": asdict(config),
-        "model": asdict(model_config), "features": asdict(feature_config),
-        "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
-        "environment": environment(),
-    }  # fmt: skip
+    shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
+    model, optimizer = learner.model, learner.optimizer
     if leader:
+        record = {
+            "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, "train": asdict(config),
+            "model": asdict(model_config), "features": asdict(feature_config),
+            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
+            "nodes": layout.nodes, "environment": environment(),
+        }  # fmt: skip
         atomic_write_json(paths.out / "run.json", record)
 
     checkpoints, rows, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], 1, 0.0
@@ -193,13 +215,13 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
         rows, first_epoch, trained_s = state["metrics"], state["epoch"] + 1, state["trained_s"]
         if leader:
             print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
-    algorithm.start(model)
+    yield from algorithm.start(learner)
 
-    steps = comm.min(len(shard) // config.batch_size)
+    (steps,) = yield ops.Reduce([len(shard) // config.batch_size], "learners", op="min")
+    steps = int(steps)
     if steps == 0:
-        raise ValueError(f"shard {comm.rank} has fewer utterances than train.batch_size={config.batch_size}")
-    base_lr = config.lr * lr_factor(config, comm.size, algorithm.scales_global_batch)
-    clock = comm.clock
+        raise ValueError(f"shard {layout.rank} has fewer utterances than train.batch_size={config.batch_size}")
+    base_lr = config.lr * lr_factor(config, layout.size, algorithm.scales_global_batch)
     for epoch in range(first_epoch, config.epochs + 1):
         groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch)[:steps]
         loader = Prefetcher(train_set, groups, config.prefetch)
@@ -208,19 +230,20 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
         epoch_start = time.perf_counter()
         clock.reset()
         for step in range(1, steps + 1):
-            with clock.measure("data_wait"):
-                batch = next(batches)
+            wait_start = time.perf_counter()
+            batch = next(batches)
+            yield ops.DataWait(time.perf_counter() - wait_start)
             global_step = (epoch - 1) * steps + step
             warmup = min(1.0, global_step / config.warmup_steps) if config.warmup_steps else 1.0
             lr = base_lr * warmup * config.lr_decay ** (epoch - 1)
-            interval_loss += learner.step(batch, lr)
+            interval_loss += yield from algorithm.step(learner, batch, lr)
             interval_frames += batch.frames
             epoch_frames += batch.frames
             if step % config.log_interval == 0 or step == steps:
                 split = clock.snapshot()
                 count = (step - 1) % config.log_interval + 1
                 row = {
-                    "kind": "interval", "epoch": epoch, "step": step, "rank": comm.rank, "lr": lr,
+                    "kind": "interval", "epoch": epoch, "step": step, "rank": layout.rank, "lr": lr,
                     "time_s": trained_s + time.perf_counter() - epoch_start, "loss": interval_loss / count,
                     "frames": interval_frames, "frames_per_s": interval_frames / split["wall_s"], **split,
                 }  # fmt: skip
@@ -235,12 +258,13 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
                 interval_loss, interval_frames = 0.0, 0
                 clock.reset()
         loader.close()
-        epoch_train_s = comm.sum([time.perf_counter() - epoch_start])[0] / comm.size
+        (epoch_train_s, total_frames) = yield ops.Reduce([time.perf_counter() - epoch_start, epoch_frames], "learners")
+        epoch_train_s /= layout.size
         trained_s += epoch_train_s
-        algorithm.consensus(model)
-        dev_loss, dev_ter = evaluate(model, dev_set, comm)
-        total_frames = int(comm.sum([epoch_frames])[0])
-        gathered = comm.gather(epoch_rows)
+        yield from algorithm.consensus(learner)
+        dev_loss, dev_ter = yield from evaluate(model, dev_set, layout)
+        yield from algorithm.end_epoch(learner, dev_loss)
+        gathered = yield ops.Gather(epoch_rows, "learners")
         if leader:
             rows += [row for rank_rows in gathered for row in rank_rows]
             rows.append(
@@ -250,7 +274,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
                     "step": steps,
                     "rank": 0,
                     "time_s": trained_s,
-                    "frames": total_frames,
+                    "frames": int(total_frames),
                     "frames_per_s": total_frames / epoch_train_s,
                     "wall_s": epoch_train_s,
                     "lr": lr,
@@ -258,10 +282,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
                     "dev_ter": dev_ter,
                 }  # fmt: skip
             )
-            print(
-                f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s",
-                flush=True,
-            )
+            print(f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s")
             checkpoints.save(
                 epoch,
                 {
@@ -274,6 +295,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
             )
             write_metrics(paths.out / "metrics.tsv", rows)
 
+    yield from algorithm.finish(learner)
     if leader:
         write_metrics(paths.out / "metrics.tsv", rows)
         final = {"model": model.state_dict(), "model_config": asdict(model_config), "tokens": tokens.symbols,

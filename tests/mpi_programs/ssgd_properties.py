@@ -11,53 +11,48 @@ import torch
 from mpi4py import MPI
 
 from asrscale.algorithms import make_algorithm
-from asrscale.comm import Comm
+from asrscale.comm import MPIWorld
 from asrscale.data import Subset
 from asrscale.models import ModelConfig, build_model
 from asrscale.shard import read_shard
 from asrscale.tokens import Tokens
-from asrscale.train import Learner, ctc_loss
+from asrscale.train import Learner
 
 corpus = Path(sys.argv[1])
 torch.set_num_threads(1)
-world = Comm(MPI.COMM_WORLD)
+world, alone = MPIWorld(), MPIWorld(MPI.COMM_SELF)
 tokens = Tokens.read(corpus / "tokens.txt")
 train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
 utts = sorted(read_shard(corpus / "shards" / "P1" / "shard0.tsv"))
 groups = [utts[i : i + 4] for i in range(0, 8 * world.size, 4)]
 
 
-def fresh_learner(comm, algorithm):
+def fresh(world, algorithm):
     torch.manual_seed(0)
     model = build_model(ModelConfig(layers=1, units=16), 40, len(tokens))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    return Learner(model, optimizer, make_algorithm(algorithm, comm), clip_grad_norm=0)
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), 0, algorithm)
+    return learner, make_algorithm(algorithm, world.layout)
 
 
 # 1. gradients and one step: SSGD on P ranks against SEQ on the concatenated batch
-ssgd = fresh_learner(world, "ssgd")
-ssgd.algorithm.start(ssgd.model)
-batch = train_set.collate(groups[world.rank])
-ssgd.optimizer.zero_grad()
-ctc_loss(ssgd.model, batch)[0].backward()
-ssgd.algorithm.reduce_gradients(ssgd.model)
-seq = fresh_learner(Comm(MPI.COMM_SELF), "seq")
-seq.optimizer.zero_grad()
-ctc_loss(seq.model, train_set.collate([u for g in groups[: world.size] for u in g]))[0].backward()
-for (name, p), q in zip(ssgd.model.named_parameters(), seq.model.parameters()):
+ssgd, sync = fresh(world, "ssgd")
+world.run(sync.start(ssgd))
+world.run(sync.step(ssgd, train_set.collate(groups[world.rank]), lr=0.1))
+seq, single = fresh(alone, "seq")
+alone.run(seq.backward(train_set.collate([u for g in groups[: world.size] for u in g])))
+for name, p, q in zip(dict(ssgd.model.named_parameters()), ssgd.parameters, seq.parameters):
     torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-4, msg=f"gradient of {name}")
-ssgd.optimizer.step()
-seq.optimizer.step()
-for (name, p), q in zip(ssgd.model.named_parameters(), seq.model.parameters()):
+alone.run(seq.update(0.1))
+for name, p, q in zip(dict(ssgd.model.named_parameters()), ssgd.parameters, seq.parameters):
     torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=f"parameter {name} after one step")
 
 # 2. replicas stay identical, to the bit, over several steps on different data
-learner = fresh_learner(world, "ssgd")
-learner.algorithm.start(learner.model)
+learner, sync = fresh(world, "ssgd")
+world.run(sync.start(learner))
 for step in range(4):
-    learner.step(train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1)
-mine = torch.cat([p.detach().reshape(-1) for p in learner.model.parameters()])
+    world.run(sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1))
+mine = torch.cat([p.detach().reshape(-1) for p in learner.parameters])
 rank0 = mine.clone()
-world.mpi.Bcast(rank0.numpy(), root=0)
+MPI.COMM_WORLD.Bcast(rank0.numpy(), root=0)
 assert torch.equal(mine, rank0), f"rank {world.rank} replica differs from rank 0 by {(mine - rank0).abs().max()}"
 print(f"rank {world.rank}: ssgd properties hold", flush=True)

@@ -2,35 +2,42 @@ import json
 import os
 import sys
 
+
+envvars:
+    "PATH",
+
+
 # Rules call `python -m asrscale` and `mpiexec`: the package is found in the repository itself,
 # and the tools first in the environment that runs Snakemake (a venv needs no activation; a
 # conda env of --sw-deployment-method conda is activated in front of it).
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    filter(None, [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH")])
-)
-os.environ["PATH"] = os.pathsep.join(
-    [str(Path(sys.executable).parent), os.environ["PATH"]]
-)
+SOURCE = Path(workflow.basedir) / "src"
+shell.prefix(f"export PYTHONPATH={SOURCE}; ")
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+sys.path.insert(0, str(SOURCE))
+
+# the algorithm classes are the single source of how many ranks each one starts
+from asrscale.algorithms import algorithm_class
 
 CORPUS = config["corpus"]["name"]
+STUDY = config["study"].get("name") or CORPUS
 SUBSETS = ["train", "dev", "test"]
-ASRSCALE = "python -m asrscale"
 
 
 wildcard_constraints:
     corpus=CORPUS,
+    study=STUDY,
     subset="|".join(SUBSETS),
     algorithm="[a-z_]+",
-    learners=r"\d+",
-    seed=r"\d+",
-    part=r"\d+",
+    learners="[0-9][0-9]*",
+    seed="[0-9][0-9]*",
+    part="[0-9][0-9]*",
 
 
 def as_json(section):
     """A config section as one shell word for `asrscale --<section> '<json>'`; `jobs` (how
     many parallel jobs a stage is split into) is the workflow's, not the stage's."""
     settings = {key: value for key, value in section.items() if key != "jobs"}
-    return "'" + json.dumps(settings, separators=(",", ":")) + "'"
+    return f"'{json.dumps(settings, separators=(',', ':'))}'"
 
 
 for index, entry in enumerate(config["study"]["runs"]):
@@ -63,6 +70,6 @@ def train_settings(wildcards):
 
 
 def launcher(wildcards):
-    """One learner runs as a plain process; P learners as P MPI ranks."""
-    learners = int(wildcards.learners)
-    return "" if learners == 1 else config["mpi"]["launcher"].format(learners=learners)
+    """One rank runs as a plain process; P learners (plus any server ranks) as MPI ranks."""
+    ranks = int(wildcards.learners) + algorithm_class(wildcards.algorithm).servers
+    return "" if ranks == 1 else config["mpi"]["launcher"].format(ranks=ranks)

@@ -11,7 +11,7 @@ rule synthesise:
         config=as_json(config["corpus"]["builtin"]),
         parts=config["corpus"]["builtin"]["jobs"],
     shell:
-        "{ASRSCALE} synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
+        "python -m asrscale synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
         " --out {output} > {log} 2>&1"
 
 
@@ -37,7 +37,7 @@ rule data_dir:
     params:
         parts=lambda wildcards, input: [f"{part}/{wildcards.subset}" for part in input],
     shell:
-        "{ASRSCALE} combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
+        "python -m asrscale combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
         " {params.parts} > {log} 2>&1"
 
 
@@ -51,4 +51,4 @@ rule tokens:
     conda:
         "../../envs/corpus.yaml"
     shell:
-        "{ASRSCALE} tokens --data results/{wildcards.corpus}/data/train --out {output} > {log} 2>&1"
+        "python -m asrscale tokens --data results/{wildcards.corpus}/data/train --out {output} > {log} 2>&1"

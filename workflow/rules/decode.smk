@@ -14,7 +14,7 @@ rule decode:
     conda:
         "../../envs/train.yaml"
     shell:
-        "{ASRSCALE} decode --model {input.model} --data results/{wildcards.corpus}/data/test"
+        "python -m asrscale decode --model {input.model} --data results/{wildcards.corpus}/data/test"
         " --feats results/{wildcards.corpus}/feats/test --train-feats results/{wildcards.corpus}/feats/train"
         " --out results/{wildcards.corpus}/runs/{wildcards.algorithm}/P{wildcards.learners}/seed{wildcards.seed}/test"
         " > {log} 2>&1"

@@ -1,4 +1,6 @@
 FEATURE_JOBS = config["features"]["jobs"]
+# normalisation is applied when features are loaded: changing it must not re-extract them
+EXTRACTION = {key: value for key, value in config["features"].items() if key != "cmvn"}
 
 
 rule features:
@@ -26,10 +28,10 @@ rule features:
     conda:
         "../../envs/features.yaml"
     params:
-        config=as_json(config["features"]),
+        config=as_json(EXTRACTION),
         parts=FEATURE_JOBS,
     shell:
-        "{ASRSCALE} features --config {params.config} --data results/{wildcards.corpus}/data/{wildcards.subset}"
+        "python -m asrscale features --config {params.config} --data results/{wildcards.corpus}/data/{wildcards.subset}"
         " --part {wildcards.part} --parts {params.parts}"
         " --out results/{wildcards.corpus}/feats/{wildcards.subset}/part{wildcards.part} > {log} 2>&1"
 
@@ -57,7 +59,7 @@ rule combine_features:
             "results/{{corpus}}/feats/{{subset}}/part{part}", part=range(FEATURE_JOBS)
         ),
     shell:
-        "{ASRSCALE} combine-features --out results/{wildcards.corpus}/feats/{wildcards.subset}"
+        "python -m asrscale combine-features --out results/{wildcards.corpus}/feats/{wildcards.subset}"
         " {params.parts} > {log} 2>&1"
 
 
@@ -71,5 +73,5 @@ rule shard:
     conda:
         "../../envs/features.yaml"
     shell:
-        "{ASRSCALE} shard --feats results/{wildcards.corpus}/feats/train --learners {wildcards.learners}"
+        "python -m asrscale shard --feats results/{wildcards.corpus}/feats/train --learners {wildcards.learners}"
         " --out {output} > {log} 2>&1"

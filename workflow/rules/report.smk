@@ -15,42 +15,43 @@ rule gather:
         ),
     output:
         runs=report(
-            "results/{corpus}/runs.tsv",
+            "results/{corpus}/studies/{study}/runs.tsv",
             caption="../report/runs.rst",
             category="Tables",
         ),
-        epochs="results/{corpus}/epochs.tsv",
-        intervals="results/{corpus}/intervals.tsv",
+        epochs="results/{corpus}/studies/{study}/epochs.tsv",
+        intervals="results/{corpus}/studies/{study}/intervals.tsv",
     log:
-        "logs/{corpus}/gather.log",
+        "logs/{corpus}/gather/{study}.log",
     conda:
         "../../envs/report.yaml"
     params:
         runs=RUN_DIRS,
     shell:
-        "{ASRSCALE} gather --out results/{wildcards.corpus} {params.runs} > {log} 2>&1"
+        "python -m asrscale gather --out results/{wildcards.corpus}/studies/{wildcards.study} {params.runs} > {log} 2>&1"
 
 
 rule report:
     input:
-        runs="results/{corpus}/runs.tsv",
-        epochs="results/{corpus}/epochs.tsv",
-        intervals="results/{corpus}/intervals.tsv",
+        runs=f"results/{CORPUS}/studies/{{study}}/runs.tsv",
+        epochs=f"results/{CORPUS}/studies/{{study}}/epochs.tsv",
+        intervals=f"results/{CORPUS}/studies/{{study}}/intervals.tsv",
     output:
-        html="reports/{corpus}.html",
+        html="reports/{study}.html",
         figures=report(
-            directory("results/{corpus}/figures"),
+            directory(f"results/{CORPUS}/studies/{{study}}/figures"),
             patterns=["{name}.png"],
             caption="../report/figures.rst",
             category="Figures",
             subcategory="{name}",
         ),
     log:
-        "logs/{corpus}/report.log",
+        f"logs/{CORPUS}/report/{{study}}.log",
     conda:
         "../../envs/report.yaml"
     params:
         title=config["report"]["title"],
+        results=lambda wildcards, input: Path(input.runs).parent,
     shell:
-        "{ASRSCALE} report --results results/{wildcards.corpus} --figures {output.figures}"
+        "python -m asrscale report --results {params.results} --figures {output.figures}"
         " --title '{params.title}' --out {output.html} > {log} 2>&1"

@@ -24,8 +24,9 @@ rule train:
         model=as_json(config["model"]),
         features=as_json(config["features"]),
         out=lambda wildcards, output: Path(output.model).parent,
+        timeout=config["mpi"]["timeout_s"],
     shell:
-        "{params.launch} {ASRSCALE} train --train {params.train} --model {params.model}"
+        "{params.launch} python -m asrscale train --train {params.train} --model {params.model}"
         " --features {params.features} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} > {log} 2>&1"
+        " --out {params.out} --timeout {params.timeout} > {log} 2>&1"

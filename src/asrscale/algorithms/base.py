@@ -1,32 +1,47 @@
 """The interface every training algorithm implements.
 
-The trainer owns the loop (data, forward, backward, optimizer step, metrics, checkpoints); an
-algorithm only decides how learners exchange what they learn, through these hooks. All
-communication goes through `asrscale.comm.Comm`.
+The trainer owns the loop (data, metrics, dev evaluation, checkpoints); an algorithm decides how
+a learner turns a minibatch into an update and how learners exchange what they learn. Every
+method is a generator of `asrscale.ops` requests, so one implementation runs in any world
+(real MPI ranks, or a simulated cluster). A learner offers `backward(batch)` (gradients, returns
+the loss), `update(lr)` (clip and optimizer step), and `parameters`, `gradients` and `state`.
 """
 
-from torch import nn
-
-from asrscale.comm import Comm
+from asrscale import ops
 
 
 class Algorithm:
     name: str = ""
     #: whether P learners act as one learner with a P-times larger batch (learning-rate scaling applies)
     scales_global_batch: bool = False
+    #: world ranks that serve rather than learn (ASGD's parameter server)
+    servers: int = 0
 
-    def __init__(self, comm: Comm):
-        self.comm = comm
+    def __init__(self, layout: ops.Layout):
+        self.layout = layout
 
-    def start(self, model: nn.Module) -> None:
-        """Before the first step: every learner starts from rank 0's model."""
-        self.comm.broadcast_(list(model.state_dict().values()))
+    def start(self, learner):
+        """Before the first step: every learner starts from learner 0's model."""
+        yield ops.Broadcast(learner.state, group="learners")
 
-    def reduce_gradients(self, model: nn.Module) -> None:
-        """After backward, before the optimizer step."""
+    def step(self, learner, batch, lr: float):
+        """One minibatch; returns its loss. By default a local SGD step with no exchange."""
+        loss = yield from learner.backward(batch)
+        yield from learner.update(lr)
+        return loss
 
-    def after_step(self, model: nn.Module, step: int) -> None:
-        """After the optimizer step; `step` counts this learner's steps from 1."""
+    def end_epoch(self, learner, dev_loss: float):
+        """After each epoch's dev evaluation (adaptive policies)."""
+        yield from ()
 
-    def consensus(self, model: nn.Module) -> None:
+    def consensus(self, learner):
         """Make every learner hold the model to evaluate and save (e.g. the average)."""
+        yield from ()
+
+    def serve(self, learner):
+        """The program of a server rank (algorithms with `servers` > 0)."""
+        raise NotImplementedError(f"{self.name} has no server role")
+
+    def finish(self, learner):
+        """After the last epoch (e.g. tell the server to stop)."""
+        yield from ()

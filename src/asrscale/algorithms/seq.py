@@ -6,7 +6,7 @@ from asrscale.algorithms.base import Algorithm
 class Sequential(Algorithm):
     name = "seq"
 
-    def __init__(self, comm):
-        if comm.size != 1:
-            raise ValueError(f"seq runs one learner, but {comm.size} were started")
-        super().__init__(comm)
+    def __init__(self, layout):
+        if layout.size != 1:
+            raise ValueError(f"seq runs one learner, but {layout.size} were started")
+        super().__init__(layout)

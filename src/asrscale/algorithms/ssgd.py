@@ -6,6 +6,7 @@ large P). See W. Zhang et al., "Distributed deep learning strategies for automat
 recognition", ICASSP 2019, where SSGD is the baseline of ADPSGD.
 """
 
+from asrscale import ops
 from asrscale.algorithms.base import Algorithm
 
 
@@ -13,7 +14,10 @@ class SynchronousSGD(Algorithm):
     name = "ssgd"
     scales_global_batch = True
 
-    def reduce_gradients(self, model):
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        self.comm.wait_for_all()
-        self.comm.allreduce_mean_(grads)
+    def step(self, learner, batch, lr):
+        loss = yield from learner.backward(batch)
+        # the barrier splits waiting for slower learners (idle) from the transfer (communication)
+        yield ops.Barrier("learners")
+        yield ops.Allreduce(learner.gradients, "learners")
+        yield from learner.update(lr)
+        return loss

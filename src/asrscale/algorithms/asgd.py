@@ -1,0 +1,86 @@
+"""ASGD: asynchronous SGD against a parameter server. S. Zhang, C. Zhang, Z. You, R. Zheng and
+B. Xu, "Asynchronous stochastic gradient descent for DNN training", ICASSP 2013; the foil of
+G. Cong, B. Kingsbury et al., MLHPC 2017.
+
+World rank 0 is the server: it holds the global model and its optimizer. Each learner loops:
+compute a gradient on its copy of the model, push it, and receive the model the server holds
+after applying it. The server applies gradients in the order they arrive, with no barrier, so a
+gradient is stale by the updates other learners made since its learner's last pull (about P-1).
+The server records, for every applied gradient, its learner and staleness (server version at
+apply minus version at pull). Options: `staleness_lr` divides the learning rate by
+1 + staleness; `max_staleness` drops (does not apply) gradients staler than the bound.
+
+The exchange is two-sided (send, then receive the reply), so the server needs no asynchronous
+progress from MPI: it waits in a receive for whichever learner sends first.
+"""
+
+import torch
+
+from asrscale import ops
+from asrscale.algorithms.base import Algorithm
+
+SERVER = 0
+GRADIENT, PULL, DONE, MODEL = range(4)
+
+
+class AsynchronousSGD(Algorithm):
+    name = "asgd"
+    servers = 1
+
+    def __init__(self, layout, staleness_lr: bool = False, max_staleness: int | None = None):
+        super().__init__(layout)
+        if max_staleness is not None and max_staleness < 0:
+            raise ValueError(f"asgd: max_staleness must be at least 0, not {max_staleness}")
+        self.staleness_lr, self.max_staleness = staleness_lr, max_staleness
+        self.version = 0
+
+    # the learners' side
+    def _request(self, learner, kind: int, lr: float = 0.0, payload=None):
+        meta = torch.tensor([kind, self.version, lr], dtype=torch.float64)
+        yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
+        if kind != DONE:
+            reply = torch.zeros(1, dtype=torch.float64)
+            yield ops.Receive([*learner.state, reply], SERVER, tag=MODEL)
+            self.version = int(reply.item())
+
+    def start(self, learner):
+        yield from self._request(learner, PULL)
+
+    def step(self, learner, batch, lr):
+        loss = yield from learner.backward(batch)
+        yield from self._request(learner, GRADIENT, lr, learner.gradients)
+        return loss
+
+    def consensus(self, learner):
+        # once every learner has its last reply no gradient is in flight: all pull one model
+        yield ops.Barrier("learners")
+        yield from self._request(learner, PULL)
+        yield ops.Barrier("learners")
+
+    def finish(self, learner):
+        yield from self._request(learner, DONE)
+
+    # the server's side
+    def serve(self, learner):
+        """Apply gradients as they come until every learner is done; returns one record per
+        pushed gradient: (learner, version at pull, version at apply, staleness, applied)."""
+        gradients = [torch.zeros_like(p) for p in learner.parameters]
+        meta = torch.zeros(3, dtype=torch.float64)
+        records, active, version = [], self.layout.size, 0
+        while active:
+            source, _ = yield ops.Receive([*gradients, meta])
+            kind, pulled, lr = int(meta[0]), int(meta[1]), float(meta[2])
+            if kind == DONE:
+                active -= 1
+                continue
+            if kind == GRADIENT:
+                staleness = version - pulled
+                applied = self.max_staleness is None or staleness <= self.max_staleness
+                if applied:
+                    for parameter, gradient in zip(learner.parameters, gradients):
+                        parameter.grad = gradient.clone()
+                    yield from learner.update(lr / (1 + staleness) if self.staleness_lr else lr)
+                    version += 1
+                records.append((source - self.servers, pulled, version, staleness, applied))
+            yield ops.Send([*learner.state, torch.tensor([version], dtype=torch.float64)], source, tag=MODEL)
+        return records

@@ -1,0 +1,132 @@
+"""Run under mpiexec: `algorithm_properties.py CORPUS CASE [ALGORITHM]` asserts, on every rank,
+one defining property of an algorithm on real data. Prints "CASE holds" on success."""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+from mpi4py import MPI
+
+from asrscale.algorithms import make_algorithm
+from asrscale.comm import MPIWorld
+from asrscale.data import Subset
+from asrscale.models import ModelConfig, build_model
+from asrscale.shard import read_shard
+from asrscale.tokens import Tokens
+from asrscale.train import Learner
+
+corpus, case = Path(sys.argv[1]), sys.argv[2]
+torch.set_num_threads(1)
+tokens = Tokens.read(corpus / "tokens.txt")
+train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
+utts = sorted(read_shard(corpus / "shards" / "P1" / "shard0.tsv"))
+batches = [train_set.collate(utts[i : i + 4]) for i in range(0, 48, 4)]
+STEPS = 3
+
+
+def fresh_learner(name="learner"):
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(layers=1, units=16), 40, len(tokens))
+    return Learner(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), 0, name)
+
+
+def train(world, algorithm, options=None, batch_of=lambda rank, step: batches[(rank + 3 * step) % len(batches)]):
+    """STEPS steps of `algorithm`; returns the learner (None on a server rank) and the algorithm."""
+    learner = fresh_learner()
+    chosen = make_algorithm(algorithm, world.layout, options)
+    if world.serving:
+        return None, world.run(chosen.serve(learner))
+    world.run(chosen.start(learner))
+    for step in range(STEPS):
+        world.run(chosen.step(learner, batch_of(world.layout.rank, step), 0.05))
+    return learner, chosen
+
+
+def flat(learner):
+    return torch.cat([t.detach().reshape(-1) for t in learner.state])
+
+
+if case == "matches_seq_with_one_learner":
+    algorithm, options = sys.argv[3], json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
+    world = MPIWorld(servers=1 if algorithm == "asgd" else 0)
+    learner, chosen = train(world, algorithm, options)
+    if learner is not None:
+        world.run(chosen.finish(learner))
+        seq, _ = train(MPIWorld(MPI.COMM_SELF), "seq")
+        assert torch.equal(flat(learner), flat(seq)), f"{algorithm} with one learner differs from seq"
+
+elif case == "kavg_k1_matches_ssgd":
+    world = MPIWorld()
+    kavg, _ = train(world, "kavg", {"period": 1})
+    ssgd, _ = train(world, "ssgd")
+    torch.testing.assert_close(flat(kavg), flat(ssgd), atol=1e-6, rtol=1e-5)
+
+elif case == "kavg_averages_every_k":
+    world = MPIWorld()
+    learner, _ = train(world, "kavg", {"period": STEPS})
+    mine, first = flat(learner), flat(learner).clone()
+    world.groups["learners"].Bcast(first.numpy(), root=0)
+    assert torch.equal(mine, first), "replicas differ right after an averaging"
+
+elif case == "adpsgd_keeps_the_mean_and_ends":
+    world = MPIWorld()
+    learners = world.groups["learners"]
+    learner, chosen = fresh_learner(), make_algorithm("adpsgd", world.layout)
+    noise = torch.Generator().manual_seed(world.rank)
+    with torch.no_grad():  # a different model on every learner, then steps that only average (lr 0)
+        for t in learner.state:
+            t.add_(torch.randn(t.shape, generator=noise))
+
+    def mean_and_spread():
+        mine = flat(learner)
+        mean = mine.clone()
+        learners.Allreduce(MPI.IN_PLACE, mean.numpy())
+        mean /= world.size
+        return mean, learners.allreduce(float(((mine - mean) ** 2).sum()))
+
+    mean_before, spread_before = mean_and_spread()
+    for step in range(4 * world.size):
+        world.run(chosen.step(learner, batches[step % len(batches)], lr=0.0))
+    mean_after, spread_after = mean_and_spread()
+    torch.testing.assert_close(mean_after, mean_before, atol=1e-5, rtol=1e-5)
+    assert spread_after < spread_before / 4, f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
+
+elif case == "asgd_applies_every_gradient_once":
+    world = MPIWorld(servers=1)
+    learner, result = train(world, "asgd")
+    if learner is not None:
+        world.run(make_algorithm("asgd", world.layout).finish(learner))
+    else:
+        records, learners = result, world.layout.size
+        assert len(records) == learners * STEPS, records
+        assert all(applied for *_, applied in records)
+        assert [applied_at for _, _, applied_at, _, _ in records] == list(range(1, len(records) + 1))
+        for index, (_, pulled, applied_at, staleness, _) in enumerate(records):
+            assert staleness == index - pulled >= 0 and applied_at == index + 1
+        assert sorted(who for who, *_ in records) == sorted(list(range(learners)) * STEPS)
+
+elif case == "hadpsgd_keeps_nodes_identical":
+    world = MPIWorld(learners_per_node=2)
+    learner, _ = train(world, "hadpsgd", {"learners_per_node": 2})
+    mine, leader = flat(learner), flat(learner).clone()
+    world.groups["node"].Bcast(leader.numpy(), root=0)
+    assert torch.equal(mine, leader), "models inside a node differ"
+    assert world.layout.nodes == world.size // 2
+
+elif case in ("a_hanging_rank_ends_the_job", "a_dying_rank_ends_the_job"):
+    world = MPIWorld(timeout_s=3, name="ssgd")
+    learner, chosen = fresh_learner(), make_algorithm("ssgd", world.layout)
+    world.run(chosen.step(learner, batches[world.rank], 0.05))
+    if world.rank == 1:
+        if case == "a_hanging_rank_ends_the_job":
+            time.sleep(600)
+        os.kill(os.getpid(), signal.SIGKILL)
+    world.run(chosen.step(learner, batches[world.rank], 0.05))  # the others wait for rank 1 here
+
+else:
+    raise SystemExit(f"unknown case {case}")
+print(f"{case} holds", flush=True)
