@@ -1,5 +1,6 @@
 """The workflow end to end on a tiny study, and its configuration checks."""
 
+import json
 import re
 import subprocess
 import sys
@@ -82,6 +83,12 @@ def test_a_wrong_config_stops_before_any_job_naming_the_key(tmp_path, change, me
 
 
 def test_the_all_algorithms_study_is_valid_and_plans_every_run(tmp_path):
-    result = snakemake(tmp_path, "-n", "--configfile", ROOT / "config.yaml", ROOT / "algorithms.yaml", configfile=TINY)
+    configs = ("--configfile", ROOT / "config.yaml", ROOT / "algorithms.yaml")
+    result = snakemake(tmp_path, "-n", "--printshellcmds", *configs, configfile=TINY)
     planned = re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)
     assert planned[0] == "19", result.stdout[-2000:]
+    # MA's own train overrides reach its runs as train settings, not as algorithm options
+    ma = re.search(r"asrscale train --train '(\{[^']*\"algorithm\":\"ma\"[^']*\})'", result.stdout)
+    settings = json.loads(ma.group(1))
+    assert settings["optimizer"] == "sgd" and settings["lr"] == 0.05 and "train" not in settings["options"]
+    assert settings["options"] == {"frames_per_job": 200000}

@@ -104,23 +104,26 @@ class MPIWorld:
     def _(self, request: ops.DataWait):
         self.clock.add("data_wait", request.seconds)
 
-    @execute.register
-    def _(self, request: ops.Allreduce):
+    def _through_one_buffer(self, request, transfer) -> None:
+        """`transfer(group, buffer)` on the request's tensors flattened into one buffer, in place."""
         group = self.groups[request.group]
         if group.Get_size() > 1:
             with self.clock.measure("communication"):
                 flat = _flat(request.tensors)
-                group.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)
-                _unflat(flat / group.Get_size(), request.tensors)
+                transfer(group, flat.numpy())
+                _unflat(flat, request.tensors)
+
+    @execute.register
+    def _(self, request: ops.Allreduce):
+        def mean(group, buffer):
+            group.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+            buffer /= group.Get_size()
+
+        self._through_one_buffer(request, mean)
 
     @execute.register
     def _(self, request: ops.Broadcast):
-        group = self.groups[request.group]
-        if group.Get_size() > 1:
-            with self.clock.measure("communication"):
-                flat = _flat(request.tensors)
-                group.Bcast(flat.numpy(), root=request.root)
-                _unflat(flat, request.tensors)
+        self._through_one_buffer(request, lambda group, buffer: group.Bcast(buffer, root=request.root))
 
     @execute.register
     def _(self, request: ops.Barrier):

@@ -49,6 +49,7 @@ def _run_tables(run: Path):
         "threads_per_learner": record["threads_per_learner"],
         "world": "mpi",
         "cpu": environment["cpu"],
+        "cores": environment["cpu_count"],
         "gpu": environment["gpu"] or "none",
         "hostname": environment["hostname"],
         "torch": environment["packages"]["torch"],
@@ -173,7 +174,7 @@ TABLE_COLUMNS = {
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
     "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
-    "world": "world", "cpu": "CPU", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
+    "world": "world", "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
     "commit": "commit",
 }  # fmt: skip
 
@@ -216,7 +217,8 @@ th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
 <h2>Summary</h2><ul id="summary">{_summary(table)}</ul>
 <p class="note">{len(table)} runs. Every speedup is <b>measured</b> (real MPI ranks on this machine) against SEQ
 with the same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
-frames per second. Environment: {html.escape(str(environment.cpu))}, GPU: {html.escape(str(environment.gpu))},
+frames per second. Environment: {html.escape(str(environment.cpu))} with {environment.cores} cores (more learners
+than cores share them), GPU: {html.escape(str(environment.gpu))},
 torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))},
 commit {html.escape(str(environment.commit))[:12]}.</p>
 <h2>Accuracy</h2>{images["wer_vs_learners"]}

@@ -62,10 +62,12 @@ def run_dir(algorithm, learners, seed):
 
 
 def train_settings(wildcards):
-    settings = dict(
-        config["train"], algorithm=wildcards.algorithm, seed=int(wildcards.seed)
+    """config's train section, with the algorithm's own `train` overrides and its options."""
+    options = dict(config["algorithms"].get(wildcards.algorithm, {}))
+    settings = dict(config["train"], **options.pop("train", {}))
+    settings.update(
+        algorithm=wildcards.algorithm, seed=int(wildcards.seed), options=options
     )
-    settings["options"] = config["algorithms"].get(wildcards.algorithm, {})
     return as_json(settings)
 
 
