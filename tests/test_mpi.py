@@ -85,8 +85,9 @@ def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_stalene
     check(4, corpus, "asgd_applies_every_gradient_once")
 
 
-def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus):
-    check(4, corpus, "hadpsgd_keeps_nodes_identical")
+@pytest.mark.parametrize("learners", [3, 4])
+def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus, learners):
+    check(learners, corpus, "hadpsgd_keeps_nodes_identical")
 
 
 @pytest.mark.parametrize("fault", ["hanging", "dying"])

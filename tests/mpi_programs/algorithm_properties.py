@@ -115,7 +115,7 @@ elif case == "hadpsgd_keeps_nodes_identical":
     mine, leader = flat(learner), flat(learner).clone()
     world.groups["node"].Bcast(leader.numpy(), root=0)
     assert torch.equal(mine, leader), "models inside a node differ"
-    assert world.layout.nodes == world.size // 2
+    assert world.layout.nodes == (world.size + 1) // 2  # the last node may hold fewer learners
 
 elif case in ("a_hanging_rank_ends_the_job", "a_dying_rank_ends_the_job"):
     world = MPIWorld(timeout_s=3, name="ssgd")

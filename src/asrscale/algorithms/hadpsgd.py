@@ -6,7 +6,7 @@ and so hold identical models. The node leaders (node rank 0) run ADPSGD among th
 leader swaps the node's model with another leader's while the node computes its gradients,
 averages ½–½, and shares the average back inside the node before the common update. Nodes come
 from MPI's shared-memory split, or `learners_per_node` at a time (so that one machine can act
-as several nodes).
+as several nodes; learners that do not fill the last node form a smaller one).
 """
 
 import torch
@@ -23,8 +23,8 @@ class HierarchicalDecentralizedSGD(Algorithm):
         super().__init__(layout)
         if graph not in GRAPHS:
             raise ValueError(f"hadpsgd: graph must be one of {GRAPHS}, not {graph!r}")
-        if learners_per_node is not None and layout.size % learners_per_node:
-            raise ValueError(f"hadpsgd: {layout.size} learners do not fill nodes of {learners_per_node}")
+        if learners_per_node is not None and learners_per_node < 1:
+            raise ValueError(f"hadpsgd: learners_per_node must be at least 1, not {learners_per_node}")
         self.graph, self.steps = graph, 0
 
     def step(self, learner, batch, lr):
