@@ -1,8 +1,14 @@
 """Greedy CTC decoding and WER/CER scoring with jiwer."""
 
+from pathlib import Path
+
 import jiwer
 import torch
 
+from asrscale.data import Subset
+from asrscale.features import FeatureConfig
+from asrscale.io import atomic_write_json, atomic_write_text
+from asrscale.models import ModelConfig, build_model
 from asrscale.tokens import Tokens
 
 
@@ -26,13 +32,6 @@ def error_counts(references: list[str], hypotheses: list[str], unit: str) -> tup
 
 def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, batch_size: int = 64) -> dict:
     """Decode a subset with a trained model; writes per-utterance hypotheses and the scores."""
-    from pathlib import Path
-
-    from asrscale.data import Subset
-    from asrscale.features import FeatureConfig
-    from asrscale.io import atomic_write_json, atomic_write_text
-    from asrscale.models import ModelConfig, build_model
-
     saved = torch.load(model_path, weights_only=False)
     tokens, features = Tokens(saved["tokens"]), FeatureConfig(**saved["features"])
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))

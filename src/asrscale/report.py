@@ -95,7 +95,7 @@ def _learner_axis(axis, table):
     axis.set_xlabel("learners P")
 
 
-def figures(table, epochs, intervals, folder: Path) -> dict[str, str]:
+def figures(table, epochs, folder: Path) -> dict[str, str]:
     sns.set_theme(style="whitegrid", context="notebook")
     folder.mkdir(parents=True, exist_ok=True)
     palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
@@ -194,8 +194,7 @@ def _format(column: str, value) -> str:
 def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
     table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
-    intervals = pd.read_csv(results / "intervals.tsv", sep="\t")
-    images = figures(table, epochs, intervals, figures_dir)
+    images = figures(table, epochs, figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"

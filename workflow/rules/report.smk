@@ -35,7 +35,6 @@ rule report:
     input:
         runs=f"results/{CORPUS}/studies/{{study}}/runs.tsv",
         epochs=f"results/{CORPUS}/studies/{{study}}/epochs.tsv",
-        intervals=f"results/{CORPUS}/studies/{{study}}/intervals.tsv",
     output:
         html="reports/{study}.html",
         figures=report(
