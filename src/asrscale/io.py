@@ -15,5 +15,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp.name, path)
 
 
+def atomic_torch_save(value, path: Path) -> None:
+    import torch  # here, not at the top: the corpus and feature jobs never load torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(value, tmp)
+    os.replace(tmp, path)
+
+
 def atomic_write_json(path: Path, value) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from asrscale.io import atomic_write_text  # noqa: E402
 from asrscale.timing import CATEGORIES  # noqa: E402
 
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
@@ -230,7 +231,4 @@ on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
 """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.rename(out)
+    atomic_write_text(out, page)

@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from asrscale import ops
 from asrscale.algorithms import make_algorithm
+from asrscale.algorithms.base import lr_scale
 from asrscale.data import Prefetcher, Subset
 from asrscale.decode import error_counts, greedy
 from asrscale.features import FeatureConfig
-from asrscale.io import atomic_write_json, atomic_write_text
+from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.models import ModelConfig, build_model
 from asrscale.provenance import environment
 from asrscale.shard import read_shard
@@ -78,10 +79,8 @@ def make_optimizer(config: TrainConfig, model) -> torch.optim.Optimizer:
 
 def lr_factor(config: TrainConfig, learners: int, scales_global_batch: bool) -> float:
     """Learning-rate multiplier for a global batch `learners` times the per-learner batch."""
-    rules = {"none": 1.0, "linear": float(learners), "sqrt": math.sqrt(learners)}
-    if config.lr_scaling not in rules:
-        raise ValueError(f"train.lr_scaling must be one of {sorted(rules)}, not {config.lr_scaling!r}")
-    return rules[config.lr_scaling] if scales_global_batch else 1.0
+    scale = lr_scale(config.lr_scaling, learners)  # validates the rule even where it does not apply
+    return scale if scales_global_batch else 1.0
 
 
 class Learner:
@@ -142,16 +141,16 @@ class Checkpoints:
     def __init__(self, folder: Path):
         self.folder = folder
 
+    def _saved(self) -> list[Path]:
+        return sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+
     def latest(self) -> Path | None:
-        found = sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+        found = self._saved()
         return found[-1] if found else None
 
     def save(self, epoch: int, state: dict) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".epoch{epoch}.pt.tmp"
-        torch.save(state, tmp)
-        tmp.rename(self.folder / f"epoch{epoch}.pt")
-        for old in sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))[:-2]:
+        atomic_torch_save(state, self.folder / f"epoch{epoch}.pt")
+        for old in self._saved()[:-2]:
             old.unlink()
 
 
@@ -300,5 +299,4 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         write_metrics(paths.out / "metrics.tsv", rows)
         final = {"model": model.state_dict(), "model_config": asdict(model_config), "tokens": tokens.symbols,
                  "features": asdict(feature_config), "epochs": config.epochs}  # fmt: skip
-        torch.save(final, paths.out / ".model.pt.tmp")
-        (paths.out / ".model.pt.tmp").rename(paths.out / "model.pt")
+        atomic_torch_save(final, paths.out / "model.pt")

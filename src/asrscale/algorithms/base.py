@@ -7,7 +7,18 @@ method is a generator of `asrscale.ops` requests, so one implementation runs in 
 the loss), `update(lr)` (clip and optimizer step), and `parameters`, `gradients` and `state`.
 """
 
+import math
+
 from asrscale import ops
+
+LR_SCALINGS = ("none", "sqrt", "linear")
+
+
+def lr_scale(rule: str, learners: int) -> float:
+    """Learning-rate multiplier for `learners` learners: 1, √P or P."""
+    if rule not in LR_SCALINGS:
+        raise ValueError(f"lr_scaling must be one of {LR_SCALINGS}, not {rule!r}")
+    return {"none": 1.0, "sqrt": math.sqrt(learners), "linear": float(learners)}[rule]
 
 
 class Algorithm:

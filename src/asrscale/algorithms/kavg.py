@@ -19,10 +19,9 @@ are documented choices, selected by `period_policy` and `lr_scaling`:
 import math
 
 from asrscale import ops
-from asrscale.algorithms.base import Algorithm
+from asrscale.algorithms.base import LR_SCALINGS, Algorithm, lr_scale
 
 PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
-LR_SCALINGS = {"none": lambda p: 1.0, "sqrt": math.sqrt, "linear": float}
 
 
 class KStepAveraging(Algorithm):
@@ -36,12 +35,12 @@ class KStepAveraging(Algorithm):
         if period_policy not in PERIOD_POLICIES:
             raise ValueError(f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")
         if lr_scaling not in LR_SCALINGS:
-            raise ValueError(f"kavg: lr_scaling must be one of {sorted(LR_SCALINGS)}, not {lr_scaling!r}")
+            raise ValueError(f"kavg: lr_scaling must be one of {LR_SCALINGS}, not {lr_scaling!r}")
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
         if period_policy == "by_learners":
             self.period = max(1, round(period * reference_learners / layout.size))
-        self.lr_multiplier = LR_SCALINGS[lr_scaling](layout.size)
+        self.lr_multiplier = lr_scale(lr_scaling, layout.size)
         self.local_steps, self.last_dev_loss = 0, math.inf
 
     def step(self, learner, batch, lr):
