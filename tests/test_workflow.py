@@ -33,23 +33,36 @@ def study(tmp_path_factory):
 
 def test_report_holds_every_run_with_real_scores(study):
     config = yaml.safe_load(TINY.read_text())
-    expected = {(r["algorithm"], p) for r in config["study"]["runs"] for p in r["learners"]}
+    worlds = {"simulated": "simulated", "mpi": "mpi"}
+    expected = sorted(
+        (worlds[r.get("world", "simulated")], r["algorithm"], p) for r in config["study"]["runs"] for p in r["learners"]
+    )
     runs = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t")
-    assert set(zip(runs.algorithm, runs.learners)) == expected
+    assert sorted(zip(runs.world, runs.algorithm, runs.learners)) == expected
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
+    assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
     page = (study / "reports" / "tiny.html").read_text()
     rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", page)
-    assert {(a, int(p)) for a, p in rows} == expected
+    assert sorted((a, int(p)) for a, p in rows) == sorted((a, p) for _, a, p in expected)
+    assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
     for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
-    seq = runs[runs.algorithm == "seq"].iloc[0]
-    ssgd1 = runs[(runs.algorithm == "ssgd") & (runs.learners == 1)].iloc[0]
-    assert seq.final_dev_loss == pytest.approx(ssgd1.final_dev_loss, rel=1e-6)  # SSGD with one learner is SEQ
+
+    def run(world, algorithm, learners):
+        return runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)].iloc[0]
+
+    seq = run("simulated", "seq", 1)
+    assert seq.final_dev_loss == pytest.approx(run("simulated", "ssgd", 1).final_dev_loss, rel=1e-6)
+    # one implementation, two worlds: the same computation gives the same model
+    assert seq.final_dev_loss == pytest.approx(run("mpi", "seq", 1).final_dev_loss, rel=1e-6)
+    assert run("simulated", "ssgd", 2).final_dev_loss == pytest.approx(run("mpi", "ssgd", 2).final_dev_loss, rel=1e-3)
 
 
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
-    for record in (study / "results" / "tiny" / "runs").glob("*/P*/seed*/run.json"):
+    records = list((study / "results" / "tiny" / "runs").glob("*/*/P*/seed*/run.json"))
+    assert len(records) == 6
+    for record in records:
         text = record.read_text()
         assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
     assert "Nothing to be done" in snakemake(study).stdout + snakemake(study).stderr
@@ -92,3 +105,4 @@ def test_the_all_algorithms_study_is_valid_and_plans_every_run(tmp_path):
     settings = json.loads(ma.group(1))
     assert settings["optimizer"] == "sgd" and settings["lr"] == 0.05 and "train" not in settings["options"]
     assert settings["options"] == {"frames_per_job": 200000}
+    assert "--hardware" not in result.stdout and "mpiexec -n 5" in result.stdout  # real ranks: ASGD's 4 + server

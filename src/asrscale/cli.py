@@ -57,26 +57,60 @@ def shard(args):
     write_shards(read_frame_counts(args.feats), args.learners, args.out)
 
 
-def train(args):
+def _train_set(args, feature_config):
+    from asrscale.data import Subset
+    from asrscale.tokens import Tokens
+
+    train = (args.data / "train", args.feats / "train", args.feats / "train")
+    return Subset(*train, feature_config.cmvn, Tokens.read(args.tokens))
+
+
+def calibrate(args):
+    from asrscale.costmodel import calibrate
+    from asrscale.features import FeatureConfig
+    from asrscale.io import atomic_write_json
+    from asrscale.models import ModelConfig
+    from asrscale.provenance import environment
+    from asrscale.train import TrainConfig
+
+    config, feature_config = TrainConfig(**args.train), FeatureConfig(**args.features)
+    calibration = calibrate(config, ModelConfig(**args.model), feature_config, _train_set(args, feature_config))
+    calibration["environment"] = environment()
+    atomic_write_json(args.out, calibration)
+    print(json.dumps(calibration["by_threads"], indent=1))
+
+
+def _world(args, config):
+    """The simulated world when a hardware profile is given, else this rank's MPI world."""
     from asrscale.algorithms import algorithm_class
+
+    servers = algorithm_class(config.algorithm).servers
+    learners_per_node = config.options.get("learners_per_node")
+    if args.hardware:
+        from asrscale.costmodel import CostModel, Hardware
+        from asrscale.sim import SimWorld
+
+        settings = dict(args.hardware)
+        hardware = Hardware.from_config(settings.pop("name"), settings)
+        costs = CostModel(hardware, json.loads(args.calibration.read_text()), seed=config.seed)
+        return SimWorld(args.learners, costs, servers, learners_per_node, config.prefetch, config.algorithm)
     from asrscale.comm import MPIWorld
+
+    return MPIWorld(servers=servers, learners_per_node=learners_per_node, timeout_s=args.timeout, name=config.algorithm)
+
+
+def train(args):
     from asrscale.features import FeatureConfig
     from asrscale.models import ModelConfig
     from asrscale.train import RunPaths, TrainConfig, train
 
     config = TrainConfig(**args.train)
-    world = MPIWorld(
-        servers=algorithm_class(config.algorithm).servers,
-        learners_per_node=config.options.get("learners_per_node"),
-        timeout_s=args.timeout,
-        name=config.algorithm,
-    )
+    world = _world(args, config)
     paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
     try:
         train(config, ModelConfig(**args.model), FeatureConfig(**args.features), paths, world)
     except BaseException as error:
-        name = f"{config.algorithm}: rank {world.rank} of {world.size}"
-        print(f"asrscale train: {name}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        print(f"asrscale train: {world.label}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
         world.abort(1)
         raise
 
@@ -122,10 +156,15 @@ def parser() -> argparse.ArgumentParser:
     stage(combine_features, "merge feature parts", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
     learners = ("--learners", {"type": int, "required": True})
     stage(shard, "balanced shards for P learners", ("--feats", required_path), learners, ("--out", required_path))
-    stage(train, "train one run (one MPI rank per learner)",
-          *[(f"--{k}", {"type": _json, "required": True}) for k in ("train", "model", "features")],
-          *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")],
-          ("--timeout", {"type": float, "default": 600, "help": "seconds without progress end the job"}))  # fmt: skip
+    settings = [(f"--{k}", {"type": _json, "required": True}) for k in ("train", "model", "features")]
+    stage(calibrate, "time the model on this machine for the cost model of simulated runs", *settings,
+          *[(f"--{k}", required_path) for k in ("data", "feats", "tokens", "out")])  # fmt: skip
+    stage(train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
+          *settings, *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")],
+          ("--timeout", {"type": float, "default": 600, "help": "MPI: seconds without progress end the job"}),
+          ("--hardware", {"type": _json, "help": "simulate on this hardware profile (JSON with its name)"}),
+          ("--learners", {"type": int, "default": 1, "help": "simulated learners"}),
+          ("--calibration", {"type": Path, "help": "simulate: this machine's calibration"}))  # fmt: skip
     stage(decode, "decode and score a subset",
           *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
     stage(gather, "gather runs into one table", ("--out", required_path), ("runs", {"type": Path, "nargs": "+"}))

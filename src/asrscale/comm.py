@@ -6,6 +6,7 @@ compute and data-wait time the learner reports. A GPU build can put CUDA-aware M
 behind the same requests.
 """
 
+import os
 import sys
 import threading
 import time
@@ -16,22 +17,14 @@ import torch
 from mpi4py import MPI
 
 from asrscale import ops
+from asrscale.ops import flatten, unflatten
 from asrscale.timing import TimeSplit
 
 
-def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def _unflat(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
-    with torch.no_grad():
-        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
-            tensor.copy_(part.view_as(tensor))
-
-
 class MPIWorld:
-    """Ranks below `servers` serve (e.g. ASGD's parameter server); the others are learners.
-    Every rank's layout counts the learners (`size`), so a server knows whom it serves.
+    """The world of real MPI ranks, timed by the wall clock. Ranks below `servers` serve (e.g.
+    ASGD's parameter server); the others are learners. Every rank's layout counts the learners
+    (`size`), so a server knows whom it serves.
 
     Learners are grouped into nodes by MPI's shared-memory split, or `learners_per_node` at a
     time when given (so that 4 ranks on one machine can act as 2 nodes of 2). A request that
@@ -41,8 +34,9 @@ class MPIWorld:
     def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
                  timeout_s: float | None = None, name: str = "asrscale"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
-        self.world, self.clock, self.name = world, TimeSplit(), name
+        self.world, self.clock = world, TimeSplit()
         self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.label = f"{name}: rank {self.rank} of {self.size}"
         if self.size <= servers:
             raise ValueError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
         self.serving = self.rank < servers
@@ -62,6 +56,10 @@ class MPIWorld:
             node_rank=node_rank, node_size=node.Get_size(), nodes=len(leader_ids), servers=servers,
         )  # fmt: skip
 
+        # the machine's cores are shared by the ranks that run on it
+        ranks_here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank).Get_size()
+        self.threads_per_rank = max(1, (os.cpu_count() or 1) // ranks_here)
+        self.loads_in_background = True
         self._pending: tuple[float, object] | None = None
         if timeout_s:
             threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
@@ -73,12 +71,19 @@ class MPIWorld:
             if pending is not None and time.monotonic() - pending[0] > timeout_s:
                 request = type(pending[1]).__name__
                 print(
-                    f"asrscale: {self.name}: rank {self.rank} of {self.size}: no progress for {timeout_s:g} s "
+                    f"asrscale: {self.label}: no progress for {timeout_s:g} s "
                     f"in {request} (a peer has hung or died); ending the job",
                     file=sys.stderr,
                     flush=True,
                 )
                 self.world.Abort(3)
+
+    def description(self) -> dict:
+        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes}
+
+    def launch(self, program) -> None:
+        """Run this rank's program: `program(layout, serving, clock)` makes it."""
+        self.run(program(self.layout, self.serving, self.clock))
 
     def run(self, program):
         """Drive a learner (or server) program to its end; returns what it returns."""
@@ -109,9 +114,9 @@ class MPIWorld:
         group = self.groups[request.group]
         if group.Get_size() > 1:
             with self.clock.measure("communication"):
-                flat = _flat(request.tensors)
+                flat = flatten(request.tensors)
                 transfer(group, flat.numpy())
-                _unflat(flat, request.tensors)
+                unflatten(flat, request.tensors)
 
     @execute.register
     def _(self, request: ops.Allreduce):
@@ -142,7 +147,7 @@ class MPIWorld:
 
     @execute.register
     def _(self, request: ops.StartExchange):
-        group, send = self.groups[request.group], _flat(request.send)
+        group, send = self.groups[request.group], flatten(request.send)
         received = torch.empty_like(send)
         # A thread makes the swap progress while the learner computes: MPI moves a large message
         # only inside MPI calls, and the learner makes none while it computes.
@@ -157,22 +162,22 @@ class MPIWorld:
         thread, received, tensors = request.handle
         with self.clock.measure("communication"):
             thread.join()
-        _unflat(received, tensors)
+        unflatten(received, tensors)
 
     @execute.register
     def _(self, request: ops.Send):
         with self.clock.measure("communication"):
-            self.world.Send(_flat(request.tensors).numpy(), dest=request.to, tag=request.tag)
+            self.world.Send(flatten(request.tensors).numpy(), dest=request.to, tag=request.tag)
 
     @execute.register
     def _(self, request: ops.Receive):
-        flat = _flat(request.tensors)
+        flat = flatten(request.tensors)
         status = MPI.Status()
         source = MPI.ANY_SOURCE if request.source is None else request.source
         tag = MPI.ANY_TAG if request.tag is None else request.tag
         with self.clock.measure("communication"):
             self.world.Recv(flat.numpy(), source=source, tag=tag, status=status)
-        _unflat(flat, request.tensors)
+        unflatten(flat, request.tensors)
         return status.Get_source(), status.Get_tag()
 
     @execute.register

@@ -2,7 +2,8 @@
 
 An algorithm's step is a generator: it yields these requests and receives their results. The
 MPI world (`asrscale.comm.MPIWorld`) carries them out on real ranks with mpi4py; a simulated
-world can carry out the same requests for P learners in one process against a modelled clock.
+world (`asrscale.sim.SimWorld`) carries out the same requests for P learners in one process
+against a modelled clock.
 So each algorithm has one implementation, whichever world runs it.
 
 Groups: "world" is every rank, "learners" every rank but servers, "node" the learners of one
@@ -14,20 +15,26 @@ from dataclasses import dataclass
 
 import torch
 
+COMPUTE_KINDS = ("backward", "update", "precondition")
+
 
 @dataclass
 class Compute:
-    """The learner has just spent `seconds` computing on `frames` input frames."""
+    """The learner has just spent `seconds` computing: a forward and backward pass over `frames`
+    input frames, an optimizer update, or preconditioning (one of `COMPUTE_KINDS`). A simulated
+    world charges its modelled time for the kind and frames instead of the seconds measured."""
 
     seconds: float
     frames: int = 0
+    kind: str = "backward"
 
 
 @dataclass
 class DataWait:
-    """The learner has just waited `seconds` for its next batch."""
+    """The learner has just waited `seconds` for its next batch, of `frames` input frames."""
 
     seconds: float
+    frames: int = 0
 
 
 @dataclass
@@ -122,3 +129,15 @@ class Layout:
     node_size: int = 1
     nodes: int = 1
     servers: int = 0
+
+
+def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' values in one new 1-D tensor (one buffer to send)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def unflatten(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    """Copy a flat buffer back into the tensors, in place."""
+    with torch.no_grad():
+        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            tensor.copy_(part.view_as(tensor))

@@ -33,6 +33,8 @@ def _run_tables(run: Path):
     intervals = metrics[metrics.kind == "interval"].assign(**keys)
     split = intervals[SPLIT_COLUMNS].sum()
     environment, train = record["environment"], record["train"]
+    world = record.get("world", {"kind": "mpi"})
+    simulated = world["kind"] == "simulated"
     row = {
         **keys,
         "wer": scores["wer"],
@@ -48,7 +50,9 @@ def _run_tables(run: Path):
         "optimizer": train["optimizer"],
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
-        "world": "mpi",
+        "world": world["kind"],
+        "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
+        "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
         "cpu": environment["cpu"],
         "cores": environment["cpu_count"],
         "gpu": environment["gpu"] or "none",
@@ -71,6 +75,11 @@ def gather_runs(runs: list[Path], out_dir: Path) -> None:
 
 
 def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """Speedups against SEQ timed the same way (measured, or modelled on the same hardware)."""
+    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
+
+
+def _speedups(table: pd.DataFrame) -> pd.DataFrame:
     seq = table[table.algorithm == "seq"]
     if seq.empty:
         return table.assign(time_speedup=float("nan"), throughput_speedup=float("nan"))
@@ -117,7 +126,7 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
         ideal = sorted(table.learners.unique())
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
         _learner_axis(axis, table)
-        axis.set_ylabel("speedup over SEQ (measured)")
+        axis.set_ylabel(f"speedup over SEQ ({', '.join(table.speedup_kind.unique())})")
         axis.set_title(
             f"{label.capitalize()} speedup: "
             + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio")
@@ -175,7 +184,8 @@ TABLE_COLUMNS = {
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
     "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
-    "world": "world", "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
+    "speedup_kind": "speedups", "world": "world", "hardware": "hardware",
+    "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
     "commit": "commit",
 }  # fmt: skip
 
@@ -190,6 +200,19 @@ def _format(column: str, value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return html.escape(str(value))
+
+
+def _timing_note(table: pd.DataFrame) -> str:
+    notes = []
+    if (table.world == "mpi").any():
+        notes.append("<b>Measured</b> runs: real MPI ranks on this machine, timed by the wall clock.")
+    for hardware in table[table.world == "simulated"].hardware.unique():
+        notes.append(
+            f"<b>Modelled</b> runs: every learner really trained, in one process, while a modelled clock kept time "
+            f"on the hardware profile <b>{html.escape(str(hardware))}</b> (config.yaml hardware:, cost model in "
+            "src/asrscale/costmodel.py); accuracy is real, times are the model's."
+        )
+    return " ".join(notes)
 
 
 def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
@@ -215,10 +238,10 @@ th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <h2>Summary</h2><ul id="summary">{_summary(table)}</ul>
-<p class="note">{len(table)} runs. Every speedup is <b>measured</b> (real MPI ranks on this machine) against SEQ
-with the same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
-frames per second. Environment: {html.escape(str(environment.cpu))} with {environment.cores} cores (more learners
-than cores share them), GPU: {html.escape(str(environment.gpu))},
+<p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
+same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
+frames per second. Environment: {html.escape(str(environment.cpu))} with {environment.cores} cores,
+GPU: {html.escape(str(environment.gpu))},
 torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))},
 commit {html.escape(str(environment.commit))[:12]}.</p>
 <h2>Accuracy</h2>{images["wer_vs_learners"]}

@@ -7,7 +7,6 @@ holds the metrics so far, so a resumed run neither loses nor duplicates rows.
 """
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -116,7 +115,7 @@ class Learner:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
         self.optimizer.step()
         self.steps += 1
-        yield ops.Compute(time.perf_counter() - start)
+        yield ops.Compute(time.perf_counter() - start, kind="update")
 
 
 def evaluate(model, subset: Subset, layout: ops.Layout, batch_size: int = 64):
@@ -169,32 +168,40 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
 
 
 def train(config: TrainConfig, model_config: ModelConfig, feature_config: FeatureConfig, paths: RunPaths, world):
-    """Build one rank's share of a run and have `world` carry it out: a learner's loop, or the
-    algorithm's server loop on a server rank."""
-    layout = world.layout
-    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // (layout.size + layout.servers)))
+    """Have `world` carry out a run: each learner's loop, and the algorithm's server loop on a
+    server rank. The MPI world runs this rank's program; a simulated world runs every rank's."""
+    torch.set_num_threads(config.threads or world.threads_per_rank)
     torch.set_flush_denormal(True)  # denormals made one CPU run 3-4x slower
-    torch.manual_seed(config.seed)
     tokens = Tokens.read(paths.tokens)
-    model = build_model(model_config, feature_config.dim, len(tokens))
-    algorithm = make_algorithm(config.algorithm, layout, config.options)
-    name = f"{config.algorithm} {'server' if world.serving else 'rank'} {world.rank if world.serving else layout.rank}"
-    learner = Learner(model, make_optimizer(config, model), config.clip_grad_norm, name)
-    if world.serving:
-        records = world.run(algorithm.serve(learner))
-        atomic_write_text(
-            paths.out / "server.tsv",
-            "learner\tpulled\tapplied_at\tstaleness\tapplied\n"
-            + "".join("\t".join(map(str, r)) + "\n" for r in records),
-        )
-        return
-    world.run(_learn(config, model_config, feature_config, paths, layout, algorithm, learner, tokens, world.clock))
-
-
-def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, tokens, clock):
-    leader = layout.rank == 0
     train_set = Subset(paths.data / "train", paths.feats / "train", paths.feats / "train", feature_config.cmvn, tokens)
     dev_set = Subset(paths.data / "dev", paths.feats / "dev", paths.feats / "train", feature_config.cmvn, tokens)
+
+    def program(layout: ops.Layout, serving: bool, clock):
+        torch.manual_seed(config.seed)
+        model = build_model(model_config, feature_config.dim, len(tokens))
+        algorithm = make_algorithm(config.algorithm, layout, config.options)
+        name = f"{config.algorithm} {'server' if serving else 'rank'} {layout.rank}"
+        learner = Learner(model, make_optimizer(config, model), config.clip_grad_norm, name)
+        if serving:
+            return _serve(algorithm, learner, paths.out / "server.tsv")
+        data = (train_set, dev_set, world.loads_in_background)
+        return _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world)
+
+    world.launch(program)
+
+
+def _serve(algorithm, learner, records_path: Path):
+    records = yield from algorithm.serve(learner)
+    atomic_write_text(
+        records_path,
+        "learner\tpulled\tapplied_at\tstaleness\tapplied\n" + "".join("\t".join(map(str, r)) + "\n" for r in records),
+    )
+
+
+def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world):
+    leader = layout.rank == 0
+    train_set, dev_set, background_loading = data
+    tokens = train_set.tokens
     shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
     model, optimizer = learner.model, learner.optimizer
     if leader:
@@ -202,7 +209,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
             "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, "train": asdict(config),
             "model": asdict(model_config), "features": asdict(feature_config),
             "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
-            "nodes": layout.nodes, "environment": environment(),
+            "nodes": layout.nodes, "world": world.description(), "environment": environment(),
         }  # fmt: skip
         atomic_write_json(paths.out / "run.json", record)
 
@@ -223,15 +230,15 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
     base_lr = config.lr * lr_factor(config, layout.size, algorithm.scales_global_batch)
     for epoch in range(first_epoch, config.epochs + 1):
         groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch)[:steps]
-        loader = Prefetcher(train_set, groups, config.prefetch)
+        loader = Prefetcher(train_set, groups, config.prefetch if background_loading else 0)
         batches, epoch_rows = iter(loader), []
         interval_loss, interval_frames, epoch_frames = 0.0, 0, 0
-        epoch_start = time.perf_counter()
+        epoch_start = clock.now()
         clock.reset()
         for step in range(1, steps + 1):
             wait_start = time.perf_counter()
             batch = next(batches)
-            yield ops.DataWait(time.perf_counter() - wait_start)
+            yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
             global_step = (epoch - 1) * steps + step
             warmup = min(1.0, global_step / config.warmup_steps) if config.warmup_steps else 1.0
             lr = base_lr * warmup * config.lr_decay ** (epoch - 1)
@@ -243,7 +250,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                 count = (step - 1) % config.log_interval + 1
                 row = {
                     "kind": "interval", "epoch": epoch, "step": step, "rank": layout.rank, "lr": lr,
-                    "time_s": trained_s + time.perf_counter() - epoch_start, "loss": interval_loss / count,
+                    "time_s": trained_s + clock.now() - epoch_start, "loss": interval_loss / count,
                     "frames": interval_frames, "frames_per_s": interval_frames / split["wall_s"], **split,
                 }  # fmt: skip
                 epoch_rows.append(row)
@@ -257,7 +264,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                 interval_loss, interval_frames = 0.0, 0
                 clock.reset()
         loader.close()
-        (epoch_train_s, total_frames) = yield ops.Reduce([time.perf_counter() - epoch_start, epoch_frames], "learners")
+        (epoch_train_s, total_frames) = yield ops.Reduce([clock.now() - epoch_start, epoch_frames], "learners")
         epoch_train_s /= layout.size
         trained_s += epoch_train_s
         yield from algorithm.consensus(learner)

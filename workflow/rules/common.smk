@@ -29,6 +29,7 @@ wildcard_constraints:
     subset="|".join(SUBSETS),
     algorithm="[a-z_]+",
     learners="[0-9][0-9]*",
+    world="mpi|sim-[A-Za-z0-9_-]+",
     seed="[0-9][0-9]*",
     part="[0-9][0-9]*",
 
@@ -40,6 +41,18 @@ def as_json(section):
     return f"'{json.dumps(settings, separators=(',', ':'))}'"
 
 
+HARDWARE = config["study"]["hardware"]
+if HARDWARE not in config["hardware"]:
+    raise ValueError(
+        f"config: study.hardware is {HARDWARE!r}, but hardware: defines only {sorted(config['hardware'])}"
+    )
+
+
+def world_folder(world):
+    """A run's world names its results folder: "mpi", or "sim-<profile>" when simulated."""
+    return "mpi" if world == "mpi" else f"sim-{HARDWARE}"
+
+
 for index, entry in enumerate(config["study"]["runs"]):
     if entry["algorithm"] == "seq" and entry["learners"] != [1]:
         raise ValueError(
@@ -48,17 +61,22 @@ for index, entry in enumerate(config["study"]["runs"]):
 
 
 def study_runs():
-    """Every (algorithm, learners, seed) the study asks for."""
+    """Every (world, algorithm, learners, seed) the study asks for."""
     return [
-        (entry["algorithm"], learners, seed)
+        (
+            world_folder(entry.get("world", config["study"]["world"])),
+            entry["algorithm"],
+            learners,
+            seed,
+        )
         for entry in config["study"]["runs"]
         for learners in entry["learners"]
         for seed in config["study"]["seeds"]
     ]
 
 
-def run_dir(algorithm, learners, seed):
-    return f"results/{CORPUS}/runs/{algorithm}/P{learners}/seed{seed}"
+def run_dir(world, algorithm, learners, seed):
+    return f"results/{CORPUS}/runs/{world}/{algorithm}/P{learners}/seed{seed}"
 
 
 def train_settings(wildcards):
@@ -72,6 +90,25 @@ def train_settings(wildcards):
 
 
 def launcher(wildcards):
-    """One rank runs as a plain process; P learners (plus any server ranks) as MPI ranks."""
+    """A simulated run, or one rank, is a plain process; P learners (plus any server ranks)
+    are MPI ranks."""
     ranks = int(wildcards.learners) + algorithm_class(wildcards.algorithm).servers
-    return "" if ranks == 1 else config["mpi"]["launcher"].format(ranks=ranks)
+    if wildcards.world != "mpi" or ranks == 1:
+        return ""
+    return config["mpi"]["launcher"].format(ranks=ranks)
+
+
+def simulation_inputs(wildcards):
+    """A simulated run needs the machine's calibration; an MPI run nothing more."""
+    if wildcards.world == "mpi":
+        return {}
+    return {"calibration": f"results/{wildcards.corpus}/calibration.json"}
+
+
+def world_arguments(wildcards, input):
+    """`asrscale train` simulates when given a hardware profile and the machine's calibration."""
+    if wildcards.world == "mpi":
+        return ""
+    profile = dict(config["hardware"][HARDWARE], name=HARDWARE)
+    profile.pop("description", None)
+    return f"--hardware {as_json(profile)} --learners {wildcards.learners} --calibration {input.calibration}"

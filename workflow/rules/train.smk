@@ -1,5 +1,31 @@
+rule calibrate:
+    input:
+        data="results/{corpus}/data/train/text",
+        feats="results/{corpus}/feats/train/feats.scp",
+        tokens="results/{corpus}/tokens.txt",
+    output:
+        "results/{corpus}/calibration.json",
+    log:
+        "logs/{corpus}/calibrate.log",
+    benchmark:
+        "benchmarks/{corpus}/calibrate.tsv"
+    conda:
+        "../../envs/train.yaml"
+    # timings need the machine to themselves
+    threads: lambda wildcards: workflow.cores
+    params:
+        train=as_json(config["train"]),
+        model=as_json(config["model"]),
+        features=as_json(config["features"]),
+    shell:
+        "python -m asrscale calibrate --train {params.train} --model {params.model}"
+        " --features {params.features} --data results/{wildcards.corpus}/data"
+        " --feats results/{wildcards.corpus}/feats --tokens {input.tokens} --out {output} > {log} 2>&1"
+
+
 rule train:
     input:
+        unpack(simulation_inputs),
         data=expand("results/{{corpus}}/data/{subset}/text", subset=["train", "dev"]),
         feats=expand(
             "results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]
@@ -7,13 +33,13 @@ rule train:
         shards="results/{corpus}/shards/P{learners}",
         tokens="results/{corpus}/tokens.txt",
     output:
-        model="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/model.pt",
-        metrics="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
-        record="results/{corpus}/runs/{algorithm}/P{learners}/seed{seed}/run.json",
+        model="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/model.pt",
+        metrics="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
+        record="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/run.json",
     log:
-        "logs/{corpus}/train/{algorithm}-P{learners}-seed{seed}.log",
+        "logs/{corpus}/train/{world}/{algorithm}-P{learners}-seed{seed}.log",
     benchmark:
-        "benchmarks/{corpus}/train/{algorithm}-P{learners}-seed{seed}.tsv"
+        "benchmarks/{corpus}/train/{world}/{algorithm}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
     # A run owns the machine, so that no other job distorts its timings.
@@ -25,8 +51,9 @@ rule train:
         features=as_json(config["features"]),
         out=lambda wildcards, output: Path(output.model).parent,
         timeout=config["mpi"]["timeout_s"],
+        world=world_arguments,
     shell:
         "{params.launch} python -m asrscale train --train {params.train} --model {params.model}"
         " --features {params.features} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} --timeout {params.timeout} > {log} 2>&1"
+        " --out {params.out} --timeout {params.timeout} {params.world} > {log} 2>&1"

@@ -58,7 +58,7 @@ class DecentralizedSGD(Algorithm):
         peer = partner(self.layout.rank, self.layout.size, self.steps, self.graph)
         self.steps += 1
         if peer is not None:
-            theirs = [torch.empty_like(t) for t in learner.state]
+            theirs = self._buffers(learner)
             exchange = yield ops.StartExchange(learner.state, theirs, peer, "learners")
         loss = yield from learner.backward(batch)
         if peer is not None:

@@ -9,6 +9,8 @@ the loss), `update(lr)` (clip and optimizer step), and `parameters`, `gradients`
 
 import math
 
+import torch
+
 from asrscale import ops
 
 LR_SCALINGS = ("none", "sqrt", "linear")
@@ -30,6 +32,13 @@ class Algorithm:
 
     def __init__(self, layout: ops.Layout):
         self.layout = layout
+        self._received = None
+
+    def _buffers(self, learner) -> list:
+        """One model-sized set of buffers to receive a peer's model into, made once per run."""
+        if self._received is None:
+            self._received = [torch.empty_like(t) for t in learner.state]
+        return self._received
 
     def start(self, learner):
         """Before the first step: every learner starts from learner 0's model."""

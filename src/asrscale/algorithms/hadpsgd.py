@@ -9,8 +9,6 @@ from MPI's shared-memory split, or `learners_per_node` at a time (so that one ma
 as several nodes; learners that do not fill the last node form a smaller one).
 """
 
-import torch
-
 from asrscale import ops
 from asrscale.algorithms.adpsgd import GRAPHS, average_with, partner
 from asrscale.algorithms.base import Algorithm
@@ -32,7 +30,7 @@ class HierarchicalDecentralizedSGD(Algorithm):
         self.steps += 1
         leader = self.layout.node_rank == 0
         if peer is not None and leader:
-            theirs = [torch.empty_like(t) for t in learner.state]
+            theirs = self._buffers(learner)
             exchange = yield ops.StartExchange(learner.state, theirs, peer, "leaders")
         loss = yield from learner.backward(batch)
         yield ops.Allreduce(learner.gradients, "node")

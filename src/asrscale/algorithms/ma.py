@@ -49,7 +49,7 @@ class ModelAveraging(Algorithm):
         if self.natural_gradient is not None:
             self.natural_gradient.precondition()
         before = [p.detach().clone() for p in learner.parameters] if self.max_param_change else None
-        yield ops.Compute(time.perf_counter() - start)
+        yield ops.Compute(time.perf_counter() - start, kind="precondition")
         yield from learner.update(lr * self.layout.size)
         if before is not None:
             self._cap_change(learner.parameters, before)
