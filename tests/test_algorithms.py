@@ -45,3 +45,11 @@ def test_kavg_period_policies():
     for dev_loss in (1.0, 0.5, 0.49):
         list(plateau.end_epoch(None, dev_loss))
     assert plateau.period == 4
+
+
+def test_the_algorithms_that_are_seq_with_one_learner():
+    # each is checked against SEQ with one learner on a real rank in test_mpi.py; ASGD (a server
+    # round trip) and MA (natural gradient, capped change) cost or compute differently
+    from asrscale.algorithms import ALGORITHMS
+
+    assert {name for name, cls in ALGORITHMS.items() if cls.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}

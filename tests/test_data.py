@@ -21,6 +21,10 @@ def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpu
     assert batch.features.shape[0] == 8 and batch.features.shape[1] == max(batch.lengths)
     assert batch.target_lengths.sum() == len(batch.targets)
     assert batch.frames == sum(train_set.frames[u] for u in groups[0])
+    # a fixed number of batches (every learner takes the same steps) still uses every utterance
+    seven = train_set.batches(utts, 8, seed=5, count=7)
+    assert len(seven) == 7 and sorted(u for g in seven for u in g) == sorted(utts)
+    assert max(map(len, seven)) - min(map(len, seven)) <= 1
 
 
 def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):

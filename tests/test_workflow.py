@@ -42,9 +42,12 @@ def test_report_holds_every_run_with_real_scores(study):
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
     page = (study / "reports" / "tiny.html").read_text()
-    rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", page)
+    every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", every_run)
     assert sorted((a, int(p)) for a, p in rows) == sorted((a, p) for _, a, p in expected)
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
+    validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
+    assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
     for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
@@ -53,15 +56,17 @@ def test_report_holds_every_run_with_real_scores(study):
         return runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)].iloc[0]
 
     seq = run("simulated", "seq", 1)
-    assert seq.final_dev_loss == pytest.approx(run("simulated", "ssgd", 1).final_dev_loss, rel=1e-6)
+    # SSGD with one learner is SEQ's computation: the study trains it once and reports it twice
+    assert run("simulated", "ssgd", 1).run == seq.run and run("simulated", "ssgd", 1).trained_as == "seq"
+    assert "With one learner ssgd are exactly SEQ's computation" in page
     # one implementation, two worlds: the same computation gives the same model
     assert seq.final_dev_loss == pytest.approx(run("mpi", "seq", 1).final_dev_loss, rel=1e-6)
     assert run("simulated", "ssgd", 2).final_dev_loss == pytest.approx(run("mpi", "ssgd", 2).final_dev_loss, rel=1e-3)
 
 
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
-    records = list((study / "results" / "tiny" / "runs").glob("*/*/P*/seed*/run.json"))
-    assert len(records) == 6
+    records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/P*/seed*/run.json"))
+    assert len(records) == 5  # SSGD with one learner is SEQ's run
     for record in records:
         text = record.read_text()
         assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
@@ -99,10 +104,18 @@ def test_the_all_algorithms_study_is_valid_and_plans_every_run(tmp_path):
     configs = ("--configfile", ROOT / "config.yaml", ROOT / "algorithms.yaml")
     result = snakemake(tmp_path, "-n", "--printshellcmds", *configs, configfile=TINY)
     planned = re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)
-    assert planned[0] == "19", result.stdout[-2000:]
+    assert planned[0] == "15", result.stdout[-2000:]  # 7 × 3 runs, SEQ's run reported 5 times
     # MA's own train overrides reach its runs as train settings, not as algorithm options
     ma = re.search(r"asrscale train --train '(\{[^']*\"algorithm\":\"ma\"[^']*\})'", result.stdout)
     settings = json.loads(ma.group(1))
     assert settings["optimizer"] == "sgd" and settings["lr"] == 0.05 and "train" not in settings["options"]
     assert settings["options"] == {"frames_per_job": 200000}
     assert "--hardware" not in result.stdout and "mpiexec -n 5" in result.stdout  # real ranks: ASGD's 4 + server
+
+
+@pytest.mark.parametrize("study, runs", [((), 27), (("validation.yaml",), 26)])
+def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs):
+    configs = ("--configfile", ROOT / "config.yaml", *(ROOT / name for name in study))
+    result = snakemake(tmp_path, "-n", "--printshellcmds", *configs, configfile=TINY)
+    assert re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)[0] == str(runs), result.stdout[-2000:]
+    assert "--hardware '{" in result.stdout and "--learners 4 --calibration" in result.stdout

@@ -125,7 +125,7 @@ def decode(args):
 def gather(args):
     from asrscale.report import gather_runs
 
-    gather_runs(args.runs, args.out)
+    gather_runs([tuple(run.split("=", 1)) if "=" in run else (None, run) for run in args.runs], args.out)
 
 
 def report(args):
@@ -167,7 +167,8 @@ def parser() -> argparse.ArgumentParser:
           ("--calibration", {"type": Path, "help": "simulate: this machine's calibration"}))  # fmt: skip
     stage(decode, "decode and score a subset",
           *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
-    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", {"type": Path, "nargs": "+"}))
+    runs = {"nargs": "+", "help": "run folders: FOLDER, or ALGORITHM=FOLDER to report it as ALGORITHM"}
+    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", runs))
     stage(report, "render the HTML report",
           ("--results", required_path), ("--figures", required_path), ("--out", required_path),
           ("--title", {"default": "asrscale"}))  # fmt: skip

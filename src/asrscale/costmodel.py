@@ -6,7 +6,7 @@ Compute. A forward and backward pass over a minibatch of F input frames takes a 
 an optimizer update u seconds and NG-SGD preconditioning n seconds, as calibrated by timing this
 model on this machine (`calibrate`). A profile's `device` says whose compute that is:
 - "shared-cpu": the learners of one node share the calibrating machine's C cores, as MPI ranks on
-  this machine do: with R ranks on a node each has max(1, C // R) threads (the calibration at that
+  this machine do: with R ranks on a machine each has max(1, C // R) threads (the calibration at that
   thread count) and runs max(1, R / C) times slower when the cores are oversubscribed;
 - "dedicated": each learner has a device of its own (a GPU) that runs the calibration at all
   cores `speed_factor` times faster, or at `frames_per_s` input frames per second (which sets
@@ -19,8 +19,9 @@ Data. Building a minibatch of F frames takes F / `data_frames_per_s` seconds (ca
 null). With prefetch (train.prefetch = D > 0) a loader builds batches back to back while the
 learner computes, at most D ahead; without, the learner waits for the whole build.
 
-Communication, over a link of latency α and bandwidth β: the node link between ranks of one
-node, the network link otherwise (a collective uses the network link if it spans nodes).
+Communication, over a link of latency α and bandwidth β: the node link between ranks on one
+machine of the profile (`learners_per_node` learners each), the network link otherwise (a
+collective uses the network link if it spans machines).
 - point to point, n bytes: α + n/β; a rank's link carries one message in and one out at a time,
   so messages to one rank (ASGD's parameter server) queue behind each other: contention.
 - allreduce over R ranks (ring): 2(R-1)·α + 2(R-1)/R · n/β;
@@ -161,17 +162,17 @@ class CostModel:
             self.speed = hardware.speed_factor
         self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]
 
-    def _rates(self, ranks_on_node: int) -> tuple[dict, float]:
+    def _rates(self, ranks_on_machine: int) -> tuple[dict, float]:
         """The calibration that applies to one rank, and how much slower it runs."""
         by_threads = {int(t): rates for t, rates in self.calibration["by_threads"].items()}
         if self.hardware.device == "dedicated":
             return by_threads[max(by_threads)], 1 / self.speed
-        threads = max(1, self.cores // ranks_on_node)
+        threads = max(1, self.cores // ranks_on_machine)
         nearest = max(t for t in by_threads if t <= threads) if min(by_threads) <= threads else min(by_threads)
-        return by_threads[nearest], max(1.0, ranks_on_node / self.cores) / self.speed
+        return by_threads[nearest], max(1.0, ranks_on_machine / self.cores) / self.speed
 
-    def compute_s(self, kind: str, frames: int, learner: int | None, ranks_on_node: int) -> float:
-        rates, slowdown = self._rates(ranks_on_node)
+    def compute_s(self, kind: str, frames: int, learner: int | None, ranks_on_machine: int) -> float:
+        rates, slowdown = self._rates(ranks_on_machine)
         if kind == "backward":
             seconds = rates["backward_s_per_batch"] + rates["backward_s_per_frame"] * frames
             if self.hardware.jitter:

@@ -53,11 +53,12 @@ class Subset:
             list(utts),
         )
 
-    def batches(self, utts: list[str], batch_size: int, seed: int | None) -> list[list[str]]:
+    def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None) -> list[list[str]]:
         """Utterances grouped into batches of similar length (little padding).
 
         With a seed: shuffled, then sorted by length within windows of 50 batches, and the batch
-        order shuffled, so each epoch differs; without: sorted by length (evaluation)."""
+        order shuffled, so each epoch differs; without: sorted by length (evaluation). With
+        `count`, exactly `count` batches whose sizes differ by at most one (every utterance once)."""
         if seed is None:
             ordered = sorted(utts, key=lambda u: (self.frames[u], u))
         else:
@@ -68,7 +69,11 @@ class Subset:
             ordered = [
                 u for i in range(0, len(ordered), window) for u in sorted(ordered[i : i + window], key=self.frames.get)
             ]
-        groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
+        if count is None:
+            groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
+        else:
+            bounds = [len(ordered) * i // count for i in range(count + 1)]
+            groups = [ordered[a:b] for a, b in zip(bounds, bounds[1:])]
         if seed is not None:
             random.Random(seed + 1).shuffle(groups)
         return groups

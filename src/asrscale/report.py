@@ -24,11 +24,11 @@ from asrscale.timing import CATEGORIES  # noqa: E402
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
 
 
-def _run_tables(run: Path):
+def _run_tables(algorithm: str | None, run: Path):
     record = json.loads((run / "run.json").read_text())
     scores = json.loads((run / "test" / "scores.json").read_text())
     metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
-    keys = {"algorithm": record["algorithm"], "learners": record["learners"], "seed": record["seed"]}
+    keys = {"algorithm": algorithm or record["algorithm"], "learners": record["learners"], "seed": record["seed"]}
     epochs = metrics[metrics.kind == "epoch"].assign(**keys)
     intervals = metrics[metrics.kind == "interval"].assign(**keys)
     split = intervals[SPLIT_COLUMNS].sum()
@@ -60,13 +60,15 @@ def _run_tables(run: Path):
         "torch": environment["packages"]["torch"],
         "mpi": environment["mpi"],
         "commit": environment["commit"] or "unknown",
+        "trained_as": record["algorithm"],
         "run": str(run),
     }
     return row, epochs, intervals
 
 
-def gather_runs(runs: list[Path], out_dir: Path) -> None:
-    rows, epochs, intervals = zip(*(_run_tables(Path(run)) for run in runs))
+def gather_runs(runs: list[tuple[str | None, Path]], out_dir: Path) -> None:
+    """`runs`: (the algorithm to report it as, or None for the one it was trained as; its folder)."""
+    rows, epochs, intervals = zip(*(_run_tables(algorithm, Path(run)) for algorithm, run in runs))
     table = add_speedups(pd.DataFrame(rows))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
@@ -184,7 +186,7 @@ TABLE_COLUMNS = {
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
     "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
-    "speedup_kind": "speedups", "world": "world", "hardware": "hardware",
+    "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "trained_as": "trained as",
     "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
     "commit": "commit",
 }  # fmt: skip
@@ -204,6 +206,12 @@ def _format(column: str, value) -> str:
 
 def _timing_note(table: pd.DataFrame) -> str:
     notes = []
+    shared = sorted(table[table.algorithm != table.trained_as].algorithm.unique())
+    if shared:
+        notes.append(
+            f"With one learner {', '.join(shared)} are exactly SEQ's computation (no exchange takes place; "
+            "tested), so their one-learner rows report SEQ's run."
+        )
     if (table.world == "mpi").any():
         notes.append("<b>Measured</b> runs: real MPI ranks on this machine, timed by the wall clock.")
     for hardware in table[table.world == "simulated"].hardware.unique():
@@ -213,6 +221,36 @@ def _timing_note(table: pd.DataFrame) -> str:
             "src/asrscale/costmodel.py); accuracy is real, times are the model's."
         )
     return " ".join(notes)
+
+
+def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
+    """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
+    keys = ["algorithm", "learners", "seed"]
+    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*keys, "world", "epoch_s", "final_dev_loss"]]
+    measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
+    modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
+    pairs = measured.merge(modelled, on=keys, suffixes=("_measured", "_modelled"))
+    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(keys)
+
+
+def _validation_html(table: pd.DataFrame) -> str:
+    pairs = modelled_against_measured(table)
+    if pairs.empty:
+        return ""
+    columns = ("algorithm", "P", "seed", "measured s/epoch", "modelled s/epoch", "modelled / measured",
+               "dev loss measured", "dev loss modelled")  # fmt: skip
+    header = "".join(f"<th>{column}</th>" for column in columns)
+    body = "".join(
+        f"<tr><td>{r.algorithm}</td><td>{r.learners}</td><td>{r.seed}</td><td>{r.epoch_s_measured:.1f}</td>"
+        f"<td>{r.epoch_s_modelled:.1f}</td><td>{r.time_ratio:.2f}</td><td>{r.final_dev_loss_measured:.3f}</td>"
+        f"<td>{r.final_dev_loss_modelled:.3f}</td></tr>"
+        for r in pairs.itertuples()
+    )
+    return (
+        '<h2>Modelled against measured</h2><p class="note">The same runs on real MPI ranks (wall clock) and '
+        "simulated (cost model): time per epoch and final dev loss.</p>"
+        f'<table id="validation"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+    )
 
 
 def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
@@ -251,6 +289,7 @@ commit {html.escape(str(environment.commit))[:12]}.</p>
 <p class="note">Compute: forward, backward and update. Communication: time inside collectives. Data wait: time blocked
 on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
 {images["time_split"]}
+{_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
 """

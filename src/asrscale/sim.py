@@ -33,8 +33,10 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
 class _Rank:
     """One simulated rank: its program, virtual time and the state of its modelled data loader."""
 
-    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int):
-        self.rank, self.layout, self.serving, self.node = rank, layout, serving, node
+    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int):
+        # `node` groups learners for the algorithm (the layout); `machine` is where the rank runs
+        # on the modelled hardware: links and shared cores go by machine
+        self.rank, self.layout, self.serving, self.node, self.machine = rank, layout, serving, node, machine
         self.time, self.result, self.blocked_in, self.done = 0.0, None, None, False
         self.clock = TimeSplit(now=lambda: self.time)
         self.loader_free, self.taken = 0.0, deque()
@@ -58,8 +60,10 @@ class _Exchange:
 
 
 class SimWorld:
-    """`learners` learners after `servers` server ranks, grouped `learners_per_node` to a node
-    (the profile's unless given); server ranks sit on node 0."""
+    """`learners` learners after `servers` server ranks. The hardware profile puts its
+    `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
+    `learners_per_node` learners when given (as MPI ranks of one machine can act as several
+    nodes), else the machines."""
 
     loads_in_background = False  # batches are built in line; their time is modelled
 
@@ -70,19 +74,21 @@ class SimWorld:
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = os.cpu_count() or 1  # one rank computes at a time
-        per_node = learners_per_node or costs.hardware.learners_per_node
+        per_machine = costs.hardware.learners_per_node
+        per_node = learners_per_node or per_machine
         nodes = -(-learners // per_node)
         self.ranks: list[_Rank] = []
         for rank in range(servers + learners):
             serving = rank < servers
             learner = rank - servers
             node = 0 if serving else learner // per_node
+            machine = 0 if serving else learner // per_machine
             node_size = min(per_node, learners - node * per_node)
             layout = ops.Layout(rank=rank if serving else learner, size=learners, node=node,
                                 node_rank=0 if serving else learner % per_node, node_size=node_size, nodes=nodes,
                                 servers=servers)  # fmt: skip
-            self.ranks.append(_Rank(rank, layout, serving, node))
-        self.on_node = [sum(r.node == rank.node for r in self.ranks) for rank in self.ranks]
+            self.ranks.append(_Rank(rank, layout, serving, node, machine))
+        self.sharing = [sum(r.machine == rank.machine for r in self.ranks) for rank in self.ranks]
         learner_ranks = [r for r in self.ranks if not r.serving]
         self._groups = {
             "world": self.ranks,
@@ -131,8 +137,8 @@ class SimWorld:
         key = ("node", rank.node) if name == "node" else name
         return key, self._groups[key]
 
-    def _same_node(self, members) -> bool:
-        return len({m.node for m in members}) == 1
+    def _same_machine(self, members) -> bool:
+        return len({m.machine for m in members}) == 1
 
     @singledispatchmethod
     def execute(self, request, rank: _Rank):
@@ -141,7 +147,7 @@ class SimWorld:
     @execute.register
     def _(self, request: ops.Compute, rank: _Rank):
         learner = None if rank.serving else rank.layout.rank
-        seconds = self.costs.compute_s(request.kind, request.frames, learner, self.on_node[rank.rank])
+        seconds = self.costs.compute_s(request.kind, request.frames, learner, self.sharing[rank.rank])
         rank.clock.add("compute", seconds)
         self._resume(rank, rank.time + seconds)
 
@@ -180,7 +186,7 @@ class SimWorld:
         if len(arrived) == len(members):
             del self._collectives[key]
             arrived.sort(key=lambda pair: members.index(pair[0]))
-            self._complete(arrived, self._same_node(members))
+            self._complete(arrived, self._same_machine(members))
 
     def _complete(self, arrived, same_node: bool) -> None:
         ranks, requests = [r for r, _ in arrived], [q for _, q in arrived]
@@ -214,7 +220,7 @@ class SimWorld:
     # point to point: a message occupies the sender's outgoing and the receiver's incoming link
     def _transfer(self, sender: _Rank, receiver: _Rank, nbytes: int, posted: float) -> float:
         start = max(posted, sender.link_out_free, receiver.link_in_free)
-        ends = start + self.costs.point_to_point_s(nbytes, sender.node == receiver.node)
+        ends = start + self.costs.point_to_point_s(nbytes, sender.machine == receiver.machine)
         sender.link_out_free = receiver.link_in_free = ends
         return ends
 

@@ -223,13 +223,15 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
             print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
     yield from algorithm.start(learner)
 
-    (steps,) = yield ops.Reduce([len(shard) // config.batch_size], "learners", op="min")
+    # every learner takes the same number of steps, and every utterance is used once per epoch:
+    # a learner with a larger shard takes slightly larger batches
+    (steps,) = yield ops.Reduce([math.ceil(len(shard) / config.batch_size)], "learners", op="min")
     steps = int(steps)
     if steps == 0:
-        raise ValueError(f"shard {layout.rank} has fewer utterances than train.batch_size={config.batch_size}")
+        raise ValueError(f"shard {layout.rank} of {paths.shards} is empty")
     base_lr = config.lr * lr_factor(config, layout.size, algorithm.scales_global_batch)
     for epoch in range(first_epoch, config.epochs + 1):
-        groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch)[:steps]
+        groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch, count=steps)
         loader = Prefetcher(train_set, groups, config.prefetch if background_loading else 0)
         batches, epoch_rows = iter(loader), []
         interval_loss, interval_frames, epoch_frames = 0.0, 0, 0

@@ -53,8 +53,15 @@ def world_folder(world):
     return "mpi" if world == "mpi" else f"sim-{HARDWARE}"
 
 
+def learner_counts(entry):
+    """An entry's learner counts: its own, else study.learners (SEQ: always one)."""
+    if entry["algorithm"] == "seq":
+        return entry.get("learners", [1])
+    return entry.get("learners", config["study"]["learners"])
+
+
 for index, entry in enumerate(config["study"]["runs"]):
-    if entry["algorithm"] == "seq" and entry["learners"] != [1]:
+    if learner_counts(entry) != [1] and entry["algorithm"] == "seq":
         raise ValueError(
             f"config: study.runs[{index}]: seq is one learner, so learners must be [1], not {entry['learners']}"
         )
@@ -70,13 +77,16 @@ def study_runs():
             seed,
         )
         for entry in config["study"]["runs"]
-        for learners in entry["learners"]
+        for learners in learner_counts(entry)
         for seed in config["study"]["seeds"]
     ]
 
 
 def run_dir(world, algorithm, learners, seed):
-    return f"results/{CORPUS}/runs/{world}/{algorithm}/P{learners}/seed{seed}"
+    """Where a run is trained; an algorithm that is SEQ with one learner reports SEQ's run."""
+    if learners == 1 and algorithm_class(algorithm).alone_is_seq:
+        algorithm = "seq"
+    return f"results/{CORPUS}/studies/{STUDY}/runs/{world}/{algorithm}/P{learners}/seed{seed}"
 
 
 def train_settings(wildcards):
@@ -102,7 +112,9 @@ def simulation_inputs(wildcards):
     """A simulated run needs the machine's calibration; an MPI run nothing more."""
     if wildcards.world == "mpi":
         return {}
-    return {"calibration": f"results/{wildcards.corpus}/calibration.json"}
+    return {
+        "calibration": f"results/{wildcards.corpus}/studies/{wildcards.study}/calibration.json"
+    }
 
 
 def world_arguments(wildcards, input):

@@ -3,7 +3,9 @@ localrules:
     report,
 
 
-RUN_DIRS = [run_dir(*run) for run in study_runs()]
+RUN_DIRS = sorted({run_dir(*run) for run in study_runs()})
+# each run of the report as <algorithm>=<the folder it was trained in>
+REPORTED_RUNS = [f"{run[1]}={run_dir(*run)}" for run in study_runs()]
 
 
 rule gather:
@@ -26,7 +28,7 @@ rule gather:
     conda:
         "../../envs/report.yaml"
     params:
-        runs=RUN_DIRS,
+        runs=REPORTED_RUNS,
     shell:
         "python -m asrscale gather --out results/{wildcards.corpus}/studies/{wildcards.study} {params.runs} > {log} 2>&1"
 

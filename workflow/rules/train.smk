@@ -4,11 +4,11 @@ rule calibrate:
         feats="results/{corpus}/feats/train/feats.scp",
         tokens="results/{corpus}/tokens.txt",
     output:
-        "results/{corpus}/calibration.json",
+        "results/{corpus}/studies/{study}/calibration.json",
     log:
-        "logs/{corpus}/calibrate.log",
+        "logs/{corpus}/{study}/calibrate.log",
     benchmark:
-        "benchmarks/{corpus}/calibrate.tsv"
+        "benchmarks/{corpus}/{study}/calibrate.tsv"
     conda:
         "../../envs/train.yaml"
     # timings need the machine to themselves
@@ -33,13 +33,13 @@ rule train:
         shards="results/{corpus}/shards/P{learners}",
         tokens="results/{corpus}/tokens.txt",
     output:
-        model="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/model.pt",
-        metrics="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
-        record="results/{corpus}/runs/{world}/{algorithm}/P{learners}/seed{seed}/run.json",
+        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/model.pt",
+        metrics="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
+        record="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/run.json",
     log:
-        "logs/{corpus}/train/{world}/{algorithm}-P{learners}-seed{seed}.log",
+        "logs/{corpus}/{study}/train/{world}/{algorithm}-P{learners}-seed{seed}.log",
     benchmark:
-        "benchmarks/{corpus}/train/{world}/{algorithm}-P{learners}-seed{seed}.tsv"
+        "benchmarks/{corpus}/{study}/train/{world}/{algorithm}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
     # A run owns the machine, so that no other job distorts its timings.

@@ -47,6 +47,7 @@ def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> Non
 
 class DecentralizedSGD(Algorithm):
     name = "adpsgd"
+    alone_is_seq = True
 
     def __init__(self, layout, graph: str = "ring"):
         super().__init__(layout)

@@ -29,6 +29,9 @@ class Algorithm:
     scales_global_batch: bool = False
     #: world ranks that serve rather than learn (ASGD's parameter server)
     servers: int = 0
+    #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
+    #: trains SEQ once and reports its run for this algorithm too (tests/test_mpi.py checks it)
+    alone_is_seq: bool = False
 
     def __init__(self, layout: ops.Layout):
         self.layout = layout

@@ -16,6 +16,7 @@ from asrscale.algorithms.base import Algorithm
 
 class HierarchicalDecentralizedSGD(Algorithm):
     name = "hadpsgd"
+    alone_is_seq = True
 
     def __init__(self, layout, graph: str = "ring", learners_per_node: int | None = None):
         super().__init__(layout)

@@ -26,6 +26,7 @@ PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 
 class KStepAveraging(Algorithm):
     name = "kavg"
+    alone_is_seq = True
 
     def __init__(self, layout, period: int = 8, period_policy: str = "fixed", reference_learners: int = 4,
                  plateau: float = 0.01, lr_scaling: str = "none"):  # fmt: skip

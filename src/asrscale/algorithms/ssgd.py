@@ -13,6 +13,7 @@ from asrscale.algorithms.base import Algorithm
 class SynchronousSGD(Algorithm):
     name = "ssgd"
     scales_global_batch = True
+    alone_is_seq = True
 
     def step(self, learner, batch, lr):
         loss = yield from learner.backward(batch)

@@ -1,0 +1,208 @@
+"""The simulated world: virtual-time order, the cost model, and real training in one process."""
+
+import pandas as pd
+import pytest
+import torch
+
+from asrscale import ops
+from asrscale.costmodel import CostModel, Hardware, Link, calibrate
+from asrscale.features import FeatureConfig
+from asrscale.models import ModelConfig
+from asrscale.sim import SimWorld
+from asrscale.train import RunPaths, TrainConfig, train
+
+# a dedicated device computes at the two-thread rate, 0.5 ms per frame; 1 Gb/s links without
+# latency: 1 MB takes 8 ms
+CALIBRATION = {
+    "cores": 2,
+    "data_frames_per_s": 10_000.0,
+    "by_threads": {
+        "1": {"backward_s_per_frame": 1e-3, "backward_s_per_batch": 0.0, "update_s": 0.01, "precondition_s": 0.1,
+              "frames_per_s": 1000.0},
+        "2": {"backward_s_per_frame": 5e-4, "backward_s_per_batch": 0.0, "update_s": 0.005, "precondition_s": 0.05,
+              "frames_per_s": 2000.0},
+    },
+}  # fmt: skip
+GPU = dict(device="dedicated", node_link=Link(0, 1.0), network_link=Link(0, 1.0))
+MEGABYTE = 250_000  # float32 values
+
+
+def world(learners, servers=0, seed=1, prefetch=4, learners_per_node=8, **hardware):
+    hardware = Hardware(name="test", learners_per_node=learners_per_node, **{**GPU, **hardware})
+    costs = CostModel(hardware, CALIBRATION, seed=seed)
+    return SimWorld(learners, costs, servers=servers, prefetch=prefetch, name="test")
+
+
+def launch(sim, program):
+    """Run `program(layout, serving, log)` on every rank; returns each rank's (time, event) log."""
+    logs = {rank.rank: [] for rank in sim.ranks}
+
+    def make(layout, serving, clock):
+        rank = next(r for r in sim.ranks if r.layout is layout)
+        return program(layout, serving, lambda event: logs[rank.rank].append((round(clock.now(), 6), event)))
+
+    sim.launch(make)
+    return logs
+
+
+def test_messages_to_one_server_queue_on_its_link_in_order_of_virtual_time():
+    def program(layout, serving, log):
+        if serving:
+            for _ in range(layout.size):
+                source, _ = yield ops.Receive([torch.zeros(MEGABYTE)])
+                log(source)
+        else:
+            yield ops.Compute(0, frames=200 * (layout.rank + 1))  # learner r is ready at 0.1·(r+1) s
+            yield ops.Send([torch.full((MEGABYTE,), float(layout.rank))], to=0)
+            log("sent")
+
+    logs = launch(world(3, servers=1), program)
+    # learners 0 and 1 finish far apart: each message alone on the link (8 ms)
+    assert logs[0] == [(0.108, 1), (0.208, 2), (0.308, 3)]
+    assert logs[1] == [(0.108, "sent")]
+
+    def crowded(layout, serving, log):
+        if serving:
+            for _ in range(layout.size):
+                source, _ = yield ops.Receive([torch.zeros(MEGABYTE)])
+                log(source)
+        else:
+            yield ops.Compute(0, frames=200)  # everyone is ready at 0.1 s: the server's link is the queue
+            yield ops.Send([torch.zeros(MEGABYTE)], to=0)
+
+    assert launch(world(3, servers=1), crowded)[0] == [(0.108, 1), (0.116, 2), (0.124, 3)]
+
+
+def test_a_straggler_arrives_last_and_the_others_do_not_wait_for_it():
+    def program(layout, serving, log):
+        if serving:
+            for _ in range(layout.size):
+                source, _ = yield ops.Receive([torch.zeros(1)])
+                log(source)
+        else:
+            yield ops.Compute(0, frames=100)
+            yield ops.Send([torch.zeros(1)], to=0)
+
+    order = [source for _, source in launch(world(3, servers=1, stragglers={0: 3.0}), program)[0]]
+    assert order == [2, 3, 1]  # world rank 1 is learner 0
+
+
+def test_an_allreduce_completes_when_its_last_member_arrives_and_averages():
+    def program(layout, serving, log):
+        yield ops.Compute(0, frames=200 * (layout.rank + 1))
+        values = [torch.full((MEGABYTE,), float(layout.rank))]
+        yield ops.Allreduce(values, "learners")
+        log(float(values[0][0]))
+
+    sim = world(3)
+    logs = launch(sim, program)
+    ends = 0.3 + sim.costs.allreduce_s(4 * MEGABYTE, 3, same_node=True)
+    assert all(log == [(round(ends, 6), 1.0)] for log in logs.values())
+
+
+def test_an_exchange_overlaps_compute_and_delivers_the_peers_model_as_it_was_at_the_start():
+    def program(layout, serving, log):
+        mine, theirs = [torch.full((MEGABYTE,), float(layout.rank))], [torch.zeros(MEGABYTE)]
+        handle = yield ops.StartExchange(mine, theirs, peer=1 - layout.rank, group="learners")
+        mine[0].fill_(-1)  # changed after the exchange started: the peer must not see it
+        yield ops.Compute(0, frames=20 if layout.rank == 0 else 1000)
+        yield ops.Wait(handle)
+        log(float(theirs[0][0]))
+
+    logs = launch(world(2), program)
+    assert logs[0] == [(0.01, 1.0)]  # the 8 ms transfer finished inside rank 0's 10 ms of compute
+    assert logs[1] == [(0.5, 0.0)]
+
+
+def test_a_deadlock_is_an_error_naming_every_blocked_rank():
+    def program(layout, serving, log):
+        yield ops.Receive([torch.zeros(1)], source=1 - layout.rank)
+
+    with pytest.raises(RuntimeError, match=r"deadlock\): rank 0 in Receive; rank 1 in Receive"):
+        launch(world(2), program)
+
+    def disagreeing(layout, serving, log):
+        yield ops.Barrier("learners") if layout.rank == 0 else ops.Allreduce([torch.zeros(1)], "learners")
+
+    with pytest.raises(RuntimeError, match="rank 1 entered Allreduce .* rank 0 is in Barrier"):
+        launch(world(2), disagreeing)
+
+
+def test_jitter_is_drawn_from_the_seed():
+    def program(layout, serving, log):
+        for _ in range(3):
+            yield ops.Compute(0, frames=100)
+        log("done")
+
+    def times(seed):
+        return [log[0][0] for log in launch(world(4, seed=seed, jitter=0.2), program).values()]
+
+    assert times(1) == times(1) and times(1) != times(2) and len(set(times(1))) == 4
+
+
+@pytest.mark.parametrize("prefetch, waits", [(0, [0.1] * 3), (2, [0.1, 0.0, 0.0])])
+def test_data_loading_overlaps_compute_only_with_prefetch(prefetch, waits):
+    def program(layout, serving, log):
+        for _ in range(3):
+            log("asks")
+            yield ops.DataWait(0, frames=1000)  # 0.1 s to build at 10,000 frames/s
+            log("has")
+            yield ops.Compute(0, frames=800)  # 0.4 s
+
+    (log,) = launch(world(1, prefetch=prefetch), program).values()
+    assert [round(has - asks, 6) for (asks, _), (has, _) in zip(log[::2], log[1::2])] == waits
+
+
+def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
+    sim = world(10, servers=1, learners_per_node=8)
+    learners = [r.layout for r in sim.ranks if not r.serving]
+    assert [r.machine for r in sim.ranks] == [0] * 9 + [1, 1]
+    assert [learner.node for learner in learners] == [0] * 8 + [1, 1]
+    assert learners[-1].node_size == 2 and learners[0].nodes == 2 and sim.ranks[0].node == 0
+    # an algorithm may group learners into smaller nodes than the machines (H-ADPSGD's option)
+    grouped = SimWorld(10, sim.costs, servers=1, learners_per_node=4)
+    assert [r.layout.node for r in grouped.ranks[1:]] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    assert [r.machine for r in grouped.ranks] == [0] * 9 + [1, 1] and grouped.sharing[1] == 9
+    shared = CostModel(Hardware(name="cpu", device="shared-cpu"), CALIBRATION)
+    # two ranks on two cores: one thread each; four: one thread each at half speed
+    assert shared.compute_s("backward", 100, 0, ranks_on_machine=1) == pytest.approx(0.05)
+    assert shared.compute_s("backward", 100, 0, ranks_on_machine=2) == pytest.approx(0.1)
+    assert shared.compute_s("backward", 100, 0, ranks_on_machine=4) == pytest.approx(0.2)
+    fast = CostModel(Hardware(name="gpu", device="dedicated", frames_per_s=20_000), CALIBRATION)
+    assert fast.compute_s("backward", 100, 0, ranks_on_machine=8) == pytest.approx(0.005)
+
+
+def test_a_bad_profile_is_named():
+    with pytest.raises(ValueError, match="hardware.lab.device must be one of"):
+        Hardware.from_config("lab", {"device": "tpu"})
+    with pytest.raises(ValueError, match="latency_us >= 0"):
+        Hardware.from_config("lab", {"node_link": {"latency_us": -1, "bandwidth_gbps": 1}})
+
+
+SMALL_MODEL = ModelConfig(layers=1, units=32)
+QUICK = TrainConfig(algorithm="asgd", epochs=1, batch_size=4, lr=3e-3, log_interval=4, seed=3)
+
+
+def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings(corpus, tmp_path):
+    from asrscale.data import Subset
+    from asrscale.tokens import Tokens
+
+    train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global",
+                       Tokens.read(corpus / "tokens.txt"))  # fmt: skip
+    calibration = calibrate(QUICK, SMALL_MODEL, FeatureConfig(), train_set, batches=3)
+    assert all(rates["frames_per_s"] > 0 for rates in calibration["by_threads"].values())
+
+    def staleness(out, **hardware):
+        costs = CostModel(Hardware(name="test", device="dedicated", **hardware), calibration, seed=QUICK.seed)
+        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
+        train(QUICK, SMALL_MODEL, FeatureConfig(), paths, SimWorld(4, costs, servers=1, name="asgd"))
+        metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
+        assert sorted(metrics[metrics.kind == "interval"]["rank"].unique()) == [0, 1, 2, 3]
+        assert metrics[metrics.kind == "epoch"].dev_loss.notna().all()
+        return pd.read_csv(out / "server.tsv", sep="\t").groupby("learner").staleness.mean()
+
+    even = staleness(tmp_path / "even")
+    assert 1.5 < even.mean() < 3.5  # about P - 1
+    slow = staleness(tmp_path / "slow", stragglers={2: 4.0})
+    # the straggler's gradients are the stalest (the others finish first, which caps its staleness)
+    assert slow[2] > 1.3 * slow.drop(2).mean() and slow[2] > even[2]
