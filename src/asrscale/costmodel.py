@@ -132,13 +132,16 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
     timed = minibatches[2:]
     frames = np.array([b.frames for b in timed], dtype=float)
     seconds = np.array([_seconds(lambda b=b: _drain(learner.backward(b))) for b in timed])
-    slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (seconds[0] / frames[0], 0.0)
+    slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
+    if intercept < 0:  # a negative fixed cost is noise: keep the total time, with no fixed part
+        slope, intercept = seconds.sum() / frames.sum(), 0.0
     natural_gradient = NaturalGradient(learner.parameters, len(timed[0].utts))
     return {
-        "backward_s_per_frame": max(float(slope), 1e-12),
-        "backward_s_per_batch": max(float(intercept), 0.0),
+        "backward_s_per_frame": float(slope),
+        "backward_s_per_batch": float(intercept),
         "update_s": _seconds(lambda: _drain(learner.update(lr)), 5),
-        "precondition_s": _seconds(natural_gradient.precondition, 5),
+        # two refresh periods, so the eigendecompositions weigh as they do in a run
+        "precondition_s": _seconds(natural_gradient.precondition, 2 * natural_gradient.update_period),
         "frames_per_s": float(frames.sum() / seconds.sum()),
     }
 
