@@ -48,6 +48,11 @@ def test_same_seed_same_model_and_resume_matches_uninterrupted(corpus, tmp_path)
         assert torch.equal(whole["model"][name], resumed["model"][name])
     assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1, 2]
     assert not metrics[metrics.kind == "interval"].duplicated(["epoch", "step", "rank"]).any()
+    # a checkpoint of other settings is not resumed: the run starts afresh
+    (tmp_path / "resumed" / "model.pt").unlink()
+    _, metrics = run(corpus, tmp_path / "resumed", dataclasses.replace(QUICK, lr=1e-3, epochs=1))
+    assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1]
+    assert [c.name for c in (tmp_path / "resumed" / "checkpoints").glob("*.pt")] == ["epoch1.pt"]
 
 
 def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpus, tmp_path, monkeypatch):

@@ -149,6 +149,9 @@ class Checkpoints:
 
     def save(self, epoch: int, state: dict) -> None:
         atomic_torch_save(state, self.folder / f"epoch{epoch}.pt")
+        for stale in self._saved():  # later epochs of an earlier run that was not resumed
+            if int(stale.stem[5:]) > epoch:
+                stale.unlink()
         for old in self._saved()[:-2]:
             old.unlink()
 
@@ -213,14 +216,21 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         }  # fmt: skip
         atomic_write_json(paths.out / "run.json", record)
 
+    # a checkpoint is resumed only by the run that wrote it: same settings, same world (for a
+    # simulated run, the same hardware profile and calibration)
+    identity = {"train": asdict(config), "model": asdict(model_config), "features": asdict(feature_config),
+                "world": world.description()}  # fmt: skip
     checkpoints, rows, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], 1, 0.0
     if (latest := checkpoints.latest()) is not None:
         state = torch.load(latest, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        rows, first_epoch, trained_s = state["metrics"], state["epoch"] + 1, state["trained_s"]
-        if leader:
-            print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
+        if state.get("identity") == identity:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            rows, first_epoch, trained_s = state["metrics"], state["epoch"] + 1, state["trained_s"]
+            if leader:
+                print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
+        elif leader:
+            print(f"not resuming from {latest}: it was written with other settings; starting afresh", flush=True)
     yield from algorithm.start(learner)
 
     # every learner takes the same number of steps, and every utterance is used once per epoch:
@@ -299,6 +309,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                     "epoch": epoch,
                     "metrics": rows,
                     "trained_s": trained_s,
+                    "identity": identity,
                 },  # fmt: skip
             )
             write_metrics(paths.out / "metrics.tsv", rows)
