@@ -128,7 +128,7 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
         ideal = sorted(table.learners.unique())
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
         _learner_axis(axis, table)
-        axis.set_ylabel(f"speedup over SEQ ({', '.join(table.speedup_kind.unique())})")
+        axis.set_ylabel("speedup over SEQ\n(" + ", ".join(table.speedup_kind.unique()) + ")")
         axis.set_title(
             f"{label.capitalize()} speedup: "
             + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio")
@@ -136,15 +136,21 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
         axis.legend(fontsize="small")
     out["speedup_vs_learners"] = _figure_html(figure, "speedup_vs_learners", folder)
 
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    curves = epochs.assign(run=epochs.algorithm + " P=" + epochs.learners.astype(str))
+    # one curve per run trained (an algorithm reported with SEQ's run would repeat SEQ's curve)
+    trained = table[table.algorithm == table.trained_as][["algorithm", "learners", "seed"]]
+    curves = epochs.merge(trained, on=["algorithm", "learners", "seed"])
+    curves = curves.assign(learners=curves.learners.astype(str))
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
     for axis, x, label in zip(axes, ("epoch", "time_s"), ("epoch", "training time (s)")):
-        sns.lineplot(data=curves, x=x, y="dev_loss", hue="run", style="algorithm", marker="o", errorbar=None, ax=axis)
+        sns.lineplot(data=curves, x=x, y="dev_loss", hue="algorithm", style="learners", palette=palette, marker="o",
+                     errorbar=None, ax=axis, legend=axis is axes[1])  # fmt: skip
         axis.set_xlabel(label)
         axis.set_ylabel("dev loss (CTC per token)")
-        axis.legend(fontsize="small")
+    # a diverging run must not flatten every other curve
+    axes[0].set_ylim(0, 1.1 * curves.dev_loss.quantile(0.9))
+    axes[1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), ncols=1)
     axes[0].set_title("Dev loss against epochs")
-    axes[1].set_title("Dev loss against wall time")
+    axes[1].set_title("Dev loss against training time")
     out["learning_curves"] = _figure_html(figure, "learning_curves", folder)
 
     shares = table.assign(run=table.algorithm + " P=" + table.learners.astype(str) + " s" + table.seed.astype(str))
@@ -163,13 +169,14 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
 
 
 def _summary(table: pd.DataFrame) -> str:
-    means = table.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"))
+    trained = table[table.algorithm == table.trained_as]  # SEQ's run once, not under every alias
+    means = trained.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"))
     best = means.wer.idxmin()
     lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
     if "seq" in table.algorithm.values:
         seq = table[table.algorithm == "seq"]
         seq_wer = seq.wer.mean()
-        lines.append(f"SEQ (the baseline): test WER {100 * seq_wer:.1f}%, trained in {seq.train_s.mean():.0f} s.")
+        lines.append(f"SEQ (the baseline): test WER {100 * seq_wer:.1f}%, trained in {seq.train_s.mean():.3g} s.")
         for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
             fastest = group.speedup.idxmax()
             lines.append(
