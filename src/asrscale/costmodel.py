@@ -133,7 +133,7 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
     frames = np.array([b.frames for b in timed], dtype=float)
     seconds = np.array([_seconds(lambda b=b: _drain(learner.backward(b))) for b in timed])
     slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
-    if intercept < 0:  # a negative fixed cost is noise: keep the total time, with no fixed part
+    if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
         slope, intercept = seconds.sum() / frames.sum(), 0.0
     natural_gradient = NaturalGradient(learner.parameters, len(timed[0].utts))
     return {
