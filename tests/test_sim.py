@@ -187,8 +187,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     from asrscale.data import Subset
     from asrscale.tokens import Tokens
 
-    train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global",
-                       Tokens.read(corpus / "tokens.txt"))  # fmt: skip
+    train_set = Subset.of(corpus / "data", corpus / "feats", "train", "global", Tokens.read(corpus / "tokens.txt"))
     calibration = calibrate(QUICK, SMALL_MODEL, FeatureConfig(), train_set, batches=3)
     for rates in calibration["by_threads"].values():
         assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0

@@ -57,24 +57,19 @@ def shard(args):
     write_shards(read_frame_counts(args.feats), args.learners, args.out)
 
 
-def _train_set(args, feature_config):
-    from asrscale.data import Subset
-    from asrscale.tokens import Tokens
-
-    train = (args.data / "train", args.feats / "train", args.feats / "train")
-    return Subset(*train, feature_config.cmvn, Tokens.read(args.tokens))
-
-
 def calibrate(args):
     from asrscale.costmodel import calibrate
+    from asrscale.data import Subset
     from asrscale.features import FeatureConfig
     from asrscale.io import atomic_write_json
     from asrscale.models import ModelConfig
     from asrscale.provenance import environment
+    from asrscale.tokens import Tokens
     from asrscale.train import TrainConfig
 
     config, feature_config = TrainConfig(**args.train), FeatureConfig(**args.features)
-    calibration = calibrate(config, ModelConfig(**args.model), feature_config, _train_set(args, feature_config))
+    train_set = Subset.of(args.data, args.feats, "train", feature_config.cmvn, Tokens.read(args.tokens))
+    calibration = calibrate(config, ModelConfig(**args.model), feature_config, train_set)
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))

@@ -176,8 +176,8 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
     torch.set_num_threads(config.threads or world.threads_per_rank)
     torch.set_flush_denormal(True)  # denormals made one CPU run 3-4x slower
     tokens = Tokens.read(paths.tokens)
-    train_set = Subset(paths.data / "train", paths.feats / "train", paths.feats / "train", feature_config.cmvn, tokens)
-    dev_set = Subset(paths.data / "dev", paths.feats / "dev", paths.feats / "train", feature_config.cmvn, tokens)
+    # one copy of the data, shared by every learner a world runs in this process
+    train_set, dev_set = (Subset.of(paths.data, paths.feats, s, feature_config.cmvn, tokens) for s in ("train", "dev"))
 
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(config.seed)
@@ -187,7 +187,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
         learner = Learner(model, make_optimizer(config, model), config.clip_grad_norm, name)
         if serving:
             return _serve(algorithm, learner, paths.out / "server.tsv")
-        data = (train_set, dev_set, world.loads_in_background)
+        data = (train_set, dev_set)
         return _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world)
 
     world.launch(program)
@@ -203,23 +203,21 @@ def _serve(algorithm, learner, records_path: Path):
 
 def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world):
     leader = layout.rank == 0
-    train_set, dev_set, background_loading = data
+    train_set, dev_set = data
     tokens = train_set.tokens
     shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
     model, optimizer = learner.model, learner.optimizer
-    if leader:
-        record = {
-            "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, "train": asdict(config),
-            "model": asdict(model_config), "features": asdict(feature_config),
-            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
-            "nodes": layout.nodes, "world": world.description(), "environment": environment(),
-        }  # fmt: skip
-        atomic_write_json(paths.out / "run.json", record)
-
     # a checkpoint is resumed only by the run that wrote it: same settings, same world (for a
     # simulated run, the same hardware profile and calibration)
     identity = {"train": asdict(config), "model": asdict(model_config), "features": asdict(feature_config),
                 "world": world.description()}  # fmt: skip
+    if leader:
+        record = {
+            "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, **identity,
+            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
+            "nodes": layout.nodes, "environment": environment(),
+        }  # fmt: skip
+        atomic_write_json(paths.out / "run.json", record)
     checkpoints, rows, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], 1, 0.0
     if (latest := checkpoints.latest()) is not None:
         state = torch.load(latest, weights_only=False)
@@ -242,7 +240,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
     base_lr = config.lr * lr_factor(config, layout.size, algorithm.scales_global_batch)
     for epoch in range(first_epoch, config.epochs + 1):
         groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch, count=steps)
-        loader = Prefetcher(train_set, groups, config.prefetch if background_loading else 0)
+        loader = Prefetcher(train_set, groups, config.prefetch if world.loads_in_background else 0)
         batches, epoch_rows = iter(loader), []
         interval_loss, interval_frames, epoch_frames = 0.0, 0, 0
         epoch_start = clock.now()
