@@ -76,6 +76,7 @@ class MPIWorld:
                     file=sys.stderr,
                     flush=True,
                 )
+                time.sleep(1)  # let the launcher forward the message before Abort kills the ranks
                 self.world.Abort(3)
 
     def description(self) -> dict:
