@@ -11,7 +11,7 @@ def run(*command):
 
 
 def test_ruff():
-    result = run(BIN / "ruff", "check", "src", "tests")
+    result = run(BIN / "ruff", "check", "src", "tests", "benchmarks")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -5,17 +5,21 @@ import math
 
 import numpy as np
 import soundfile
-from scipy.signal import firwin, resample_poly
 
 
 @functools.lru_cache(maxsize=4)
 def _resampling_filter(up: int, down: int) -> np.ndarray:
     """The anti-aliasing filter `resample_poly` designs on every call, designed once."""
+    from scipy.signal import firwin
+
     rate = max(up, down)
     return firwin(20 * rate + 1, 1 / rate, window=("kaiser", 5.0))
 
 
 def resample(samples: np.ndarray, to_rate: int, from_rate: int) -> np.ndarray:
+    # scipy.signal takes 0.6 s to import: only jobs that resample pay it
+    from scipy.signal import resample_poly
+
     divisor = math.gcd(to_rate, from_rate)
     up, down = to_rate // divisor, from_rate // divisor
     return resample_poly(samples, up, down, window=_resampling_filter(up, down))

@@ -1,0 +1,1 @@
+"""asrscale's benchmark suite: `python -m benchmarks` (see benchmarks/__main__.py)."""

@@ -1,0 +1,141 @@
+"""What the benchmarks share: the corpus they run on, the study's default settings, figures,
+and child processes (each measurement that needs a clean process, MPI ranks or its own peak
+memory runs in one)."""
+
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = "bench"
+
+
+@dataclass
+class Bench:
+    """A benchmark run: where its corpus lives and how hard to measure."""
+
+    work: Path
+    quick: bool
+    config: dict  # the study configuration the corpus was made with: config.yaml's settings
+    figures: list = field(default_factory=list)
+
+    @property
+    def repetitions(self) -> int:
+        return 1 if self.quick else 5
+
+    @property
+    def results(self) -> Path:
+        return self.work / "results" / CORPUS
+
+    def scratch(self, name: str) -> Path:
+        """An empty folder for one measurement."""
+        folder = self.work / "scratch" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return folder
+
+    def add(self, benchmark: str, name: str, value: float, unit: str = "", target: str | None = None, **details):
+        """Record one figure; `target` is a comparison such as "<= 1.05" that the value must meet."""
+        met = None
+        if target is not None:
+            op, bound = target.split()
+            met = bool(value <= float(bound)) if op == "<=" else bool(value >= float(bound))
+        row = {"benchmark": benchmark, "figure": name, "value": value, "unit": unit, "target": target, "met": met}
+        self.figures.append({**row, "details": details})
+        shown = f"{value:.3g}" if isinstance(value, float) else value
+        verdict = "" if met is None else "  (target met)" if met else "  (TARGET MISSED)"
+        print(f"  {name}: {shown} {unit}{'  target ' + target if target else ''}{verdict}", flush=True)
+
+
+def default_config() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def corpus_config(quick: bool) -> dict:
+    """config.yaml's study: its corpus, features, model and batch (a tiny corpus when quick)."""
+    config = default_config()
+    config["corpus"] = dict(config["corpus"], name=CORPUS)
+    if quick:
+        tiny = {"train": 160, "dev": 16, "test": 8}
+        config["corpus"]["builtin"] = dict(config["corpus"]["builtin"], utterances=tiny)
+    config["study"] = dict(config["study"], name=CORPUS)
+    return config
+
+
+def prepare(work: Path, quick: bool) -> Bench:
+    """Make (or reuse) the corpus, its features, shards and this machine's calibration with the
+    workflow's own rules."""
+    work.mkdir(parents=True, exist_ok=True)
+    config = corpus_config(quick)
+    configfile = work / "config.yaml"
+    configfile.write_text(yaml.safe_dump(config, sort_keys=False))
+    targets = [f"results/{CORPUS}/{t}" for t in (
+        "feats/train/feats.scp", "feats/dev/feats.scp", "tokens.txt", "shards/P1", "shards/P64",
+        f"studies/{CORPUS}/calibration.json",
+    )]  # fmt: skip
+    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", work,
+               "--configfile", configfile, "--cores", "2", *targets]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), capture_output=True, text=True)
+    (work / "prepare.log").write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        log = work / "prepare.log"
+        raise RuntimeError(f"preparing the benchmark corpus failed; see {log}:\n{result.stderr[-3000:]}")
+    return Bench(work, quick, config)
+
+
+def settings(work: Path) -> dict:
+    """The configuration a prepared benchmark corpus was made with (for child processes)."""
+    return yaml.safe_load((work / "config.yaml").read_text())
+
+
+def median(values) -> float:
+    return float(statistics.median(values))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def one_thread_environment() -> dict:
+    """The environment Snakemake gives a one-thread job: its numerical libraries use one thread."""
+    variables = ("OMP", "GOTO", "OPENBLAS", "MKL", "NUMEXPR")
+    return dict(os.environ, VECLIB_MAXIMUM_THREADS="1", **{f"{v}_NUM_THREADS": "1" for v in variables})
+
+
+def child(bench: Bench, module: str, *arguments, ranks: int = 0, env: dict | None = None, timeout: float = 900):
+    """Run `python -m benchmarks.<module> <arguments>` (on `ranks` MPI ranks when given) in the
+    corpus's folder, whose feature tables hold paths relative to it; it prints its figures as
+    JSON on its last line of output."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", *map(str, arguments)]
+    if ranks:
+        launcher = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+        command = [launcher, "-n", str(ranks), *command]
+    env = dict(env or os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "src")]))
+    result = subprocess.run(command, cwd=bench.work, capture_output=True, text=True, timeout=timeout, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def report(payload: dict) -> None:
+    """A child's figures, as the last line of its output."""
+    print(json.dumps(payload), flush=True)
+
+
+class Stopwatch:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start

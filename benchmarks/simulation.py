@@ -1,0 +1,84 @@
+"""Target 3: what it costs to simulate 64 learners. One epoch of SSGD and of ADPSGD with 64
+simulated learners on the study's hardware profile, against SEQ really training one epoch on the
+same data; wall time and peak memory, each run `asrscale train` as the workflow calls it, in a
+process of its own."""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from benchmarks.common import CORPUS, Bench, Stopwatch, child, median, peak_rss_mb, report, settings
+
+LEARNERS = 64
+SIMULATED = ("ssgd", "adpsgd")
+
+
+def padded_frames(bench: Bench, learners: int) -> int:
+    """Frames a first epoch computes, padding included: a learner's batches are cut from its own
+    shard, so with few utterances each a batch spans more lengths and pads more."""
+    from asrscale.data import Subset
+    from asrscale.shard import read_shard
+    from asrscale.tokens import Tokens
+    from asrscale.train import TrainConfig
+
+    config = TrainConfig(**bench.config["train"])
+    train_set = Subset.of(bench.results / "data", bench.results / "feats", "train", "none",
+                          Tokens.read(bench.results / "tokens.txt"))  # fmt: skip
+    shards = [read_shard(bench.results / "shards" / f"P{learners}" / f"shard{r}.tsv") for r in range(learners)]
+    steps = min(-(-len(shard) // config.batch_size) for shard in shards)
+    groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, config.seed * 1000 + 1, steps)]
+    return sum(len(group) * max(train_set.frames[u] for u in group) for group in groups)
+
+
+def run(bench: Bench) -> None:
+    repetitions = 1 if bench.quick else 3
+    padding = padded_frames(bench, LEARNERS) / padded_frames(bench, 1)
+    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners / SEQ, one epoch", padding, "x")
+    # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
+    runs = [("seq", 1)] + [(algorithm, LEARNERS) for algorithm in SIMULATED]
+    measured = [{a: child(bench, "simulation", bench.work, a, p) for a, p in runs} for _ in range(repetitions)]
+    seq = [m["seq"] for m in measured]
+    for algorithm in SIMULATED:
+        simulated = [m[algorithm] for m in measured]
+        ratio = median(s["wall_s"] / q["wall_s"] for s, q in zip(simulated, seq))
+        bench.add("simulation", f"wall time, {algorithm.upper()} {LEARNERS} simulated learners / SEQ, one epoch",
+                  ratio, "x", "<= 1.2", simulated_s=[s["wall_s"] for s in simulated],
+                  seq_s=[s["wall_s"] for s in seq], frames=seq[0]["frames"])  # fmt: skip
+        memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
+        bench.add("simulation", f"peak memory, {algorithm.upper()} {LEARNERS} simulated learners / SEQ", memory, "x",
+                  "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
+
+
+def measure(work: Path, algorithm: str, learners: int) -> dict:
+    from asrscale import cli
+
+    config, results = settings(work), work / "results" / CORPUS
+    out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}"
+    shutil.rmtree(out, ignore_errors=True)
+    features = {k: v for k, v in config["features"].items() if k != "jobs"}
+    train = dict(config["train"], algorithm=algorithm, epochs=1)
+    argv = ["train", "--train", json.dumps(train), "--model", json.dumps(config["model"]),
+            "--features", json.dumps(features), "--data", results / "data", "--feats", results / "feats",
+            "--shards", results / "shards" / f"P{learners}", "--tokens", results / "tokens.txt",
+            "--out", out]  # fmt: skip
+    if learners > 1:
+        name = config["study"]["hardware"]
+        profile = {k: v for k, v in config["hardware"][name].items() if k != "description"}
+        calibration = results / "studies" / CORPUS / "calibration.json"
+        argv += ["--hardware", json.dumps(dict(profile, name=name)), "--learners", learners,
+                 "--calibration", calibration]  # fmt: skip
+    with Stopwatch() as watch:
+        cli.main(list(map(str, argv)))
+    epoch = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
+    frames = int(dict(zip(epoch[0], epoch[-1]))["frames"])
+    return {"wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work", type=Path)
+    parser.add_argument("algorithm")
+    parser.add_argument("learners", type=int)
+    args = parser.parse_args()
+    report(measure(args.work, args.algorithm, args.learners))

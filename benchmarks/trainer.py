@@ -1,0 +1,127 @@
+"""Targets 1 and 2: asrscale's training step against a plain hand-written PyTorch loop on the
+same model, batches and threads; and the share of a step spent waiting for data, prefetch on
+and off.
+
+SEQ trains one epoch of `steps` batches through `asrscale.train` (the trainer the workflow runs:
+prefetcher, request dispatch, time split, logging) and the plain loop runs the same batches,
+already built in memory, so every cost of asrscale's data path counts as overhead. The step
+time is the epoch's training time (dev evaluation and checkpoint excluded) over its steps. The
+two alternate, repetition by repetition, so that a drifting machine speed cancels in each ratio.
+"""
+
+import argparse
+import csv
+import math
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks.common import CORPUS, Bench, child, median, report, settings
+
+
+def run(bench: Bench) -> None:
+    steps = 8 if bench.quick else 60
+    figures = child(bench, "trainer", bench.work, steps, bench.repetitions)
+    steps = figures["steps"]
+    ratios = [a / p for a, p in zip(figures["asrscale_s"], figures["plain_s"])]
+    step_s = median(figures["plain_s"]) / steps
+    details = dict(steps=steps, repetitions=bench.repetitions, mean_loss=figures["mean_loss"])
+    bench.add("trainer", "step time, asrscale trainer / plain PyTorch loop", median(ratios), "x", "<= 1.05",
+              asrscale_step_ms=1000 * median(figures["asrscale_s"]) / steps, plain_step_ms=1000 * step_s,
+              ratios=ratios, **details)  # fmt: skip
+    bench.add("trainer", "step time without prefetch, asrscale / plain loop",
+              median([a / p for a, p in zip(figures["no_prefetch_s"], figures["plain_s"])]), "x")  # fmt: skip
+    bench.add("data", "data-wait share of step time, prefetch on", 100 * median(figures["wait_share"]), "%", "<= 2")
+    bench.add("data", "data-wait share of step time, prefetch off", 100 * median(figures["wait_share_off"]), "%")
+
+
+def measure(work: Path, steps: int, repetitions: int) -> dict:
+    import torch
+    import torch.nn.functional as F
+
+    from asrscale.comm import MPIWorld
+    from asrscale.data import Subset
+    from asrscale.features import FeatureConfig
+    from asrscale.models import ModelConfig, build_model
+    from asrscale.shard import write_shards
+    from asrscale.tokens import Tokens
+    from asrscale.train import RunPaths, TrainConfig, train
+
+    config, results = settings(work), work / "results" / CORPUS
+    features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
+    model_config = ModelConfig(**config["model"])
+    train_config = TrainConfig(**dict(config["train"], algorithm="seq", epochs=1))
+    if train_config.optimizer != "adam":
+        raise ValueError("the plain loop is written for config.yaml's optimizer: adam")
+    tokens = Tokens.read(results / "tokens.txt")
+    train_set = Subset.of(results / "data", results / "feats", "train", features.cmvn, tokens)
+    steps = min(steps, len(train_set.frames) // train_config.batch_size)
+    utts = sorted(train_set.frames)[: steps * train_config.batch_size]
+    scratch = work / "scratch" / "trainer"
+    shutil.rmtree(scratch, ignore_errors=True)
+    write_shards({u: train_set.frames[u] for u in utts}, 1, scratch / "shards")
+    # the batches the trainer's first epoch takes
+    groups = train_set.batches(utts, train_config.batch_size, seed=train_config.seed * 1000 + 1, count=steps)
+    batches = [train_set.collate(group) for group in groups]
+    world = MPIWorld()
+
+    def asrscale_epoch(prefetch: int) -> tuple[float, float, float]:
+        out = scratch / f"run-prefetch{prefetch}"
+        shutil.rmtree(out, ignore_errors=True)
+        paths = RunPaths(results / "data", results / "feats", scratch / "shards", results / "tokens.txt", out)
+        train(replace(train_config, prefetch=prefetch), model_config, features, paths, world)
+        with open(out / "metrics.tsv") as file:
+            rows = list(csv.DictReader(file, delimiter="\t"))
+        intervals = [r for r in rows if r["kind"] == "interval"]
+        (epoch,) = (r for r in rows if r["kind"] == "epoch")
+        wait = sum(float(r["data_wait_s"]) for r in intervals) / sum(float(r["wall_s"]) for r in intervals)
+        ends = [0] + [int(r["step"]) for r in intervals]  # an interval's loss is its steps' mean
+        mean_loss = sum(float(r["loss"]) * (b - a) for r, a, b in zip(intervals, ends, ends[1:])) / steps
+        return float(epoch["wall_s"]), wait, mean_loss
+
+    def plain_loop(timed_batches) -> tuple[float, float]:
+        torch.manual_seed(train_config.seed)
+        model = build_model(model_config, features.dim, len(tokens))
+        optimizer = torch.optim.Adam(model.parameters(), lr=train_config.lr)
+        losses = []
+        start = time.perf_counter()
+        for batch in timed_batches:
+            optimizer.zero_grad()
+            log_probs, lengths = model(batch.features, batch.lengths)
+            loss = F.ctc_loss(
+                log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, zero_infinity=True
+            )
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), train_config.clip_grad_norm)
+            optimizer.step()
+            losses.append(loss.item())
+        return time.perf_counter() - start, sum(losses) / len(losses)
+
+    torch.set_num_threads(world.threads_per_rank)  # what the trainer takes for one learner
+    torch.set_flush_denormal(True)
+    plain_loop(batches[:3])  # warm-up
+    measured = {"asrscale_s": [], "plain_s": [], "no_prefetch_s": [], "wait_share": [], "wait_share_off": []}
+    for _ in range(repetitions):
+        seconds, wait, asrscale_loss = asrscale_epoch(train_config.prefetch)
+        measured["asrscale_s"].append(seconds)
+        measured["wait_share"].append(wait)
+        seconds, plain_loss = plain_loop(batches)
+        measured["plain_s"].append(seconds)
+        seconds, wait, _ = asrscale_epoch(0)
+        measured["no_prefetch_s"].append(seconds)
+        measured["wait_share_off"].append(wait)
+    if not math.isclose(asrscale_loss, plain_loss, rel_tol=1e-3):
+        raise AssertionError(f"the two loops did not do the same work: mean loss {asrscale_loss} vs {plain_loss}")
+    measured["mean_loss"] = {"asrscale": asrscale_loss, "plain": plain_loss}
+    measured["steps"] = steps
+    return measured
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work", type=Path)
+    parser.add_argument("steps", type=int)
+    parser.add_argument("repetitions", type=int)
+    args = parser.parse_args()
+    report(measure(args.work, args.steps, args.repetitions))

@@ -1,0 +1,49 @@
+"""The benchmark suite runs end to end in its quick mode (its figures are not judged here)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT
+
+SNAKEMAKE_BENCHMARK = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def write_study_benchmarks(root, study):
+    """Benchmark files laid out and formatted as Snakemake writes them for a study."""
+    files = {
+        "synthesise/part0.tsv": (20.0, 120.0), "synthesise/part1.tsv": (22.0, 125.0),
+        f"{study}/calibrate.tsv": (9.0, 600.0), f"{study}/train/sim-x/seq-P1-seed1.tsv": (50.0, 800.0),
+        f"{study}/decode/sim-x/seq-P1-seed1.tsv": (5.0, 300.0),
+        "other-study/train/mpi/seq-P1-seed1.tsv": (999.0, 999.0),  # another study's: left out
+    }  # fmt: skip
+    for name, (seconds, rss) in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(SNAKEMAKE_BENCHMARK + f"{seconds}\t0:00:{seconds:02.0f}\t{rss}\t1\t1\t1\t0\t0\t50\t{seconds}\n")
+
+
+def test_quick_suite_writes_every_figure(tmp_path):
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    write_study_benchmarks(tmp_path / "study", config["study"].get("name") or config["corpus"]["name"])
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--work", tmp_path / "work", "--out",
+               tmp_path / "out", "--study-benchmarks", tmp_path / "study"]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    figures = {f["figure"]: f for f in results["figures"]}
+    assert {f["benchmark"] for f in figures.values()} == {
+        "trainer", "data", "simulation", "allreduce", "features", "asgd", "end-to-end"
+    }  # fmt: skip
+    assert all(math.isfinite(f["value"]) and f["value"] > 0 for f in figures.values())
+    assert all(isinstance(f["met"], bool) for f in figures.values() if f["target"])
+    assert sum(f["target"] is not None for f in figures.values()) >= 8
+    assert figures["synthesise: 2 job(s), job seconds in all"]["value"] == 42.0
+    assert figures["train: 1 job(s), job seconds in all"]["value"] == 50.0
+    assert figures["calibrate: peak memory of one job"]["value"] == 600.0
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "| benchmark | figure | value | target | met |" in table and len(table.splitlines()) > len(figures)
