@@ -7,11 +7,10 @@ Bus bandwidth is the ring convention, 2(n-1)/n bytes moved per byte reduced, so 
 with a copy's bytes per second.
 """
 
-import argparse
 import socket
 import time
 
-from benchmarks.common import Bench, child, median, report
+from benchmarks.common import Bench, child, child_main, median
 
 RANKS = (2, 4)
 
@@ -107,10 +106,4 @@ def measure(elements: int, iterations: int, repetitions: int) -> dict | None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("elements", type=int)
-    parser.add_argument("iterations", type=int)
-    parser.add_argument("repetitions", type=int)
-    args = parser.parse_args()
-    if (times := measure(args.elements, args.iterations, args.repetitions)) is not None:
-        report(times)
+    child_main(measure, elements=int, iterations=int, repetitions=int)

@@ -7,11 +7,10 @@ machine (it sleeps, as a learner waiting for its GPU leaves its core free): the 
 when the update rate grows with the workers, P times the one-worker rate.
 """
 
-import argparse
 import time
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, child, report, settings
+from benchmarks.common import CORPUS, Bench, child, child_main, settings
 
 WORKERS = (1, 2, 4, 8)
 
@@ -120,10 +119,4 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path)
-    parser.add_argument("updates", type=int)
-    parser.add_argument("pace_s", type=float)
-    args = parser.parse_args()
-    if (figures := measure(args.work, args.updates, args.pace_s)) is not None:
-        report(figures)
+    child_main(measure, work=Path, updates=int, pace_s=float)

@@ -2,6 +2,7 @@
 and child processes (each measurement that needs a clean process, MPI ranks or its own peak
 memory runs in one)."""
 
+import argparse
 import json
 import os
 import resource
@@ -130,6 +131,17 @@ def child(bench: Bench, module: str, *arguments, ranks: int = 0, env: dict | Non
 def report(payload: dict) -> None:
     """A child's figures, as the last line of its output."""
     print(json.dumps(payload), flush=True)
+
+
+def child_main(measure, **arguments) -> None:
+    """A child process's entry: its command-line arguments (name=type, in order) go to `measure`,
+    and what that returns is reported (on MPI ranks, only rank 0 returns figures)."""
+    parser = argparse.ArgumentParser()
+    for name, kind in arguments.items():
+        parser.add_argument(name, type=kind)
+    figures = measure(**vars(parser.parse_args()))
+    if figures is not None:
+        report(figures)
 
 
 class Stopwatch:

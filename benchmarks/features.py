@@ -3,14 +3,13 @@
 plain single-process loop over python_speech_features' `logfbank` on the same files, in audio
 seconds per wall second (x real time)."""
 
-import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, Bench, child, median, one_thread_environment, report
+from benchmarks.common import ROOT, Bench, child, child_main, median, one_thread_environment
 
 JOBS = (1, 2)
 
@@ -77,8 +76,4 @@ def run(bench: Bench) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("wav_scp", type=Path)
-    parser.add_argument("settings", type=json.loads)
-    args = parser.parse_args()
-    report(plain_loop(args.wav_scp, args.settings))
+    child_main(plain_loop, wav_scp=Path, settings=json.loads)

@@ -3,12 +3,11 @@ simulated learners on the study's hardware profile, against SEQ really training 
 same data; wall time and peak memory, each run `asrscale train` as the workflow calls it, in a
 process of its own."""
 
-import argparse
 import json
 import shutil
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, Stopwatch, child, median, peak_rss_mb, report, settings
+from benchmarks.common import CORPUS, Bench, Stopwatch, child, child_main, median, peak_rss_mb, settings
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
@@ -76,9 +75,4 @@ def measure(work: Path, algorithm: str, learners: int) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path)
-    parser.add_argument("algorithm")
-    parser.add_argument("learners", type=int)
-    args = parser.parse_args()
-    report(measure(args.work, args.algorithm, args.learners))
+    child_main(measure, work=Path, algorithm=str, learners=int)

@@ -9,7 +9,6 @@ time is the epoch's training time (dev evaluation and checkpoint excluded) over 
 two alternate, repetition by repetition, so that a drifting machine speed cancels in each ratio.
 """
 
-import argparse
 import csv
 import math
 import shutil
@@ -17,7 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, child, median, report, settings
+from benchmarks.common import CORPUS, Bench, child, child_main, median, settings
 
 
 def run(bench: Bench) -> None:
@@ -119,9 +118,4 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("work", type=Path)
-    parser.add_argument("steps", type=int)
-    parser.add_argument("repetitions", type=int)
-    args = parser.parse_args()
-    report(measure(args.work, args.steps, args.repetitions))
+    child_main(measure, work=Path, steps=int, repetitions=int)

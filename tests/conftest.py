@@ -49,3 +49,83 @@ def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True) -> s
     if check and result.returncode != 0:
         raise AssertionError(f"mpiexec -n {ranks} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def run_snakemake(workdir: Path, *arguments, configfile: Path, check=True) -> subprocess.CompletedProcess:
+    """The workflow in `workdir` with a config file, on 2 cores."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", workdir,
+               "--configfile", configfile, "--cores", "2", *arguments]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=900)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
+    """A user's corpora, made from the tiny corpus's audio: its train set as a Kaldi data dir (one
+    recording cut into segments, a piped wav.scp entry, FLAC and NIST SPHERE files), its dev set
+    in the LibriSpeech layout, its test set as a TSV and a JSON-lines manifest. Transcripts are
+    upper-case with punctuation, as corpora often are."""
+    import json
+
+    import numpy as np
+    import soundfile
+
+    from asrscale.datadir import read_data_dir
+
+    def shout(text: str) -> str:
+        return text.upper().replace(" ", ", ", 1) + "."
+
+    train = read_data_dir(corpus / "data" / "train")
+    kaldi = out / "kaldi_train"
+    (kaldi / "audio").mkdir(parents=True)
+    utts = sorted(train.text)
+    joined = [soundfile.read(train.wav[u])[0] for u in utts[:3]]
+    soundfile.write(kaldi / "audio" / "long.wav", np.concatenate(joined), 16000)
+    wav, segments, start = {"long": "audio/long.wav"}, {}, 0.0
+    for utt, audio in zip(utts[:3], joined):
+        segments[utt] = f"long {start:.6f} {start + len(audio) / 16000:.6f}"
+        start += len(audio) / 16000
+    for index, utt in enumerate(utts[3:]):
+        formats = {0: ("flac", "FLAC", "PCM_16"), 1: ("sph", "NIST", "PCM_16")}
+        if index == 2:
+            wav[utt] = f"cat {train.wav[utt]} |"
+        elif index in formats:
+            extension, kind, subtype = formats[index]
+            soundfile.write(kaldi / "audio" / f"{utt}.{extension}", soundfile.read(train.wav[utt])[0], 16000,
+                            format=kind, subtype=subtype)  # fmt: skip
+            wav[utt] = f"audio/{utt}.{extension}"
+        else:
+            wav[utt] = train.wav[utt]
+        segments[utt] = f"{utt} 0 -1"
+    for name, table in (("wav.scp", wav), ("segments", segments), ("text", {u: shout(train.text[u]) for u in utts}),
+                        ("utt2spk", train.utt2spk)):  # fmt: skip
+        (kaldi / name).write_text("".join(f"{key} {table[key]}\n" for key in sorted(table)))
+    shutil.copy(corpus / "feats" / "train" / "feats.scp", kaldi / "feats.scp")  # for features.kind "kaldi"
+
+    dev = read_data_dir(corpus / "data" / "dev")
+    libri = out / "LibriSpeech" / "dev-tiny"
+    speakers = {s: 100 + i for i, s in enumerate(sorted(set(dev.utt2spk.values())))}
+    for speaker, number in speakers.items():
+        chapter = libri / str(number) / "7"
+        chapter.mkdir(parents=True)
+        lines = []
+        for index, utt in enumerate(u for u in sorted(dev.text) if dev.utt2spk[u] == speaker):
+            soundfile.write(chapter / f"{number}-7-{index:04d}.flac", soundfile.read(dev.wav[utt])[0], 16000)
+            lines.append(f"{number}-7-{index:04d} {dev.text[utt].upper()}\n")
+        (chapter / f"{number}-7.trans.txt").write_text("".join(lines))
+
+    test = read_data_dir(corpus / "data" / "test")
+    rows = [
+        {"id": u, "path": test.wav[u], "text": shout(test.text[u]), "speaker": test.utt2spk[u]}
+        for u in sorted(test.text)
+    ]
+    half = len(rows) // 2
+    tsv = out / "test.tsv"
+    tsv.write_text(
+        "path\ttext\tspeaker\tid\n"
+        + "".join(f"{r['path']}\t{r['text']}\t{r['speaker']}\t{r['id']}\n" for r in rows[:half])
+    )
+    jsonl = out / "test.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows[half:]))
+    return {"kaldi": kaldi, "librispeech": libri, "tsv": tsv, "jsonl": jsonl}

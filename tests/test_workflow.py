@@ -2,26 +2,19 @@
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_snakemake
 
 TINY = ROOT / "tests" / "tiny.yaml"
 
 
 def snakemake(workdir: Path, *arguments, configfile: Path = TINY, check=True):
-    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", workdir,
-               "--configfile", configfile, "--cores", "2", *arguments]  # fmt: skip
-    result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=900)
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-    return result
+    return run_snakemake(workdir, *arguments, configfile=configfile, check=check)
 
 
 @pytest.fixture(scope="module")

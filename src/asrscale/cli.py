@@ -21,6 +21,17 @@ def synth(args):
         data.write(args.out / subset)
 
 
+def import_data(args):
+    from asrscale.badinput import BadInputPolicy
+    from asrscale.corpus.sources import ImportSettings, TextNormalisation, import_subset
+    from asrscale.features import FeatureConfig
+
+    parts = (FeatureConfig, "features"), (TextNormalisation, "text"), (BadInputPolicy, "bad_input")
+    settings = ImportSettings(*(kind(**args.settings.get(key, {})) for kind, key in parts))
+    data = import_subset(args.sources, settings, args.out)
+    print(f"imported {len(data.text)} utterances of {len(data.spk2utt)} speakers into {args.out}")
+
+
 def combine_data(args):
     from asrscale.datadir import DataDir, read_data_dir
 
@@ -38,10 +49,16 @@ def tokens(args):
 
 
 def features(args):
+    from asrscale.badinput import BadInputPolicy
     from asrscale.datadir import read_data_dir
-    from asrscale.features import FeatureConfig, extract_part
+    from asrscale.features import FeatureCache, FeatureConfig, extract_part
 
-    extract_part(read_data_dir(args.data), FeatureConfig(**args.config), args.part, args.parts, args.out)
+    data, config, cache = (
+        read_data_dir(args.data),
+        FeatureConfig(**args.config),
+        args.cache and FeatureCache(args.cache),
+    )
+    extract_part(data, config, args.part, args.parts, args.out, BadInputPolicy(**args.bad_input), cache)
 
 
 def combine_features(args):
@@ -126,7 +143,7 @@ def gather(args):
 def report(args):
     from asrscale.report import render
 
-    render(args.results, args.figures, args.title, args.out)
+    render(args.results, args.figures, args.title, args.out, args.skipped)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,11 +160,15 @@ def parser() -> argparse.ArgumentParser:
     part = [("--part", {"type": int, "default": 0}), ("--parts", {"type": int, "default": 1})]
     stage(synth, "synthesise one part of the built-in corpus",
           ("--config", {"type": _json, "required": True}), *part, ("--out", required_path))  # fmt: skip
+    stage(import_data, "import one subset of your own corpus from its sources",
+          ("--sources", {"type": _json, "required": True, "help": "JSON list of {format, path, prefix}"}),
+          ("--settings", {"type": _json, "default": {}}), ("--out", required_path))  # fmt: skip
     stage(combine_data, "merge data dirs", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
     stage(tokens, "the token set of a training text", ("--data", required_path), ("--out", required_path))
     stage(features, "extract features of one part of a data dir",
           ("--config", {"type": _json, "required": True}), ("--data", required_path), *part,
-          ("--out", required_path))  # fmt: skip
+          ("--bad-input", {"type": _json, "default": {}}), ("--out", required_path),
+          ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"}))  # fmt: skip
     stage(combine_features, "merge feature parts", ("--out", required_path), ("parts", {"type": Path, "nargs": "+"}))
     learners = ("--learners", {"type": int, "required": True})
     stage(shard, "balanced shards for P learners", ("--feats", required_path), learners, ("--out", required_path))
@@ -166,7 +187,8 @@ def parser() -> argparse.ArgumentParser:
     stage(gather, "gather runs into one table", ("--out", required_path), ("runs", runs))
     stage(report, "render the HTML report",
           ("--results", required_path), ("--figures", required_path), ("--out", required_path),
-          ("--title", {"default": "asrscale"}))  # fmt: skip
+          ("--title", {"default": "asrscale"}),
+          ("--skipped", {"type": Path, "nargs": "*", "default": [], "help": "skipped-utterance reports"}))  # fmt: skip
     return top
 
 

@@ -48,7 +48,12 @@ def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, bat
     references, guesses = [subset.text[u] for u in utts], [hypotheses[u] for u in utts]
     word_errors, words = error_counts(references, guesses, "word")
     char_errors, chars = error_counts(references, guesses, "char")
-    scores = {"wer": word_errors / words, "cer": char_errors / chars, "utterances": len(utts), "words": words}
+    # characters the model never saw in training (another corpus's alphabet) count as errors
+    unknown = sum(c not in tokens for text in references for c in text.replace(" ", ""))
+    if unknown:
+        print(f"note: {unknown} reference characters are not in the model's token set; they count as errors")
+    scores = {"wer": word_errors / words, "cer": char_errors / chars, "utterances": len(utts), "words": words,
+              "unknown_characters": unknown}  # fmt: skip
     out_dir = Path(out_dir)
     atomic_write_text(
         out_dir / "hypotheses.tsv",

@@ -6,30 +6,39 @@ pass over the features. Extraction splits a data dir by speaker into parts that 
 """
 
 import functools
-from dataclasses import dataclass
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import kaldiio
 import numpy as np
 import python_speech_features as psf
+import soundfile
 
-from asrscale.audio import load_audio
+from asrscale.audio import is_command, read_audio, resample
+from asrscale.badinput import BadInput, BadInputPolicy, Skipped
 from asrscale.datadir import DataDir, read_table
 from asrscale.io import atomic_write_text
 
 
 @dataclass(frozen=True)
 class FeatureConfig:
-    kind: str = "fbank"  # "fbank" (log-mel) or "mfcc" (13 cepstra plus deltas and double deltas)
+    # "fbank" (log-mel), "mfcc" (13 cepstra plus deltas and double deltas), or "kaldi": each
+    # utterance's features from its Kaldi data dir's feats.scp (`bins` of them), not its audio
+    kind: str = "fbank"
     bins: int = 40
     sample_rate: int = 16000
     window_ms: float = 25.0
     shift_ms: float = 10.0
     cmvn: str = "global"  # "global", "speaker" or "none"
+    channel: int = 0  # of multi-channel audio
 
     @property
     def dim(self) -> int:
-        return self.bins if self.kind == "fbank" else 39
+        return 39 if self.kind == "mfcc" else self.bins
 
 
 @functools.lru_cache(maxsize=8)
@@ -60,23 +69,114 @@ def compute(audio: np.ndarray, config: FeatureConfig) -> np.ndarray:
     return np.hstack([cepstra, deltas, psf.delta(deltas, 2)]).astype(np.float32)
 
 
-def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, out_prefix: Path) -> None:
-    """Features of the speakers `part`, `part + parts`, ... into `<prefix>.ark/.scp` plus CMVN stats."""
+MIN_FRAMES = 10  # shorter utterances (0.1 s) are left out: too short to learn from
+SILENCE = 1e-4  # peak amplitude below which audio is silent (-80 dBFS)
+
+
+def _utterance_audio(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """The utterance's samples at the configured rate; BadInput says what is wrong with them."""
+    audio, start, end = data.audio(utt)
+    try:
+        samples, rate = read_audio(audio, start, end, config.channel)
+    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+        raise BadInput(f"unreadable audio: {error}") from None
+    if len(samples) == 0:
+        raise BadInput("empty audio")
+    if np.abs(samples).max() < SILENCE:
+        raise BadInput("silent audio (peak below -80 dBFS)")
+    if rate != config.sample_rate:
+        resampled.add(rate)
+        samples = resample(samples, config.sample_rate, rate).astype(np.float32)
+    return samples
+
+
+class FeatureCache:
+    """Features already computed, one .npy per utterance, keyed by its audio (path, span, size and
+    modification time) and the feature settings: a rerun after the user fixes some of the input
+    computes only what changed."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def path(self, audio: tuple[str, float, float | None], config: FeatureConfig) -> Path:
+        try:
+            state = "" if is_command(audio[0]) else (lambda s: f"{s.st_size}:{s.st_mtime_ns}")(os.stat(audio[0]))
+        except OSError:
+            state = "missing"
+        key = hashlib.sha1(json.dumps([*audio, state, asdict(config)]).encode()).hexdigest()
+        return self.folder / key[:2] / f"{key}.npy"
+
+    def load(self, path: Path) -> np.ndarray | None:
+        return np.load(path) if path.is_file() else None
+
+    def save(self, path: Path, feats: np.ndarray) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as tmp:
+            np.save(tmp, feats)
+        os.replace(tmp.name, path)
+
+
+def _kaldi_features(entry: str, config: FeatureConfig) -> np.ndarray:
+    try:
+        feats = kaldiio.load_mat(entry)
+    except Exception as error:  # kaldiio raises many kinds for a bad ark
+        raise BadInput(f"features {entry} are not readable: {error}") from None
+    if feats.ndim != 2 or feats.shape[1] != config.bins:
+        raise BadInput(f"features {entry} are {feats.shape}; features.bins is {config.bins}")
+    return feats.astype(np.float32)
+
+
+def _features(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """The utterance's features: computed from its audio, or read from its feats.scp entry."""
+    if config.kind == "kaldi":
+        feats = _kaldi_features(data.feats[utt], config)
+    else:
+        feats = compute(_utterance_audio(data, utt, config, resampled), config)
+    if len(feats) < MIN_FRAMES:
+        raise BadInput(f"{len(feats)} frames, fewer than {MIN_FRAMES}")
+    return feats
+
+
+def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, out_prefix: Path,
+                 bad_input: BadInputPolicy | None = None, cache: FeatureCache | None = None) -> None:  # fmt: skip
+    """Features of the speakers `part`, `part + parts`, ... into `<prefix>.ark/.scp` plus CMVN
+    stats; utterances whose audio cannot be used are left out and listed in `<prefix>.skipped`."""
     out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    cache = cache if config.kind != "kaldi" else None  # reading Kaldi features is as cheap as the cache
     speakers = sorted(data.spk2utt.items())[part::parts]
-    stats, frames = {}, {}
+    stats, frames, resampled, reused = {}, {}, set(), 0
+    skipped = Skipped(
+        bad_input or BadInputPolicy(), Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
+    )
     ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
     with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:
         for speaker, utts in speakers:
             total, squares, count = np.zeros(config.dim), np.zeros(config.dim), 0
             for utt in utts:
-                feats = compute(load_audio(data.wav[utt], config.sample_rate), config)
+                where = data.feats[utt] if config.kind == "kaldi" else data.audio(utt)[0]
+                cached = cache.path(data.audio(utt), config) if cache else None
+                feats = cache.load(cached) if cache else None
+                reused += feats is not None
+                if feats is None:
+                    try:
+                        feats = _features(data, utt, config, resampled)
+                    except BadInput as error:
+                        skipped.add(utt, where, str(error), "" if config.kind == "kaldi" else where)
+                        continue
+                    if cache:
+                        cache.save(cached, feats)
                 writer(utt, feats)
                 frames[utt] = len(feats)
                 total += feats.sum(0)
                 squares += (feats.astype(np.float64) ** 2).sum(0)
                 count += len(feats)
-            stats[speaker] = (total, squares, count)
+            if count:
+                stats[speaker] = (total, squares, count)
+    if cache:
+        print(f"{len(frames) - reused} utterances computed, {reused} taken from the cache {cache.folder}")
+    for rate in sorted(resampled):
+        print(f"note: audio at {rate} Hz was resampled to {config.sample_rate} Hz")
+    skipped.finish(sum(len(utts) for _, utts in speakers))
     np.savez(f"{out_prefix}.cmvn.npz", **{s: np.concatenate([t, q, [c]]) for s, (t, q, c) in stats.items()})
     atomic_write_text(Path(f"{out_prefix}.frames"), "".join(f"{u} {n}\n" for u, n in sorted(frames.items())))
     Path(f"{scp}.tmp").rename(scp)
@@ -85,14 +185,17 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
 def combine_parts(prefixes: list[Path], out_dir: Path) -> None:
     """One feats.scp, utt2num_frames and cmvn.npz for a subset from its parts."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    scp_lines, frame_lines, stats = [], [], {}
+    scp_lines, frame_lines, skipped_lines, stats = [], [], [], {}
     for prefix in prefixes:
         scp_lines.append(Path(f"{prefix}.scp").read_text())
         frame_lines.append(Path(f"{prefix}.frames").read_text())
+        header, *rows = Path(f"{prefix}.skipped").read_text().splitlines(keepends=True)
+        skipped_lines += rows
         with np.load(f"{prefix}.cmvn.npz") as part_stats:
             stats.update({speaker: part_stats[speaker] for speaker in part_stats.files})
     np.savez(out_dir / "cmvn.npz", **stats)
     atomic_write_text(out_dir / "utt2num_frames", "".join(frame_lines))
+    atomic_write_text(out_dir / "skipped.tsv", header + "".join(skipped_lines))
     atomic_write_text(out_dir / "feats.scp", "".join(scp_lines))
 
 

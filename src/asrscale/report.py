@@ -260,7 +260,19 @@ def _validation_html(table: pd.DataFrame) -> str:
     )
 
 
-def render(results: Path, figures_dir: Path, title: str, out: Path) -> None:
+def _skipped_html(reports: list[Path]) -> str:
+    """How many utterances the import and feature extraction left out, and where they are listed."""
+    counts = {report: len(Path(report).read_text().splitlines()) - 1 for report in reports}
+    total = sum(counts.values())
+    if not total:
+        return '<p class="note" id="skipped">No utterance of the corpus was left out as bad input.</p>'
+    listed = ", ".join(f"{n} in {html.escape(str(report))}" for report, n in counts.items() if n)
+    counted = "1 utterance was" if total == 1 else f"{total} utterances were"
+    return (f'<p class="note" id="skipped"><b>{counted} left out as bad input</b> (missing or unreadable '
+            f"audio, no transcript, ...), each listed with its reason: {listed}.</p>")  # fmt: skip
+
+
+def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = ()) -> None:
     table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
     images = figures(table, epochs, figures_dir)
@@ -289,6 +301,7 @@ frames per second. Environment: {html.escape(str(environment.cpu))} with {enviro
 GPU: {html.escape(str(environment.gpu))},
 torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))},
 commit {html.escape(str(environment.commit))[:12]}.</p>
+{_skipped_html(skipped)}
 <h2>Accuracy</h2>{images["wer_vs_learners"]}
 <h2>Speedup</h2>{images["speedup_vs_learners"]}
 <h2>Learning curves</h2>{images["learning_curves"]}

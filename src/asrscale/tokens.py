@@ -28,6 +28,9 @@ class Tokens:
     def __len__(self) -> int:
         return len(self.symbols)
 
+    def __contains__(self, symbol: str) -> bool:
+        return symbol in self._index
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; characters outside the set are dropped (they cannot be learned)."""
         return [self._index[c] for c in text if c in self._index and c != BLANK]

@@ -37,8 +37,73 @@ wildcard_constraints:
 def as_json(section):
     """A config section as one shell word for `asrscale --<section> '<json>'`; `jobs` (how
     many parallel jobs a stage is split into) is the workflow's, not the stage's."""
-    settings = {key: value for key, value in section.items() if key != "jobs"}
-    return f"'{json.dumps(settings, separators=(',', ':'))}'"
+    if isinstance(section, dict):
+        section = {key: value for key, value in section.items() if key != "jobs"}
+    return f"'{json.dumps(section, separators=(',', ':'))}'"
+
+
+# Your own corpus (corpus.subsets) or the built-in one. A source that is not there is named by
+# its config key before any job starts.
+IMPORTED = "subsets" in config["corpus"]
+for subset, sources in config["corpus"].get("subsets", {}).items():
+    for index, source in enumerate(sources):
+        key = f"config: corpus.subsets.{subset}[{index}]"
+        if not Path(source["path"]).exists():
+            raise ValueError(f"{key}.path: {source['path']} does not exist")
+        if config["features"]["kind"] == "kaldi" and source["format"] != "kaldi":
+            raise ValueError(
+                f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, not {source['format']}"
+            )
+if config["features"]["kind"] == "kaldi" and not IMPORTED:
+    raise ValueError(
+        "config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets"
+    )
+
+
+def source_tables(wildcards):
+    """The files that list a subset's utterances, and the audio files an import or extraction of
+    it found bad (their watch lists): editing or fixing one imports the subset again."""
+    watch_lists = [Path(f"results/{CORPUS}/data/{wildcards.subset}.watch")]
+    watch_lists += Path(f"results/{CORPUS}/feats/{wildcards.subset}").glob(
+        "part*.watch"
+    )
+    tables = [
+        Path(path)
+        for watch in watch_lists
+        if watch.is_file()
+        for path in watch.read_text().splitlines()
+        if Path(path).is_file()
+    ]
+    for source in config["corpus"]["subsets"][wildcards.subset]:
+        path = Path(source["path"])
+        if source["format"] == "kaldi":
+            names = ["wav.scp", "text", "utt2spk", "segments"]
+            tables += [path / name for name in names if (path / name).is_file()]
+        elif source["format"] == "librispeech":
+            tables += sorted(path.rglob("*.trans.txt"))
+        else:
+            tables.append(path)
+    return tables
+
+
+def skipped_reports():
+    """Every report of utterances left out, by import (own corpora) and by feature extraction."""
+    stages = ["data", "feats"] if IMPORTED else ["feats"]
+    return [
+        f"results/{CORPUS}/{stage}/{subset}/skipped.tsv"
+        for stage in stages
+        for subset in SUBSETS
+    ]
+
+
+def import_settings(wildcards):
+    corpus = config["corpus"]
+    features = {
+        key: value for key, value in config["features"].items() if key != "jobs"
+    }
+    return as_json(
+        {"features": features, "text": corpus["text"], "bad_input": corpus["bad_input"]}
+    )
 
 
 HARDWARE = config["study"]["hardware"]

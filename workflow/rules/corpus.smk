@@ -1,44 +1,75 @@
-rule synthesise:
-    output:
-        directory("results/{corpus}/synth/part{part}"),
-    log:
-        "logs/{corpus}/synthesise/part{part}.log",
-    benchmark:
-        "benchmarks/{corpus}/synthesise/part{part}.tsv"
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        config=as_json(config["corpus"]["builtin"]),
-        parts=config["corpus"]["builtin"]["jobs"],
-    shell:
-        "python -m asrscale synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
-        " --out {output} > {log} 2>&1"
+if IMPORTED:
 
+    rule import_subset:
+        input:
+            source_tables,
+        output:
+            multiext(
+                "results/{corpus}/data/{subset}/",
+                "wav.scp",
+                "text",
+                "utt2spk",
+                "spk2utt",
+                "utt2dur",
+                "skipped.tsv",
+            ),
+        log:
+            "logs/{corpus}/import/{subset}.log",
+        conda:
+            "../../envs/corpus.yaml"
+        params:
+            sources=lambda wildcards: as_json(
+                config["corpus"]["subsets"][wildcards.subset]
+            ),
+            settings=import_settings,
+        shell:
+            "python -m asrscale import-data --sources {params.sources} --settings {params.settings}"
+            " --out results/{wildcards.corpus}/data/{wildcards.subset} > {log} 2>&1"
 
-rule data_dir:
-    input:
-        expand(
-            "results/{{corpus}}/synth/part{part}",
-            part=range(config["corpus"]["builtin"]["jobs"]),
-        ),
-    output:
-        multiext(
-            "results/{corpus}/data/{subset}/",
-            "wav.scp",
-            "text",
-            "utt2spk",
-            "spk2utt",
-            "utt2dur",
-        ),
-    log:
-        "logs/{corpus}/data_dir/{subset}.log",
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        parts=lambda wildcards, input: [f"{part}/{wildcards.subset}" for part in input],
-    shell:
-        "python -m asrscale combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
-        " {params.parts} > {log} 2>&1"
+else:
+
+    rule synthesise:
+        output:
+            directory("results/{corpus}/synth/part{part}"),
+        log:
+            "logs/{corpus}/synthesise/part{part}.log",
+        benchmark:
+            "benchmarks/{corpus}/synthesise/part{part}.tsv"
+        conda:
+            "../../envs/corpus.yaml"
+        params:
+            config=as_json(config["corpus"]["builtin"]),
+            parts=config["corpus"]["builtin"]["jobs"],
+        shell:
+            "python -m asrscale synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
+            " --out {output} > {log} 2>&1"
+
+    rule data_dir:
+        input:
+            expand(
+                "results/{{corpus}}/synth/part{part}",
+                part=range(config["corpus"]["builtin"]["jobs"]),
+            ),
+        output:
+            multiext(
+                "results/{corpus}/data/{subset}/",
+                "wav.scp",
+                "text",
+                "utt2spk",
+                "spk2utt",
+                "utt2dur",
+            ),
+        log:
+            "logs/{corpus}/data_dir/{subset}.log",
+        conda:
+            "../../envs/corpus.yaml"
+        params:
+            parts=lambda wildcards, input: [
+                f"{part}/{wildcards.subset}" for part in input
+            ],
+        shell:
+            "python -m asrscale combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
+            " {params.parts} > {log} 2>&1"
 
 
 rule tokens:

@@ -20,6 +20,7 @@ rule features:
             ".scp",
             ".frames",
             ".cmvn.npz",
+            ".skipped",
         ),
     log:
         "logs/{corpus}/features/{subset}-part{part}.log",
@@ -29,10 +30,13 @@ rule features:
         "../../envs/features.yaml"
     params:
         config=as_json(EXTRACTION),
+        bad_input=as_json(config["corpus"]["bad_input"]),
+        # your own corpus: a rerun after a fix computes only the utterances that changed
+        cache=f"--cache results/{CORPUS}/cache/features" if IMPORTED else "",
         parts=FEATURE_JOBS,
     shell:
         "python -m asrscale features --config {params.config} --data results/{wildcards.corpus}/data/{wildcards.subset}"
-        " --part {wildcards.part} --parts {params.parts}"
+        " --part {wildcards.part} --parts {params.parts} --bad-input {params.bad_input} {params.cache}"
         " --out results/{wildcards.corpus}/feats/{wildcards.subset}/part{wildcards.part} > {log} 2>&1"
 
 
@@ -41,7 +45,7 @@ rule combine_features:
         expand(
             "results/{{corpus}}/feats/{{subset}}/part{part}{ext}",
             part=range(FEATURE_JOBS),
-            ext=[".scp", ".frames", ".cmvn.npz"],
+            ext=[".scp", ".frames", ".cmvn.npz", ".skipped"],
         ),
     output:
         multiext(
@@ -49,6 +53,7 @@ rule combine_features:
             "feats.scp",
             "utt2num_frames",
             "cmvn.npz",
+            "skipped.tsv",
         ),
     log:
         "logs/{corpus}/combine_features/{subset}.log",

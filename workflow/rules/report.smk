@@ -37,6 +37,7 @@ rule report:
     input:
         runs=f"results/{CORPUS}/studies/{{study}}/runs.tsv",
         epochs=f"results/{CORPUS}/studies/{{study}}/epochs.tsv",
+        skipped=skipped_reports(),
     output:
         html="reports/{study}.html",
         figures=report(
@@ -55,4 +56,4 @@ rule report:
         results=lambda wildcards, input: Path(input.runs).parent,
     shell:
         "python -m asrscale report --results {params.results} --figures {output.figures}"
-        " --title '{params.title}' --out {output.html} > {log} 2>&1"
+        " --title '{params.title}' --skipped {input.skipped} --out {output.html} > {log} 2>&1"
