@@ -41,6 +41,8 @@ def test_report_holds_every_run_with_real_scores(study):
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
     validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
     assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
+    claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
+    assert claims.count("<tr>") == 1 + 2 * 10 and "not measured in this study: needs a sweep" in claims
     for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000

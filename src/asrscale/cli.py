@@ -137,7 +137,8 @@ def decode(args):
 def gather(args):
     from asrscale.report import gather_runs
 
-    gather_runs([tuple(run.split("=", 1)) if "=" in run else (None, run) for run in args.runs], args.out)
+    runs = [tuple(run.split("=", 1)) if "=" in run else (None, run) for run in args.runs]
+    gather_runs(runs, args.out, float(args.target_dev_loss) if args.target_dev_loss else None)
 
 
 def report(args):
@@ -184,7 +185,8 @@ def parser() -> argparse.ArgumentParser:
     stage(decode, "decode and score a subset",
           *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
     runs = {"nargs": "+", "help": "run folders: FOLDER, or ALGORITHM=FOLDER to report it as ALGORITHM"}
-    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", runs))
+    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", runs),
+          ("--target-dev-loss", {"default": "", "help": "time to target: the dev loss to reach"}))  # fmt: skip
     stage(report, "render the HTML report",
           ("--results", required_path), ("--figures", required_path), ("--out", required_path),
           ("--title", {"default": "asrscale"}),

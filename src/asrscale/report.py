@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from asrscale.claims import SPEEDUP_SHARE, WER_TOLERANCE, verdicts  # noqa: E402
 from asrscale.io import atomic_write_text  # noqa: E402
 from asrscale.timing import CATEGORIES  # noqa: E402
 
@@ -66,14 +67,28 @@ def _run_tables(algorithm: str | None, run: Path):
     return row, epochs, intervals
 
 
-def gather_runs(runs: list[tuple[str | None, Path]], out_dir: Path) -> None:
+def gather_runs(runs: list[tuple[str | None, Path]], out_dir: Path, target_dev_loss: float | None = None) -> None:
     """`runs`: (the algorithm to report it as, or None for the one it was trained as; its folder)."""
     rows, epochs, intervals = zip(*(_run_tables(algorithm, Path(run)) for algorithm, run in runs))
-    table = add_speedups(pd.DataFrame(rows))
+    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
     pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
+
+
+def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
+    """Each run's training time until its dev loss first reached the target (NaN: never), MLPerf
+    style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds)."""
+    if target is None:
+        seq = table[table.algorithm == "seq"]
+        target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
+    reached = epochs[epochs.dev_loss <= target].groupby(["algorithm", "learners", "seed"]).time_s.min()
+    keys = pd.MultiIndex.from_frame(table[["algorithm", "learners", "seed"]])
+    seconds = reached.reindex(keys).to_numpy()
+    # learner-hours: GPU-hours on a dedicated profile; on shared CPUs, times the cores per learner
+    return table.assign(target_dev_loss=target, time_to_target_s=seconds,
+                        device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
 
 
 def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
@@ -84,11 +99,19 @@ def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
 def _speedups(table: pd.DataFrame) -> pd.DataFrame:
     seq = table[table.algorithm == "seq"]
     if seq.empty:
-        return table.assign(time_speedup=float("nan"), throughput_speedup=float("nan"))
+        return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
+                                            float("nan")))  # fmt: skip
     by_seed = seq.set_index("seed")
-    base_time = table.seed.map(by_seed.train_s).fillna(seq.train_s.mean())
-    base_rate = table.seed.map(by_seed.frames_per_s).fillna(seq.frames_per_s.mean())
-    return table.assign(time_speedup=base_time / table.train_s, throughput_speedup=table.frames_per_s / base_rate)
+
+    def baseline(column):
+        return table.seed.map(by_seed[column]).fillna(seq[column].mean())
+
+    return table.assign(
+        time_speedup=baseline("train_s") / table.train_s,
+        throughput_speedup=table.frames_per_s / baseline("frames_per_s"),
+        target_speedup=baseline("time_to_target_s") / table.time_to_target_s,
+        efficiency=baseline("train_s") / table.train_s / table.learners,
+    )
 
 
 def _figure_html(figure, name: str, figures: Path) -> str:
@@ -121,18 +144,18 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
     axis.set_title("Accuracy against learners")
     out["wer_vs_learners"] = _figure_html(figure, "wer_vs_learners", folder)
 
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for axis, column, label in zip(axes, ("time_speedup", "throughput_speedup"), ("time", "throughput")):
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+    columns = ("time_speedup", "throughput_speedup", "target_speedup")
+    for axis, column, label in zip(axes, columns, ("time", "throughput", "time-to-target")):
         sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
                      errorbar=("pi", 100), ax=axis)  # fmt: skip
         ideal = sorted(table.learners.unique())
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
         _learner_axis(axis, table)
         axis.set_ylabel("speedup over SEQ\n(" + ", ".join(table.speedup_kind.unique()) + ")")
-        axis.set_title(
-            f"{label.capitalize()} speedup: "
-            + ("T(SEQ) / T(run), same epochs" if label == "time" else "frames/s ratio")
-        )
+        explained = {"time": "T(SEQ) / T(run), same epochs", "throughput": "frames/s ratio",
+                     "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
+        axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
         axis.legend(fontsize="small")
     out["speedup_vs_learners"] = _figure_html(figure, "speedup_vs_learners", folder)
 
@@ -185,12 +208,24 @@ def _summary(table: pd.DataFrame) -> str:
                 + ", ".join(f"{a} {100 * (w - seq_wer):+.1f} points" for (a, _), w in group.wer.items())
                 + "."
             )
+    target = table.target_dev_loss.iloc[0]
+    for p, group in trained[trained.algorithm != "seq"].groupby("learners"):
+        reached = group.dropna(subset=["target_speedup"])
+        best = reached.loc[reached.target_speedup.idxmax()] if not reached.empty else None
+        lines.append(f"P={p}, time to target (dev loss {target:.3g}): " + (
+            f"fastest {best.algorithm} ({best.target_speedup:.2f}× SEQ)" if best is not None
+            else "no algorithm reached the target"))  # fmt: skip
+    counts = verdicts(table).verdict.str.split(":").str[0].value_counts()
+    lines.append("The studies' claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+                 + ' (<a href="#claims">below</a>).')  # fmt: skip
     return "".join(f"<li>{line}</li>" for line in lines)
 
 
 TABLE_COLUMNS = {
     "algorithm": "algorithm", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
+    "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
+    "device_hours_to_target": "learner-hours to target",
     "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
     "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
     "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "trained_as": "trained as",
@@ -200,6 +235,8 @@ TABLE_COLUMNS = {
 
 
 def _format(column: str, value) -> str:
+    if isinstance(value, float) and value != value:  # NaN: a target never reached
+        return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer"):
         return f"{100 * value:.2f}"
     if column.endswith("speedup"):
@@ -238,6 +275,24 @@ def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
     modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
     pairs = measured.merge(modelled, on=keys, suffixes=("_measured", "_modelled"))
     return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(keys)
+
+
+def _claims_html(table: pd.DataFrame) -> str:
+    rows = verdicts(table)
+    body = "".join(
+        f'<tr><td>{html.escape(r.study)}</td><td class="text">{html.escape(r.claim)}</td>'
+        f'<td class="text">{html.escape(r.rule)}</td><td class="text">{html.escape(r.measured)}</td>'
+        f'<td class="text {r.verdict.split(":")[0].replace(" ", "-")}">{html.escape(r.verdict)}</td></tr>'
+        for r in rows.itertuples()
+    )
+    return (
+        '<h2>The studies\' claims</h2><p class="note">Each claim of shared/reference/algorithms.md, decided from '
+        f"this study's runs by the rule beside it (src/asrscale/claims.py). Accuracy matches SEQ's within "
+        f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds; a claimed speedup is reached at "
+        f"{100 * SPEEDUP_SHARE:.0f}% of it (other models, other hardware).</p>"
+        '<table id="claims"><thead><tr><th>study</th><th>claim</th><th>rule</th><th>measured here</th>'
+        f"<th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 def _validation_html(table: pd.DataFrame) -> str:
@@ -292,6 +347,8 @@ figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
 table {{ border-collapse: collapse; font-size: 0.8em; display: block; overflow-x: auto; }}
 th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }}
 th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
+td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: #e3f4e3; }}
+.not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <h2>Summary</h2><ul id="summary">{_summary(table)}</ul>
@@ -309,6 +366,7 @@ commit {html.escape(str(environment.commit))[:12]}.</p>
 <p class="note">Compute: forward, backward and update. Communication: time inside collectives. Data wait: time blocked
 on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
 {images["time_split"]}
+{_claims_html(table)}
 {_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>

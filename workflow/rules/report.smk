@@ -29,8 +29,10 @@ rule gather:
         "../../envs/report.yaml"
     params:
         runs=REPORTED_RUNS,
+        target=config["report"]["target_dev_loss"] or "",
     shell:
-        "python -m asrscale gather --out results/{wildcards.corpus}/studies/{wildcards.study} {params.runs} > {log} 2>&1"
+        "python -m asrscale gather --out results/{wildcards.corpus}/studies/{wildcards.study}"
+        " --target-dev-loss '{params.target}' {params.runs} > {log} 2>&1"
 
 
 rule report:
