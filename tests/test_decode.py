@@ -1,6 +1,6 @@
 import torch
 
-from asrscale.decode import error_counts, greedy
+from asrscale.decode import error_counts, greedy, unknown_characters
 from asrscale.tokens import Tokens
 
 
@@ -15,3 +15,9 @@ def test_greedy_collapses_repeats_and_drops_blanks():
 def test_error_counts_in_words_and_characters():
     assert error_counts(["a b c", "d"], ["a x c", ""], "word") == (2, 4)
     assert error_counts(["abc"], ["abd"], "char") == (1, 3)
+
+
+def test_characters_outside_the_token_set_are_counted_and_scored_as_errors():
+    tokens = Tokens.from_texts(["a cab"])
+    assert unknown_characters(["a cab", "café à", "b"], tokens) == 3  # f, é, à
+    assert error_counts(["café"], ["cab"], "char") == (2, 4)

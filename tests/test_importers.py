@@ -205,3 +205,12 @@ def test_kaldi_features_instead_of_audio(corpus, sources, tmp_path):
     wrong = ImportSettings(FeatureConfig(kind="kaldi", bins=13), bad_input=BadInputPolicy("stop"))
     with pytest.raises(BadInput, match=r"features .* are \(\d+, 40\); features.bins is 13"):
         import_subset([{"format": "kaldi", "path": sources["kaldi"]}], wrong, tmp_path / "wrong")
+
+
+def test_the_same_id_in_two_sources_is_skipped_in_both(sources, tmp_path):
+    tsv = [{"format": "manifest", "path": sources["tsv"]}]
+    with pytest.raises(BadInput, match="no usable utterance"):  # every id twice: none is kept
+        import_subset(tsv + tsv, SKIP_ALL, tmp_path / "out")
+    assert all("duplicate utterance id" in reason for reason in skipped(tmp_path / "out").values())
+    prefixed = import_subset(tsv + [dict(tsv[0], prefix="b-")], SKIP_ALL, tmp_path / "kept")
+    assert len(prefixed.text) == 2 * len(skipped(tmp_path / "out"))

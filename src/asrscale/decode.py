@@ -30,6 +30,12 @@ def error_counts(references: list[str], hypotheses: list[str], unit: str) -> tup
     return errors, out.hits + out.substitutions + out.deletions
 
 
+def unknown_characters(references: list[str], tokens: Tokens) -> int:
+    """Reference characters outside the model's token set (e.g. a test corpus with another alphabet
+    than the training text): no hypothesis can hold them, so each counts as an error."""
+    return sum(c not in tokens for text in references for c in text.replace(" ", ""))
+
+
 def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, batch_size: int = 64) -> dict:
     """Decode a subset with a trained model; writes per-utterance hypotheses and the scores."""
     saved = torch.load(model_path, weights_only=False)
@@ -48,8 +54,7 @@ def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, bat
     references, guesses = [subset.text[u] for u in utts], [hypotheses[u] for u in utts]
     word_errors, words = error_counts(references, guesses, "word")
     char_errors, chars = error_counts(references, guesses, "char")
-    # characters the model never saw in training (another corpus's alphabet) count as errors
-    unknown = sum(c not in tokens for text in references for c in text.replace(" ", ""))
+    unknown = unknown_characters(references, tokens)
     if unknown:
         print(f"note: {unknown} reference characters are not in the model's token set; they count as errors")
     scores = {"wer": word_errors / words, "cer": char_errors / chars, "utterances": len(utts), "words": words,
