@@ -77,7 +77,7 @@ def source_tables(wildcards):
     for source in config["corpus"]["subsets"][wildcards.subset]:
         path = Path(source["path"])
         if source["format"] == "kaldi":
-            names = ["wav.scp", "text", "utt2spk", "segments"]
+            names = ["wav.scp", "text", "utt2spk", "segments", "feats.scp"]
             tables += [path / name for name in names if (path / name).is_file()]
         elif source["format"] == "librispeech":
             tables += sorted(path.rglob("*.trans.txt"))
