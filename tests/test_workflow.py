@@ -43,7 +43,7 @@ def test_report_holds_every_run_with_real_scores(study):
     assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
     claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
     assert claims.count("<tr>") == 1 + 2 * 10 and "not measured in this study: needs a sweep" in claims
-    for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split"):
+    for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split", "asgd_staleness"):
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
 

@@ -71,10 +71,17 @@ def gather_runs(runs: list[tuple[str | None, Path]], out_dir: Path, target_dev_l
     """`runs`: (the algorithm to report it as, or None for the one it was trained as; its folder)."""
     rows, epochs, intervals = zip(*(_run_tables(algorithm, Path(run)) for algorithm, run in runs))
     table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
+    # every gradient an ASGD server applied, with its staleness (server.tsv of each ASGD run)
+    servers = [(row, Path(row["run"]) / "server.tsv") for row in rows if (Path(row["run"]) / "server.tsv").is_file()]
+    staleness = pd.concat(
+        [pd.read_csv(path, sep="\t").assign(learners=row["learners"], seed=row["seed"]) for row, path in servers]
+        or [pd.DataFrame(columns=["learners", "seed", "staleness"])]
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
     pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
+    staleness.to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
 
 
 def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
@@ -130,7 +137,7 @@ def _learner_axis(axis, table):
     axis.set_xlabel("learners P")
 
 
-def figures(table, epochs, folder: Path) -> dict[str, str]:
+def figures(table, epochs, staleness, folder: Path) -> dict[str, str]:
     sns.set_theme(style="whitegrid", context="notebook")
     folder.mkdir(parents=True, exist_ok=True)
     palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
@@ -188,6 +195,16 @@ def figures(table, epochs, folder: Path) -> dict[str, str]:
     axis.set_title("Where the time goes")
     axis.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), fontsize="small")
     out["time_split"] = _figure_html(figure, "time_split", folder)
+
+    out["asgd_staleness"] = ""
+    if not staleness.empty:
+        figure, axis = plt.subplots(figsize=(6.5, 3.5))
+        order = [str(p) for p in sorted(staleness.learners.unique())]
+        sns.histplot(data=staleness.assign(P=staleness.learners.astype(str)), x="staleness", hue="P", hue_order=order,
+                     discrete=True, stat="probability", common_norm=False, element="step", ax=axis)  # fmt: skip
+        axis.set_xlabel("staleness (server updates since the gradient's model was pulled)")
+        axis.set_title("ASGD: staleness of the gradients the server applied")
+        out["asgd_staleness"] = _figure_html(figure, "asgd_staleness", folder)
     return out
 
 
@@ -330,7 +347,7 @@ def _skipped_html(reports: list[Path]) -> str:
 def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = ()) -> None:
     table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
-    images = figures(table, epochs, figures_dir)
+    images = figures(table, epochs, pd.read_csv(results / "staleness.tsv", sep="\t"), figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
@@ -366,6 +383,7 @@ commit {html.escape(str(environment.commit))[:12]}.</p>
 <p class="note">Compute: forward, backward and update. Communication: time inside collectives. Data wait: time blocked
 on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
 {images["time_split"]}
+{"<h2>ASGD staleness</h2>" + images["asgd_staleness"] if images["asgd_staleness"] else ""}
 {_claims_html(table)}
 {_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>

@@ -23,6 +23,7 @@ rule gather:
         ),
         epochs="results/{corpus}/studies/{study}/epochs.tsv",
         intervals="results/{corpus}/studies/{study}/intervals.tsv",
+        staleness="results/{corpus}/studies/{study}/staleness.tsv",
     log:
         "logs/{corpus}/gather/{study}.log",
     conda:
@@ -39,6 +40,7 @@ rule report:
     input:
         runs=f"results/{CORPUS}/studies/{{study}}/runs.tsv",
         epochs=f"results/{CORPUS}/studies/{{study}}/epochs.tsv",
+        staleness=f"results/{CORPUS}/studies/{{study}}/staleness.tsv",
         skipped=skipped_reports(),
     output:
         html="reports/{study}.html",
