@@ -169,18 +169,20 @@ def figures(table, epochs, staleness, folder: Path) -> dict[str, str]:
     # one curve per run trained (an algorithm reported with SEQ's run would repeat SEQ's curve)
     trained = table[table.algorithm == table.trained_as][["algorithm", "learners", "seed"]]
     curves = epochs.merge(trained, on=["algorithm", "learners", "seed"])
-    curves = curves.assign(learners=curves.learners.astype(str))
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
-    for axis, x, label in zip(axes, ("epoch", "time_s"), ("epoch", "training time (s)")):
+    runs = curves.groupby(["algorithm", "learners", "seed"])
+    curves = curves.assign(learners=curves.learners.astype(str), frames_seen=runs.frames.cumsum() / 1e6)
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    panels = (("epoch", "epoch"), ("frames_seen", "frames processed (millions)"), ("time_s", "training time (s)"))
+    for axis, (x, label) in zip(axes, panels):
         sns.lineplot(data=curves, x=x, y="dev_loss", hue="algorithm", style="learners", palette=palette, marker="o",
-                     errorbar=None, ax=axis, legend=axis is axes[1])  # fmt: skip
+                     style_order=sorted(curves.learners.unique(), key=int), errorbar=None, ax=axis,
+                     legend=axis is axes[-1])  # fmt: skip
         axis.set_xlabel(label)
         axis.set_ylabel("dev loss (CTC per token)")
+        axis.set_title(f"Dev loss against {label.split(' (')[0]}")
     # a diverging run must not flatten every other curve
     axes[0].set_ylim(0, 1.1 * curves.dev_loss.quantile(0.9))
-    axes[1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), ncols=1)
-    axes[0].set_title("Dev loss against epochs")
-    axes[1].set_title("Dev loss against training time")
+    axes[-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), ncols=1)
     out["learning_curves"] = _figure_html(figure, "learning_curves", folder)
 
     shares = table.assign(run=table.algorithm + " P=" + table.learners.astype(str) + " s" + table.seed.astype(str))
