@@ -10,20 +10,13 @@ with a copy's bytes per second.
 import socket
 import time
 
-from benchmarks.common import Bench, child, child_main, median
+from benchmarks.common import Bench, Study, child, child_main, median
 
 RANKS = (2, 4)
 
 
 def model_elements(bench: Bench) -> int:
-    from asrscale.features import FeatureConfig
-    from asrscale.models import ModelConfig, build_model
-    from asrscale.tokens import Tokens
-
-    tokens = Tokens.read(bench.results / "tokens.txt")
-    dim = FeatureConfig(**{k: v for k, v in bench.config["features"].items() if k != "jobs"}).dim
-    model = build_model(ModelConfig(**bench.config["model"]), dim, len(tokens))
-    return sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in Study.of(bench.work).build_model().parameters())
 
 
 def copy_seconds(elements: int, iterations: int) -> float:

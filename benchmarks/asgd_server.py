@@ -10,7 +10,7 @@ when the update rate grows with the workers, P times the one-worker rate.
 import time
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, child, child_main, settings
+from benchmarks.common import Bench, Study, child, child_main
 
 WORKERS = (1, 2, 4, 8)
 
@@ -19,25 +19,17 @@ def step_seconds(work: Path) -> float:
     """One default training step (forward, backward, update) on this machine, median of 5."""
     import torch
 
-    from asrscale.data import Subset
-    from asrscale.features import FeatureConfig
-    from asrscale.models import ModelConfig, build_model
-    from asrscale.tokens import Tokens
-    from asrscale.train import Learner, TrainConfig, make_optimizer
+    from asrscale.train import Learner, make_optimizer
 
-    config, results = settings(work), work / "results" / CORPUS
-    features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
-    train_config = TrainConfig(**config["train"])
-    tokens = Tokens.read(results / "tokens.txt")
-    train_set = Subset.of(results / "data", results / "feats", "train", features.cmvn, tokens)
-    batch = train_set.collate(sorted(train_set.frames)[: train_config.batch_size])
-    model = build_model(ModelConfig(**config["model"]), features.dim, len(tokens))
-    learner = Learner(model, make_optimizer(train_config, model), train_config.clip_grad_norm, "step")
+    study = Study.of(work)
+    train_set, model = study.train_set(), study.build_model()
+    batch = train_set.collate(sorted(train_set.frames)[: study.train.batch_size])
+    learner = Learner(model, make_optimizer(study.train, model), study.train.clip_grad_norm, "step")
     torch.set_flush_denormal(True)
     times = []
     for _ in range(6):
         start = time.perf_counter()
-        for program in (learner.backward(batch), learner.update(train_config.lr)):
+        for program in (learner.backward(batch), learner.update(study.train.lr)):
             for _ in program:
                 pass
         times.append(time.perf_counter() - start)
@@ -76,10 +68,7 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
     from asrscale import ops
     from asrscale.algorithms import make_algorithm
     from asrscale.comm import MPIWorld
-    from asrscale.features import FeatureConfig
-    from asrscale.models import ModelConfig, build_model
-    from asrscale.tokens import Tokens
-    from asrscale.train import Learner, TrainConfig, make_optimizer
+    from asrscale.train import Learner, make_optimizer
 
     class ReadyLearner(Learner):
         """A learner whose gradient is ready after `pace_s` seconds that leave the core free."""
@@ -89,13 +78,12 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
             yield ops.Compute(pace_s)
             return 0.0
 
-    config, results = settings(work), work / "results" / CORPUS
-    train_config = TrainConfig(**config["train"])
-    features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
+    study = Study.of(work)
+    train_config = study.train
     torch.set_num_threads(1)
     torch.manual_seed(1)
     world = MPIWorld(servers=1, name="asgd benchmark")
-    model = build_model(ModelConfig(**config["model"]), features.dim, len(Tokens.read(results / "tokens.txt")))
+    model = study.build_model()
     algorithm = make_algorithm("asgd", world.layout, {})
     learner_class = Learner if world.serving else ReadyLearner
     learner = learner_class(model, make_optimizer(train_config, model), train_config.clip_grad_norm, "asgd")

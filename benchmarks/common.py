@@ -98,6 +98,39 @@ def settings(work: Path) -> dict:
     return yaml.safe_load((work / "config.yaml").read_text())
 
 
+@dataclass(frozen=True)
+class Study:
+    """A prepared corpus and its study settings as asrscale's own objects, for child processes."""
+
+    results: Path
+    train: object  # TrainConfig
+    model: object  # ModelConfig
+    features: object  # FeatureConfig
+    tokens: object  # Tokens
+
+    @classmethod
+    def of(cls, work: Path) -> "Study":
+        from asrscale.features import FeatureConfig
+        from asrscale.models import ModelConfig
+        from asrscale.tokens import Tokens
+        from asrscale.train import TrainConfig
+
+        config, results = settings(work), Path(work) / "results" / CORPUS
+        features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
+        tokens = Tokens.read(results / "tokens.txt")
+        return cls(results, TrainConfig(**config["train"]), ModelConfig(**config["model"]), features, tokens)
+
+    def train_set(self):
+        from asrscale.data import Subset
+
+        return Subset.of(self.results / "data", self.results / "feats", "train", self.features.cmvn, self.tokens)
+
+    def build_model(self):
+        from asrscale.models import build_model
+
+        return build_model(self.model, self.features.dim, len(self.tokens))
+
+
 def median(values) -> float:
     return float(statistics.median(values))
 

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, Stopwatch, child, child_main, median, peak_rss_mb, settings
+from benchmarks.common import CORPUS, Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb, settings
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
@@ -16,14 +16,10 @@ SIMULATED = ("ssgd", "adpsgd")
 def padded_frames(bench: Bench, learners: int) -> int:
     """Frames a first epoch computes, padding included: a learner's batches are cut from its own
     shard, so with few utterances each a batch spans more lengths and pads more."""
-    from asrscale.data import Subset
     from asrscale.shard import read_shard
-    from asrscale.tokens import Tokens
-    from asrscale.train import TrainConfig
 
-    config = TrainConfig(**bench.config["train"])
-    train_set = Subset.of(bench.results / "data", bench.results / "feats", "train", "none",
-                          Tokens.read(bench.results / "tokens.txt"))  # fmt: skip
+    study = Study.of(bench.work)
+    config, train_set = study.train, study.train_set()
     shards = [read_shard(bench.results / "shards" / f"P{learners}" / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
     groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, config.seed * 1000 + 1, steps)]

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, child, child_main, median, settings
+from benchmarks.common import Bench, Study, child, child_main, median
 
 
 def run(bench: Bench) -> None:
@@ -40,21 +40,15 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     import torch.nn.functional as F
 
     from asrscale.comm import MPIWorld
-    from asrscale.data import Subset
-    from asrscale.features import FeatureConfig
-    from asrscale.models import ModelConfig, build_model
     from asrscale.shard import write_shards
-    from asrscale.tokens import Tokens
-    from asrscale.train import RunPaths, TrainConfig, train
+    from asrscale.train import RunPaths, train
 
-    config, results = settings(work), work / "results" / CORPUS
-    features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
-    model_config = ModelConfig(**config["model"])
-    train_config = TrainConfig(**dict(config["train"], algorithm="seq", epochs=1))
+    study = Study.of(work)
+    results, features, model_config = study.results, study.features, study.model
+    train_config = replace(study.train, algorithm="seq", epochs=1)
     if train_config.optimizer != "adam":
         raise ValueError("the plain loop is written for config.yaml's optimizer: adam")
-    tokens = Tokens.read(results / "tokens.txt")
-    train_set = Subset.of(results / "data", results / "feats", "train", features.cmvn, tokens)
+    train_set = study.train_set()
     steps = min(steps, len(train_set.frames) // train_config.batch_size)
     utts = sorted(train_set.frames)[: steps * train_config.batch_size]
     scratch = work / "scratch" / "trainer"
@@ -81,7 +75,7 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
 
     def plain_loop(timed_batches) -> tuple[float, float]:
         torch.manual_seed(train_config.seed)
-        model = build_model(model_config, features.dim, len(tokens))
+        model = study.build_model()
         optimizer = torch.optim.Adam(model.parameters(), lr=train_config.lr)
         losses = []
         start = time.perf_counter()

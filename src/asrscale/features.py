@@ -153,15 +153,16 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
         for speaker, utts in speakers:
             total, squares, count = np.zeros(config.dim), np.zeros(config.dim), 0
             for utt in utts:
-                where = data.feats[utt] if config.kind == "kaldi" else data.audio(utt)[0]
-                cached = cache.path(data.audio(utt), config) if cache else None
+                audio = None if config.kind == "kaldi" else data.audio(utt)
+                where = data.feats[utt] if audio is None else audio[0]
+                cached = cache.path(audio, config) if cache else None
                 feats = cache.load(cached) if cache else None
                 reused += feats is not None
                 if feats is None:
                     try:
                         feats = _features(data, utt, config, resampled)
                     except BadInput as error:
-                        skipped.add(utt, where, str(error), "" if config.kind == "kaldi" else where)
+                        skipped.add(utt, where, str(error), "" if audio is None else where)
                         continue
                     if cache:
                         cache.save(cached, feats)

@@ -210,7 +210,7 @@ def figures(table, epochs, staleness, folder: Path) -> dict[str, str]:
     return out
 
 
-def _summary(table: pd.DataFrame) -> str:
+def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     trained = table[table.algorithm == table.trained_as]  # SEQ's run once, not under every alias
     means = trained.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"))
     best = means.wer.idxmin()
@@ -234,7 +234,7 @@ def _summary(table: pd.DataFrame) -> str:
         lines.append(f"P={p}, time to target (dev loss {target:.3g}): " + (
             f"fastest {best.algorithm} ({best.target_speedup:.2f}× SEQ)" if best is not None
             else "no algorithm reached the target"))  # fmt: skip
-    counts = verdicts(table).verdict.str.split(":").str[0].value_counts()
+    counts = claims.verdict.str.split(":").str[0].value_counts()
     lines.append("The studies' claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
                  + ' (<a href="#claims">below</a>).')  # fmt: skip
     return "".join(f"<li>{line}</li>" for line in lines)
@@ -296,8 +296,7 @@ def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
     return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(keys)
 
 
-def _claims_html(table: pd.DataFrame) -> str:
-    rows = verdicts(table)
+def _claims_html(rows: pd.DataFrame) -> str:
     body = "".join(
         f'<tr><td>{html.escape(r.study)}</td><td class="text">{html.escape(r.claim)}</td>'
         f'<td class="text">{html.escape(r.rule)}</td><td class="text">{html.escape(r.measured)}</td>'
@@ -349,6 +348,7 @@ def _skipped_html(reports: list[Path]) -> str:
 def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = ()) -> None:
     table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
+    claims = verdicts(table)
     images = figures(table, epochs, pd.read_csv(results / "staleness.tsv", sep="\t"), figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
@@ -370,7 +370,7 @@ td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: 
 .not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<h2>Summary</h2><ul id="summary">{_summary(table)}</ul>
+<h2>Summary</h2><ul id="summary">{_summary(table, claims)}</ul>
 <p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
 same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
 frames per second. Environment: {html.escape(str(environment.cpu))} with {environment.cores} cores,
@@ -386,7 +386,7 @@ commit {html.escape(str(environment.commit))[:12]}.</p>
 on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
 {images["time_split"]}
 {"<h2>ASGD staleness</h2>" + images["asgd_staleness"] if images["asgd_staleness"] else ""}
-{_claims_html(table)}
+{_claims_html(claims)}
 {_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
