@@ -1,4 +1,6 @@
-"""Each claim's verdict follows from the runs table by its written rule."""
+"""Each claim's verdict follows from the runs table and the sweeps by its written rule."""
+
+import json
 
 import pandas as pd
 
@@ -6,13 +8,17 @@ from asrscale.claims import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, ve
 
 
 def runs(*rows) -> pd.DataFrame:
-    """(algorithm, learners, seed, WER, time speedup) rows, modelled on one profile."""
+    """(algorithm, learners, seed, WER, time speedup) rows of the algorithms as configured,
+    modelled on one profile."""
     columns = ["algorithm", "learners", "seed", "wer", "time_speedup"]
-    return pd.DataFrame(rows, columns=columns).assign(speedup_kind="modelled on x")
+    return pd.DataFrame(rows, columns=columns).assign(speedup_kind="modelled on x", variant="default")
 
 
-def verdict(table: pd.DataFrame, claim: str) -> str:
-    found = verdicts(table)
+NO_SWEEPS = pd.DataFrame(columns=["sweep", "algorithm", "learners", "value", "speedup_kind"])
+
+
+def verdict(table: pd.DataFrame, claim: str, points: pd.DataFrame = NO_SWEEPS) -> str:
+    found = verdicts(table, points)
     return found[found.claim.str.startswith(claim)].verdict.iloc[0]
 
 
@@ -20,7 +26,7 @@ SEQ = ("seq", 1, 1, 0.20, 1.0)
 
 
 def test_every_claim_has_a_row_and_unmeasured_ones_say_why():
-    table = verdicts(runs(SEQ))
+    table = verdicts(runs(SEQ), NO_SWEEPS)
     assert len(table) == len(CLAIMS) == 10
     assert all(v.startswith(NOT_MEASURED + ": ") and len(v) > len(NOT_MEASURED) + 5 for v in table.verdict)
 
@@ -51,3 +57,41 @@ def test_asgd_against_kavg_at_every_common_learner_count():
     assert verdict(pd.concat([worse, runs(("asgd", 64, 1, 0.2, 50.0), ("kavg", 64, 1, 0.3, 40.0))]),
                    "ASGD loses") == NOT_REPRODUCED  # fmt: skip
     assert verdict(runs(SEQ, ("asgd", 2, 1, 0.4, 1.5), ("kavg", 2, 1, 0.2, 1.9)), "ASGD loses").startswith(NOT_MEASURED)
+
+
+def sweep(algorithm: str, setting: str, *points, learners=4) -> pd.DataFrame:
+    """(value, seed, final dev loss, training seconds) points of one sweep; global batch from the
+    value for a batch sweep."""
+    table = pd.DataFrame(points, columns=["value", "seed", "final_dev_loss", "train_s"])
+    return table.assign(
+        sweep=setting, algorithm=algorithm, learners=learners, speedup_kind="modelled on x", target_dev_loss=1.0,
+        global_batch=table.value * learners, value=table.value.map(json.dumps),
+    )  # fmt: skip
+
+
+def test_an_optimal_period_is_an_inner_value_better_than_both_ends_beyond_the_spread():
+    points = sweep("ma", "frames_per_job", (1, 1, 1.5, 9), (2, 1, 1.2, 9), (4, 1, 1.4, 9))
+    assert verdict(runs(SEQ), "there is an optimal", points) == REPRODUCED
+    seeds = pd.concat([points, sweep("ma", "frames_per_job", (2, 2, 1.6, 9))])  # 1.2 and 1.6: spread ±0.2
+    assert verdict(runs(SEQ), "there is an optimal", seeds) == NOT_REPRODUCED
+    ends = sweep("ma", "frames_per_job", (1, 1, 1.1, 9), (2, 1, 1.2, 9), (4, 1, 1.4, 9))
+    assert verdict(runs(SEQ), "there is an optimal", ends) == NOT_REPRODUCED
+    assert verdict(runs(SEQ), "there is an optimal", points.iloc[:2]).startswith(NOT_MEASURED)
+
+
+def test_overlap_and_natural_gradient_compare_the_two_settings_of_their_sweeps():
+    overlap = sweep("ma", "train.prefetch", (4, 1, 1.0, 100.0), (0, 1, 1.0, 130.0))
+    assert verdict(runs(SEQ), "overlapping", overlap) == REPRODUCED
+    assert verdict(runs(SEQ), "overlapping", overlap.iloc[:1]).startswith(NOT_MEASURED)
+    natural = sweep("ma", "natural_gradient", (True, 1, 1.3, 9), (False, 1, 1.2, 9))
+    assert verdict(runs(SEQ), "NG-SGD", natural) == NOT_REPRODUCED
+
+
+def test_larger_batch_needs_adpsgd_to_converge_at_three_times_the_batch_ssgd_converges_at():
+    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 1.3, 9), (96, 1, 2.0, 9))
+    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 0.95, 9), (96, 1, 1.5, 9))
+    assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == REPRODUCED  # 128 >= 3 x 32
+    adpsgd.loc[1, "final_dev_loss"] = 1.1
+    assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == NOT_REPRODUCED
+    ssgd.final_dev_loss = 0.5  # converges at every batch swept: the sweep says nothing
+    assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])).startswith(NOT_MEASURED)

@@ -26,24 +26,29 @@ def study(tmp_path_factory):
 
 def test_report_holds_every_run_with_real_scores(study):
     config = yaml.safe_load(TINY.read_text())
-    worlds = {"simulated": "simulated", "mpi": "mpi"}
     expected = sorted(
-        (worlds[r.get("world", "simulated")], r["algorithm"], p) for r in config["study"]["runs"] for p in r["learners"]
-    )
+        (r.get("world", "simulated"), r["algorithm"], "default", p, seed)
+        for r in config["study"]["runs"]
+        for p in r["learners"]
+        for seed in r.get("seeds", [1])
+    ) + [("simulated", "ssgd", "train.batch_size=4", 2, 1)]  # the sweep's one value that is not the default
     runs = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t")
-    assert sorted(zip(runs.world, runs.algorithm, runs.learners)) == expected
+    assert sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed)) == sorted(expected)
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
     page = (study / "reports" / "tiny.html").read_text()
     every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
-    rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", every_run)
-    assert sorted((a, int(p)) for a, p in rows) == sorted((a, p) for _, a, p in expected)
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
+    assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected)
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
     validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
     assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
     claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
     assert claims.count("<tr>") == 1 + 2 * 10 and "not measured in this study: needs a sweep" in claims
-    for figure in ("wer_vs_learners", "speedup_vs_learners", "learning_curves", "time_split", "asgd_staleness"):
+    assert "needs sweeps of train.batch_size for ssgd and adpsgd" in claims  # the tiny study sweeps only SSGD's
+    figures = ("wer_vs_learners", "speedup_vs_learners", "communication_vs_learners", "learning_curves", "time_split",
+               "asgd_staleness", "pairings", "sweep_train_batch_size")  # fmt: skip
+    for figure in figures:
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
 
@@ -60,8 +65,8 @@ def test_report_holds_every_run_with_real_scores(study):
 
 
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
-    records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/P*/seed*/run.json"))
-    assert len(records) == 5  # SSGD with one learner is SEQ's run
+    records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json"))
+    assert len(records) == 8  # SSGD with one learner is SEQ's run
     for record in records:
         text = record.read_text()
         assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
@@ -82,6 +87,10 @@ def test_snakemake_report_has_the_figures(study):
         (("model", "units", "big"), r"'big' is not of type 'integer'.*\['model'\]\['units'\]"),
         (("train", "optimiser", "adam"), r"'optimiser' was unexpected"),
         (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
+        (
+            ("study", "sweeps", [{"algorithm": "ma", "learners": 2, "vary": "period", "values": [1, 2]}]),
+            r"study.sweeps\[0\].vary: ma has no setting 'period'; one of \['frames_per_job'",
+        ),
     ],
 )
 def test_a_wrong_config_stops_before_any_job_naming_the_key(tmp_path, change, message):
@@ -108,7 +117,7 @@ def test_the_all_algorithms_study_is_valid_and_plans_every_run(tmp_path):
     assert "--hardware" not in result.stdout and "mpiexec -n 5" in result.stdout  # real ranks: ASGD's 4 + server
 
 
-@pytest.mark.parametrize("study, runs", [((), 27), (("validation.yaml",), 26)])
+@pytest.mark.parametrize("study, runs", [((), 27), (("validation.yaml",), 26), (("reproduction.yaml",), 72)])
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs):
     configs = ("--configfile", ROOT / "config.yaml", *(ROOT / name for name in study))
     result = snakemake(tmp_path, "-n", "--printshellcmds", *configs, configfile=TINY)

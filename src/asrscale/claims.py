@@ -2,13 +2,16 @@
 rule written out here and shown in the report: reproduced, not reproduced, or not measured in this
 study (saying what run is missing).
 
-Two rules serve every claim. Accuracy "matches" SEQ's when the mean test WER over seeds is at most
-SEQ's plus `WER_TOLERANCE` plus half the seeds' range of each (the spread: one seed has none).
-A claimed speedup is reached when the measured (or modelled) time speedup over SEQ is at least
-`SPEEDUP_SHARE` of it: the studies ran other models on other hardware, so only the order of
-magnitude can carry over.
+Two rules serve every claim about the algorithms as configured. Accuracy "matches" SEQ's when the
+mean test WER over seeds is at most SEQ's plus `WER_TOLERANCE` plus half the seeds' range of each
+(the spread: one seed has none). A claimed speedup is reached when the measured (or modelled) time
+speedup over SEQ is at least `SPEEDUP_SHARE` of it: the studies ran other models on other hardware,
+so only the order of magnitude can carry over. Claims about a setting are decided from its sweep
+(study.sweeps): one value is better than another when its mean is better by more than the spreads
+of both.
 """
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +33,7 @@ class Claim:
     study: str
     claim: str
     rule: str
-    decide: Callable[[pd.DataFrame], Verdict]
+    decide: Callable[[pd.DataFrame, pd.DataFrame], Verdict]  # (runs as configured, sweep points)
 
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
@@ -64,8 +67,86 @@ def _missing(what: str) -> Verdict:
     return Verdict("", f"{NOT_MEASURED}: {what}")
 
 
-def _sweep(what: str) -> Callable[[pd.DataFrame], Verdict]:
-    return lambda table: _missing(f"needs {what}, which this study does not run")
+def _mean_spread(values: pd.Series) -> tuple[float, float]:
+    return values.mean(), (values.max() - values.min()) / 2
+
+
+def _below(a: pd.Series, b: pd.Series) -> bool:
+    """Whether the mean of `a` is below that of `b` by more than both spreads."""
+    (mean_a, spread_a), (mean_b, spread_b) = _mean_spread(a), _mean_spread(b)
+    return mean_a + spread_a < mean_b - spread_b
+
+
+def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
+    """The points of `algorithm`'s sweep of `setting` at the largest learner count swept, with
+    the value decoded."""
+    found = points[(points.algorithm == algorithm) & (points.sweep == setting)]
+    found = found[found.learners == found.learners.max()]
+    return found.assign(value=found.value.map(json.loads))
+
+
+def _by_value(points: pd.DataFrame, column: str, fmt: str) -> str:
+    return ", ".join(f"{value}: {_format_spread(group[column], fmt)}" for value, group in points.groupby("value"))
+
+
+def _format_spread(values: pd.Series, fmt: str) -> str:
+    mean, spread = _mean_spread(values)
+    return format(mean, fmt) + (f" ± {format(spread, fmt)}" if len(values) > 1 else "")
+
+
+def _optimal_period(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
+    swept = _swept(points, "ma", "frames_per_job")
+    if swept.value.nunique() < 3:
+        return _missing("needs a sweep of ma frames_per_job over 3 or more values (study.sweeps)")
+    values = sorted(swept.value.unique())
+    losses = {v: swept[swept.value == v].final_dev_loss for v in values}
+    best = min(values, key=lambda v: losses[v].mean())
+    ends = (values[0], values[-1])
+    inside = best not in ends and all(_below(losses[best], losses[end]) for end in ends)
+    by_value = _by_value(swept, "final_dev_loss", ".3f")
+    measured = f"MA P={swept.learners.iloc[0]}, final dev loss by frames per job: {by_value}; lowest at {best}"
+    return Verdict(measured, REPRODUCED if inside else NOT_REPRODUCED)
+
+
+def _setting_helps(algorithm: str, setting: str, better: Callable, column: str, what: str, fmt: str):
+    """The claim that `algorithm` with `setting` at a value that `better` accepts has a lower
+    `column` than at any other value of the sweep."""
+
+    def decide(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
+        swept = _swept(points, algorithm, setting)
+        on, off = swept[swept.value.map(better)], swept[~swept.value.map(better)]
+        if on.empty or off.empty:
+            return _missing(f"needs a sweep of {algorithm} {setting} with it on and off (study.sweeps)")
+        by_value = _by_value(swept, column, fmt)
+        measured = f"{algorithm.upper()} P={swept.learners.iloc[0]}, {what} by {setting}: {by_value}"
+        return Verdict(measured + _speed(swept), REPRODUCED if _below(on[column], off[column]) else NOT_REPRODUCED)
+
+    return decide
+
+
+def _larger_batch(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
+    """Converged: the mean final dev loss over seeds reaches the time-to-target dev loss."""
+    ssgd, adpsgd = _swept(points, "ssgd", "train.batch_size"), _swept(points, "adpsgd", "train.batch_size")
+    if ssgd.empty or adpsgd.empty:
+        return _missing("needs sweeps of train.batch_size for ssgd and adpsgd (study.sweeps)")
+    target = points.target_dev_loss.iloc[0]
+
+    def converged(swept):
+        means = swept.groupby("global_batch").final_dev_loss.mean()
+        return means, sorted(means[means <= target].index)
+
+    (ssgd_loss, ssgd_ok), (adpsgd_loss, adpsgd_ok) = converged(ssgd), converged(adpsgd)
+    measured = (f"final dev loss by global batch (target {target:.3f}): SSGD "
+                + ", ".join(f"{b}: {v:.3f}" for b, v in ssgd_loss.items()) + "; ADPSGD "
+                + ", ".join(f"{b}: {v:.3f}" for b, v in adpsgd_loss.items()))  # fmt: skip
+    if not ssgd_ok:
+        return Verdict(measured, f"{NOT_MEASURED}: SSGD reaches the target at no batch swept")
+    if ssgd_ok[-1] == ssgd_loss.index.max():
+        return Verdict(measured, f"{NOT_MEASURED}: SSGD reaches the target at every batch swept; sweep larger ones")
+    needed = 3 * ssgd_ok[-1]
+    if adpsgd_loss.index.max() < needed:
+        return Verdict(measured, f"{NOT_MEASURED}: no ADPSGD run at a global batch of {needed} or more")
+    return Verdict(measured, REPRODUCED if adpsgd_ok and adpsgd_ok[-1] >= needed else NOT_REPRODUCED)
 
 
 def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = None):
@@ -74,7 +155,7 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
 
     name = NAMES.get(algorithm, algorithm.upper())
 
-    def decide(table: pd.DataFrame) -> Verdict:
+    def decide(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
         present = [p for p in learners if not _runs(table, algorithm, p).empty]
         if not present or (table.algorithm == "seq").sum() == 0:
             return _missing(f"no {name} run at {' or '.join(map(str, learners))} learners, or no SEQ run")
@@ -86,7 +167,7 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
     return decide
 
 
-def _asgd_against_kavg(table: pd.DataFrame) -> Verdict:
+def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     common = sorted(p for p in set(table[table.algorithm == "asgd"].learners) if p >= 4
                     and not _runs(table, "kavg", p).empty)  # fmt: skip
     if not common:
@@ -102,7 +183,7 @@ def _asgd_against_kavg(table: pd.DataFrame) -> Verdict:
     return Verdict(measured + _speed(table), REPRODUCED if all(worse) else NOT_REPRODUCED)
 
 
-def _ma_speedups(table: pd.DataFrame) -> Verdict:
+def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     claimed = {16: 9.3, 32: 17.0}
     found = {p: _runs(table, "ma", p) for p in claimed if not _runs(table, "ma", p).empty}
     measured = "; ".join(_describe(runs, "MA") for runs in found.values()) + (_speed(table) if found else "")
@@ -124,30 +205,35 @@ CLAIMS = (
           _accuracy_at("kavg", [16, 17, 18, 19, 20], claimed=6.1)),
     Claim("zhang13", "ASGD gives 3.2× on 4 GPUs without loss",
           "speedup(ASGD, 4) ≥ 0.9 × 3.2 and WER ≤ WER(SEQ) + tolerance + spread", _accuracy_at("asgd", [4], 3.2)),
-    Claim("rosc17", "there is an optimal range of averaging periods", "dev loss and WER lowest inside a period sweep",
-          _sweep("a sweep of ma.frames_per_job")),
-    Claim("rosc17", "overlapping data loading with compute cuts time", "MA total time with overlap below without",
-          _sweep("MA with and without data overlap")),
-    Claim("povey14, su15", "NG-SGD makes averaging work", "MA's WER with NG-SGD below MA's without",
-          _sweep("MA with and without NG-SGD")),
+    Claim("rosc17", "there is an optimal range of averaging periods",
+          "in the sweep of MA's frames_per_job (3 or more values), the final dev loss is lowest at an inner value, "
+          "below both ends beyond the spreads", _optimal_period),
+    Claim("rosc17", "overlapping data loading with compute cuts time",
+          "MA's training time with train.prefetch > 0 below that with prefetch 0, beyond the spreads",
+          _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".1f")),
+    Claim("povey14, su15", "NG-SGD makes averaging work",
+          "MA's final dev loss with natural_gradient on below that with it off, beyond the spreads",
+          _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f")),
     Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32",
           "speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17", _ma_speedups),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
-          "ADPSGD's final dev loss at 3× the largest global batch at which SSGD converges is within SSGD's",
-          _sweep("SSGD and ADPSGD at growing global batch")),
+          "in the sweeps of train.batch_size: converged = mean final dev loss at most the time-to-target dev loss; "
+          "ADPSGD converges at 3× or more of the largest global batch at which SSGD converges",
+          _larger_batch),
     Claim("zhang19b", "H-ADPSGD on 64 GPUs: ~32× without WER loss",
           "speedup(H-ADPSGD, 64) ≥ 0.9 × 32 and WER ≤ WER(SEQ) + tolerance + spread",
           _accuracy_at("hadpsgd", [64], 32.0)),
 )  # fmt: skip
 
 
-def verdicts(table: pd.DataFrame) -> pd.DataFrame:
+def verdicts(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     """One row per claim (per kind of speedup, when a study has runs timed both ways): the study,
-    the claim, its rule, what this study measured, the verdict."""
+    the claim, its rule, what this study measured, the verdict. `table`: every run; `points`: the
+    sweeps' points, each joined with its runs."""
     rows = []
-    for kind, runs in table.groupby("speedup_kind", sort=True):
+    for kind, runs in table[table.variant == "default"].groupby("speedup_kind", sort=True):
         for claim in CLAIMS:
-            verdict = claim.decide(runs)
+            verdict = claim.decide(runs, points[points.speedup_kind == kind])
             rows.append({"study": claim.study, "claim": claim.claim, "rule": claim.rule, "speedups": kind,
                          "measured": verdict.measured, "verdict": verdict.verdict})  # fmt: skip
     return pd.DataFrame(rows)

@@ -137,14 +137,13 @@ def decode(args):
 def gather(args):
     from asrscale.report import gather_runs
 
-    runs = [tuple(run.split("=", 1)) if "=" in run else (None, run) for run in args.runs]
-    gather_runs(runs, args.out, float(args.target_dev_loss) if args.target_dev_loss else None)
+    gather_runs(args.runs, args.sweeps, args.out, float(args.target_dev_loss) if args.target_dev_loss else None)
 
 
 def report(args):
     from asrscale.report import render
 
-    render(args.results, args.figures, args.title, args.out, args.skipped)
+    render(args.results, args.figures, args.title, args.out, args.skipped, args.config)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -184,13 +183,15 @@ def parser() -> argparse.ArgumentParser:
           ("--calibration", {"type": Path, "help": "simulate: this machine's calibration"}))  # fmt: skip
     stage(decode, "decode and score a subset",
           *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
-    runs = {"nargs": "+", "help": "run folders: FOLDER, or ALGORITHM=FOLDER to report it as ALGORITHM"}
-    stage(gather, "gather runs into one table", ("--out", required_path), ("runs", runs),
+    runs = {"type": _json, "required": True, "help": "JSON list of {algorithm, variant, run}: what each run stands for"}
+    sweeps = {"type": _json, "default": [], "help": "JSON list of {sweep, algorithm, learners, value, variant, world}"}
+    stage(gather, "gather runs into one table", ("--out", required_path), ("--runs", runs), ("--sweeps", sweeps),
           ("--target-dev-loss", {"default": "", "help": "time to target: the dev loss to reach"}))  # fmt: skip
     stage(report, "render the HTML report",
           ("--results", required_path), ("--figures", required_path), ("--out", required_path),
           ("--title", {"default": "asrscale"}),
-          ("--skipped", {"type": Path, "nargs": "*", "default": [], "help": "skipped-utterance reports"}))  # fmt: skip
+          ("--skipped", {"type": Path, "nargs": "*", "default": [], "help": "skipped-utterance reports"}),
+          ("--config", {"type": _json, "default": {}, "help": "the study's configuration"}))  # fmt: skip
     return top
 
 

@@ -5,33 +5,31 @@ none): time speedup T(SEQ) / T(run) for the same number of epochs, and throughpu
 (frames/s ratio). The figures are also written as PNGs for Snakemake's own report.
 """
 
-import base64
+import hashlib
 import html
-import io
 import json
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from asrscale.claims import SPEEDUP_SHARE, WER_TOLERANCE, verdicts  # noqa: E402
-from asrscale.io import atomic_write_text  # noqa: E402
-from asrscale.timing import CATEGORIES  # noqa: E402
+from asrscale.claims import SPEEDUP_SHARE, WER_TOLERANCE, verdicts
+from asrscale.figures import figures, sweep_name
+from asrscale.io import atomic_write_text
+from asrscale.timing import CATEGORIES
 
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
 
 
-def _run_tables(algorithm: str | None, run: Path):
+KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
+
+
+def _run_tables(algorithm: str, variant: str, run: Path):
     record = json.loads((run / "run.json").read_text())
     scores = json.loads((run / "test" / "scores.json").read_text())
     metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
-    keys = {"algorithm": algorithm or record["algorithm"], "learners": record["learners"], "seed": record["seed"]}
-    epochs = metrics[metrics.kind == "epoch"].assign(**keys)
-    intervals = metrics[metrics.kind == "interval"].assign(**keys)
+    keys = {"algorithm": algorithm, "variant": variant, "learners": record["learners"], "seed": record["seed"]}
+    epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
+    intervals = metrics[metrics.kind == "interval"].assign(**keys, run=str(run))
     split = intervals[SPLIT_COLUMNS].sum()
     environment, train = record["environment"], record["train"]
     world = record.get("world", {"kind": "mpi"})
@@ -67,32 +65,38 @@ def _run_tables(algorithm: str | None, run: Path):
     return row, epochs, intervals
 
 
-def gather_runs(runs: list[tuple[str | None, Path]], out_dir: Path, target_dev_loss: float | None = None) -> None:
-    """`runs`: (the algorithm to report it as, or None for the one it was trained as; its folder)."""
-    rows, epochs, intervals = zip(*(_run_tables(algorithm, Path(run)) for algorithm, run in runs))
-    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
-    # every gradient an ASGD server applied, with its staleness (server.tsv of each ASGD run)
-    servers = [(row, Path(row["run"]) / "server.tsv") for row in rows if (Path(row["run"]) / "server.tsv").is_file()]
-    staleness = pd.concat(
-        [pd.read_csv(path, sep="\t").assign(learners=row["learners"], seed=row["seed"]) for row, path in servers]
-        or [pd.DataFrame(columns=["learners", "seed", "staleness"])]
+def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
+    """One run-level record file (`name` in a run's folder) of every run that wrote one, keyed."""
+    found = [(row, Path(row["run"]) / name) for row in rows if (Path(row["run"]) / name).is_file()]
+    return pd.concat(
+        [pd.read_csv(path, sep="\t").assign(**{k: row[k] for k in KEYS}) for row, path in found]
+        or [pd.DataFrame(columns=KEYS + columns)]
     )
+
+
+def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None = None) -> None:
+    """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
+    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
+    rows, epochs, intervals = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
     pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
-    staleness.to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
+    # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
+    _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
+    _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
+    points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
+    points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)
 
 
 def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
     """Each run's training time until its dev loss first reached the target (NaN: never), MLPerf
     style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds)."""
     if target is None:
-        seq = table[table.algorithm == "seq"]
+        seq = table[(table.algorithm == "seq") & (table.variant == "default")]
         target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
-    reached = epochs[epochs.dev_loss <= target].groupby(["algorithm", "learners", "seed"]).time_s.min()
-    keys = pd.MultiIndex.from_frame(table[["algorithm", "learners", "seed"]])
-    seconds = reached.reindex(keys).to_numpy()
+    seconds = table.run.map(epochs[epochs.dev_loss <= target].groupby("run").time_s.min())
     # learner-hours: GPU-hours on a dedicated profile; on shared CPUs, times the cores per learner
     return table.assign(target_dev_loss=target, time_to_target_s=seconds,
                         device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
@@ -104,7 +108,7 @@ def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _speedups(table: pd.DataFrame) -> pd.DataFrame:
-    seq = table[table.algorithm == "seq"]
+    seq = table[(table.algorithm == "seq") & (table.variant == "default")]
     if seq.empty:
         return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
                                             float("nan")))  # fmt: skip
@@ -119,95 +123,6 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
         target_speedup=baseline("time_to_target_s") / table.time_to_target_s,
         efficiency=baseline("train_s") / table.train_s / table.learners,
     )
-
-
-def _figure_html(figure, name: str, figures: Path) -> str:
-    figure.tight_layout()
-    figure.savefig(figures / f"{name}.png", dpi=110)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    data = base64.b64encode(buffer.getvalue()).decode()
-    return f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
-
-
-def _learner_axis(axis, table):
-    axis.set_xscale("log", base=2)
-    axis.set_xticks(sorted(table.learners.unique()), labels=[str(p) for p in sorted(table.learners.unique())])
-    axis.set_xlabel("learners P")
-
-
-def figures(table, epochs, staleness, folder: Path) -> dict[str, str]:
-    sns.set_theme(style="whitegrid", context="notebook")
-    folder.mkdir(parents=True, exist_ok=True)
-    palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
-    out = {}
-
-    figure, axis = plt.subplots(figsize=(6.5, 4))
-    sns.lineplot(data=table.assign(wer=100 * table.wer), x="learners", y="wer", hue="algorithm",
-                 palette=palette, marker="o", errorbar=("pi", 100), ax=axis)  # fmt: skip
-    _learner_axis(axis, table)
-    axis.set_ylabel("test WER (%)")
-    axis.set_title("Accuracy against learners")
-    out["wer_vs_learners"] = _figure_html(figure, "wer_vs_learners", folder)
-
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
-    columns = ("time_speedup", "throughput_speedup", "target_speedup")
-    for axis, column, label in zip(axes, columns, ("time", "throughput", "time-to-target")):
-        sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
-                     errorbar=("pi", 100), ax=axis)  # fmt: skip
-        ideal = sorted(table.learners.unique())
-        axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
-        _learner_axis(axis, table)
-        axis.set_ylabel("speedup over SEQ\n(" + ", ".join(table.speedup_kind.unique()) + ")")
-        explained = {"time": "T(SEQ) / T(run), same epochs", "throughput": "frames/s ratio",
-                     "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
-        axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
-        axis.legend(fontsize="small")
-    out["speedup_vs_learners"] = _figure_html(figure, "speedup_vs_learners", folder)
-
-    # one curve per run trained (an algorithm reported with SEQ's run would repeat SEQ's curve)
-    trained = table[table.algorithm == table.trained_as][["algorithm", "learners", "seed"]]
-    curves = epochs.merge(trained, on=["algorithm", "learners", "seed"])
-    runs = curves.groupby(["algorithm", "learners", "seed"])
-    curves = curves.assign(learners=curves.learners.astype(str), frames_seen=runs.frames.cumsum() / 1e6)
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
-    panels = (("epoch", "epoch"), ("frames_seen", "frames processed (millions)"), ("time_s", "training time (s)"))
-    for axis, (x, label) in zip(axes, panels):
-        sns.lineplot(data=curves, x=x, y="dev_loss", hue="algorithm", style="learners", palette=palette, marker="o",
-                     style_order=sorted(curves.learners.unique(), key=int), errorbar=None, ax=axis,
-                     legend=axis is axes[-1])  # fmt: skip
-        axis.set_xlabel(label)
-        axis.set_ylabel("dev loss (CTC per token)")
-        axis.set_title(f"Dev loss against {label.split(' (')[0]}")
-    # a diverging run must not flatten every other curve
-    axes[0].set_ylim(0, 1.1 * curves.dev_loss.quantile(0.9))
-    axes[-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), ncols=1)
-    out["learning_curves"] = _figure_html(figure, "learning_curves", folder)
-
-    shares = table.assign(run=table.algorithm + " P=" + table.learners.astype(str) + " s" + table.seed.astype(str))
-    shares = shares.set_index("run")[[f"{c}_share" for c in CATEGORIES]] * 100
-    shares.columns = [c.replace("_", " ") for c in CATEGORIES]
-    figure, axis = plt.subplots(figsize=(8, 0.45 * len(shares) + 1.5))
-    shares.plot.barh(stacked=True, ax=axis, color=sns.color_palette("Set2"), width=0.7)
-    axis.set_xlabel("share of training time (%), mean over learners")
-    axis.set_ylabel("")
-    axis.set_xlim(0, 100)
-    axis.invert_yaxis()
-    axis.set_title("Where the time goes")
-    axis.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), fontsize="small")
-    out["time_split"] = _figure_html(figure, "time_split", folder)
-
-    out["asgd_staleness"] = ""
-    if not staleness.empty:
-        figure, axis = plt.subplots(figsize=(6.5, 3.5))
-        order = [str(p) for p in sorted(staleness.learners.unique())]
-        sns.histplot(data=staleness.assign(P=staleness.learners.astype(str)), x="staleness", hue="P", hue_order=order,
-                     discrete=True, stat="probability", common_norm=False, element="step", ax=axis)  # fmt: skip
-        axis.set_xlabel("staleness (server updates since the gradient's model was pulled)")
-        axis.set_title("ASGD: staleness of the gradients the server applied")
-        out["asgd_staleness"] = _figure_html(figure, "asgd_staleness", folder)
-    return out
 
 
 def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
@@ -241,7 +156,7 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
 
 
 TABLE_COLUMNS = {
-    "algorithm": "algorithm", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
+    "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
@@ -288,7 +203,7 @@ def _timing_note(table: pd.DataFrame) -> str:
 
 def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
     """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
-    keys = ["algorithm", "learners", "seed"]
+    keys = KEYS
     per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*keys, "world", "epoch_s", "final_dev_loss"]]
     measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
     modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
@@ -345,50 +260,94 @@ def _skipped_html(reports: list[Path]) -> str:
             f"audio, no transcript, ...), each listed with its reason: {listed}.</p>")  # fmt: skip
 
 
-def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = ()) -> None:
-    table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(["algorithm", "learners", "seed"])
+def _sweeps_html(points: pd.DataFrame, images: dict[str, str]) -> str:
+    if points.empty:
+        return ""
+    parts = ['<h2>Sweeps</h2><p class="note">One setting varied at a time (study.sweeps in the config); every '
+             "other setting as configured. Mean over seeds with their range.</p>"]  # fmt: skip
+    for setting, group in points.groupby("sweep", sort=True):
+        runs = ", ".join(f"{a} P={p}" for a, p in group.groupby("algorithm").learners.first().items())
+        values = ", ".join(dict.fromkeys(group.value))
+        parts.append(f"<h3>{html.escape(setting)}</h3><p class=\"note\">{html.escape(runs)}; values "
+                     f"{html.escape(values)}.</p>{images[sweep_name(setting)]}")  # fmt: skip
+    return "".join(parts)
+
+
+def _environment_html(table: pd.DataFrame, config: dict) -> str:
+    environment = table.iloc[0]
+    text = json.dumps(config, indent=1, sort_keys=True)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    return (
+        f'<p class="note" id="environment">Environment: {html.escape(str(environment.cpu))} with '
+        f"{environment.cores} cores, GPU: {html.escape(str(environment.gpu))}, torch "
+        f"{html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))}, commit "
+        f"{html.escape(str(environment.commit))[:12]}, study configuration {digest} "
+        f"(sha256 of its JSON).</p><details><summary>The study's configuration</summary><pre>"
+        f"{html.escape(text)}</pre></details>"
+    )
+
+
+def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = (),
+           config: dict | None = None) -> None:  # fmt: skip
+    table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(KEYS)
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
-    claims = verdicts(table)
-    images = figures(table, epochs, pd.read_csv(results / "staleness.tsv", sep="\t"), figures_dir)
+    sweeps = pd.read_csv(results / "sweeps.tsv", sep="\t", dtype={"value": str})
+    points = sweeps.merge(table, on=["algorithm", "variant", "learners", "world"])
+    claims = verdicts(table, points)
+    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges")}
+    images = figures(table, epochs, tables["staleness"], tables["exchanges"], points, figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
         for _, row in table.iterrows()
     )
-    environment = table.iloc[0]
+
+    def section(heading: str, name: str, note: str = "") -> str:
+        if name not in images:
+            return ""
+        return f"<h2>{heading}</h2>" + (f'<p class="note">{note}</p>' if note else "") + images[name]
+
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 1.5em auto; padding: 0 1em; color: #222; }}
 h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }}
-figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
+h3 {{ font-size: 1em; margin-bottom: 0; }} figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
 table {{ border-collapse: collapse; font-size: 0.8em; display: block; overflow-x: auto; }}
 th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }}
-th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }}
+th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }} pre {{ font-size: 0.75em; }}
 td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: #e3f4e3; }}
 .not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<h2>Summary</h2><ul id="summary">{_summary(table, claims)}</ul>
+<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}</ul>
 <p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
 same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
-frames per second. Environment: {html.escape(str(environment.cpu))} with {environment.cores} cores,
-GPU: {html.escape(str(environment.gpu))},
-torch {html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))},
-commit {html.escape(str(environment.commit))[:12]}.</p>
+frames per second.</p>
+{_environment_html(table, config or {})}
 {_skipped_html(skipped)}
-<h2>Accuracy</h2>{images["wer_vs_learners"]}
-<h2>Speedup</h2>{images["speedup_vs_learners"]}
-<h2>Learning curves</h2>{images["learning_curves"]}
-<h2>Time split</h2>
-<p class="note">Compute: forward, backward and update. Communication: time inside collectives. Data wait: time blocked
-on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for slower learners), logging.</p>
-{images["time_split"]}
-{"<h2>ASGD staleness</h2>" + images["asgd_staleness"] if images["asgd_staleness"] else ""}
+{section("Accuracy", "wer_vs_learners")}
+{section("Speedup", "speedup_vs_learners")}
+{section("Communication", "communication_vs_learners", COMMUNICATION_NOTE)}
 {_claims_html(claims)}
+{_sweeps_html(points, images)}
+{section("Learning curves", "learning_curves")}
+{section("Time split", "time_split", TIME_SPLIT_NOTE)}
+{section("ASGD staleness", "asgd_staleness")}
+{section("ADPSGD pairings", "pairings", PAIRINGS_NOTE)}
 {_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
 """
     atomic_write_text(out, page)
+
+
+COMMUNICATION_NOTE = ("Communication: time inside collectives and exchanges that compute did not hide. Idle: "
+                      "barriers, waiting for slower learners.")  # fmt: skip
+TIME_SPLIT_NOTE = ("Compute: forward, backward and update. Communication: time inside collectives. Data wait: time "
+                   "blocked on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for "
+                   "slower learners), logging.")  # fmt: skip
+PAIRINGS_NOTE = ("How often each pair averaged their models ½–½ in the largest run (H-ADPSGD: nodes, whose leaders "
+                 "exchange), from every learner's record of its partners: the bipartite graph rotates, so every "
+                 "active learner meets every passive one in turn.")  # fmt: skip

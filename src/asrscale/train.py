@@ -218,13 +218,14 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
             "nodes": layout.nodes, "environment": environment(),
         }  # fmt: skip
         atomic_write_json(paths.out / "run.json", record)
-    checkpoints, rows, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], 1, 0.0
+    checkpoints, rows, exchanges, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], [], 1, 0.0
     if (latest := checkpoints.latest()) is not None:
         state = torch.load(latest, weights_only=False)
         if state.get("identity") == identity:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
-            rows, first_epoch, trained_s = state["metrics"], state["epoch"] + 1, state["trained_s"]
+            rows, exchanges, first_epoch = state["metrics"], state.get("exchanges", []), state["epoch"] + 1
+            trained_s = state["trained_s"]
             if leader:
                 print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
         elif leader:
@@ -280,9 +281,11 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         yield from algorithm.consensus(learner)
         dev_loss, dev_ter = yield from evaluate(model, dev_set, layout)
         yield from algorithm.end_epoch(learner, dev_loss)
-        gathered = yield ops.Gather(epoch_rows, "learners")
+        gathered = yield ops.Gather((epoch_rows, algorithm.exchanges), "learners")
+        algorithm.exchanges = []
         if leader:
-            rows += [row for rank_rows in gathered for row in rank_rows]
+            rows += [row for rank_rows, _ in gathered for row in rank_rows]
+            exchanges += [exchange for _, rank_exchanges in gathered for exchange in rank_exchanges]
             rows.append(
                 {
                     "kind": "epoch",
@@ -306,6 +309,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                     "optimizer": optimizer.state_dict(),
                     "epoch": epoch,
                     "metrics": rows,
+                    "exchanges": exchanges,
                     "trained_s": trained_s,
                     "identity": identity,
                 },  # fmt: skip
@@ -315,6 +319,9 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
     yield from algorithm.finish(learner)
     if leader:
         write_metrics(paths.out / "metrics.tsv", rows)
+        if exchanges:
+            lines = ["step\trank\tpeer"] + ["\t".join(map(str, exchange)) for exchange in sorted(set(exchanges))]
+            atomic_write_text(paths.out / "exchanges.tsv", "\n".join(lines) + "\n")
         final = {"model": model.state_dict(), "model_config": asdict(model_config), "tokens": tokens.symbols,
                  "features": asdict(feature_config), "epochs": config.epochs}  # fmt: skip
         atomic_torch_save(final, paths.out / "model.pt")

@@ -1,3 +1,4 @@
+import inspect
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ sys.path.insert(0, str(SOURCE))
 
 # the algorithm classes are the single source of how many ranks each one starts
 from asrscale.algorithms import algorithm_class
+from asrscale.train import TrainConfig
 
 CORPUS = config["corpus"]["name"]
 STUDY = config["study"].get("name") or CORPUS
@@ -28,6 +30,7 @@ wildcard_constraints:
     study=STUDY,
     subset="|".join(SUBSETS),
     algorithm="[a-z_]+",
+    variant="default|[a-z_.]+=[^/]+",
     learners="[0-9][0-9]*",
     world="mpi|sim-[A-Za-z0-9_-]+",
     seed="[0-9][0-9]*",
@@ -125,39 +128,123 @@ def learner_counts(entry):
     return entry.get("learners", config["study"]["learners"])
 
 
+def seeds(entry):
+    """An entry's seeds (of study.runs or study.sweeps): its own, else study.seeds."""
+    return entry.get("seeds", config["study"]["seeds"])
+
+
 for index, entry in enumerate(config["study"]["runs"]):
     if learner_counts(entry) != [1] and entry["algorithm"] == "seq":
         raise ValueError(
             f"config: study.runs[{index}]: seq is one learner, so learners must be [1], not {entry['learners']}"
         )
 
+# A variant is an algorithm's configuration with one setting changed, named "<setting>=<value>"
+# (an option of algorithms.<name>, or train.<key>); "default" is the configuration as written.
+TRAIN_KEYS = set(TrainConfig.__dataclass_fields__) - {"algorithm", "seed", "options"}
+
+
+def setting_in_effect(algorithm, setting):
+    """The value `setting` takes in `algorithm`'s runs as configured."""
+    options = config["algorithms"].get(algorithm, {})
+    if setting.startswith("train."):
+        key = setting.removeprefix("train.")
+        return options.get("train", {}).get(key, config["train"].get(key))
+    if setting in options:
+        return options[setting]
+    return inspect.signature(algorithm_class(algorithm)).parameters[setting].default
+
+
+def variant_name(algorithm, setting, value):
+    if value == setting_in_effect(algorithm, setting):
+        return "default"
+    return f"{setting}={json.dumps(value)}"
+
+
+def variant_override(variant):
+    """The algorithms.<name> settings a variant changes: {option: value} or {train: {key: value}}."""
+    if variant == "default":
+        return {}
+    setting, value = variant.split("=", 1)
+    if setting.startswith("train."):
+        return {"train": {setting.removeprefix("train."): json.loads(value)}}
+    return {setting: json.loads(value)}
+
+
+for index, sweep in enumerate(config["study"]["sweeps"]):
+    key = f"config: study.sweeps[{index}]"
+    if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
+        raise ValueError(f"{key}.learners: seq is one learner, not {sweep['learners']}")
+    options = set(inspect.signature(algorithm_class(sweep["algorithm"])).parameters) - {
+        "layout"
+    }
+    settings = sorted(options) + sorted(f"train.{k}" for k in TRAIN_KEYS)
+    if sweep["vary"] not in settings:
+        raise ValueError(
+            f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; one of {settings}"
+        )
+
+
+def points_of(sweep):
+    """A sweep's points: the setting varied, the algorithm, learners, value, variant and world
+    (sweeps run in study.world)."""
+    return [
+        {
+            "sweep": sweep["vary"],
+            "algorithm": sweep["algorithm"],
+            "learners": sweep["learners"],
+            "value": value,
+            "variant": variant_name(sweep["algorithm"], sweep["vary"], value),
+            "world": config["study"]["world"],
+        }
+        for value in sweep["values"]
+    ]
+
+
+def sweep_points():
+    return [point for sweep in config["study"]["sweeps"] for point in points_of(sweep)]
+
 
 def study_runs():
-    """Every (world, algorithm, learners, seed) the study asks for."""
-    return [
+    """Every (world, algorithm, variant, learners, seed) the study asks for."""
+    runs = [
         (
             world_folder(entry.get("world", config["study"]["world"])),
             entry["algorithm"],
+            "default",
             learners,
             seed,
         )
         for entry in config["study"]["runs"]
         for learners in learner_counts(entry)
-        for seed in config["study"]["seeds"]
+        for seed in seeds(entry)
     ]
+    runs += [
+        (world_folder(p["world"]), p["algorithm"], p["variant"], p["learners"], seed)
+        for sweep in config["study"]["sweeps"]
+        for p in points_of(sweep)
+        for seed in seeds(sweep)
+    ]
+    return list(dict.fromkeys(runs))
 
 
-def run_dir(world, algorithm, learners, seed):
-    """Where a run is trained; an algorithm that is SEQ with one learner reports SEQ's run."""
+def run_dir(world, algorithm, variant, learners, seed):
+    """Where a run is trained; an algorithm that is SEQ with one learner reports SEQ's run (with
+    the same train settings: an option of the algorithm changes nothing there)."""
     if learners == 1 and algorithm_class(algorithm).alone_is_seq:
         algorithm = "seq"
-    return f"results/{CORPUS}/studies/{STUDY}/runs/{world}/{algorithm}/P{learners}/seed{seed}"
+        variant = variant if variant.startswith("train.") else "default"
+    return f"results/{CORPUS}/studies/{STUDY}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
 
 
 def train_settings(wildcards):
-    """config's train section, with the algorithm's own `train` overrides and its options."""
+    """config's train section, with the algorithm's own `train` overrides and its options, and
+    the run's variant over both."""
     options = dict(config["algorithms"].get(wildcards.algorithm, {}))
-    settings = dict(config["train"], **options.pop("train", {}))
+    change = variant_override(wildcards.variant)
+    train = dict(options.pop("train", {}), **change.pop("train", {}))
+    options.update(change)
+    settings = dict(config["train"], **train)
     settings.update(
         algorithm=wildcards.algorithm, seed=int(wildcards.seed), options=options
     )

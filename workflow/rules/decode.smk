@@ -1,16 +1,16 @@
 rule decode:
     input:
-        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/model.pt",
+        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/model.pt",
         data="results/{corpus}/data/test/text",
         feats="results/{corpus}/feats/test/feats.scp",
         train_feats="results/{corpus}/feats/train/cmvn.npz",
     output:
-        scores="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/test/scores.json",
-        hypotheses="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/test/hypotheses.tsv",
+        scores="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/test/scores.json",
+        hypotheses="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/test/hypotheses.tsv",
     log:
-        "logs/{corpus}/{study}/decode/{world}/{algorithm}-P{learners}-seed{seed}.log",
+        "logs/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
     benchmark:
-        "benchmarks/{corpus}/{study}/decode/{world}/{algorithm}-P{learners}-seed{seed}.tsv"
+        "benchmarks/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
     params:

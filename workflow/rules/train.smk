@@ -33,13 +33,13 @@ rule train:
         shards="results/{corpus}/shards/P{learners}",
         tokens="results/{corpus}/tokens.txt",
     output:
-        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/model.pt",
-        metrics="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/metrics.tsv",
-        record="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/P{learners}/seed{seed}/run.json",
+        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/model.pt",
+        metrics="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/metrics.tsv",
+        record="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/run.json",
     log:
-        "logs/{corpus}/{study}/train/{world}/{algorithm}-P{learners}-seed{seed}.log",
+        "logs/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
     benchmark:
-        "benchmarks/{corpus}/{study}/train/{world}/{algorithm}-P{learners}-seed{seed}.tsv"
+        "benchmarks/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
     # A run owns the machine, so that no other job distorts its timings.

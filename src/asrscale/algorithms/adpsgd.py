@@ -65,6 +65,7 @@ class DecentralizedSGD(Algorithm):
         if peer is not None:
             yield ops.Wait(exchange)
             average_with(learner.state, theirs)
+            self.exchanges.append((self.steps, self.layout.rank, peer))
         yield from learner.update(lr)
         return loss
 

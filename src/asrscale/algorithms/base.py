@@ -36,6 +36,9 @@ class Algorithm:
     def __init__(self, layout: ops.Layout):
         self.layout = layout
         self._received = None
+        #: (step, rank, peer) of every model averaging with one peer, for the report (the trainer
+        #: collects and clears it each epoch; ranks are nodes where node leaders exchange)
+        self.exchanges: list[tuple[int, int, int]] = []
 
     def _buffers(self, learner) -> list:
         """One model-sized set of buffers to receive a peer's model into, made once per run."""

@@ -39,6 +39,7 @@ class HierarchicalDecentralizedSGD(Algorithm):
             if leader:
                 yield ops.Wait(exchange)
                 average_with(learner.state, theirs)
+                self.exchanges.append((self.steps, self.layout.node, peer))
             yield ops.Broadcast(learner.state, root=0, group="node")
         yield from learner.update(lr)
         return loss
