@@ -1,7 +1,9 @@
 """The workflow end to end on a tiny study, and its configuration checks."""
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -73,12 +75,59 @@ def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
     assert "Nothing to be done" in snakemake(study).stdout + snakemake(study).stderr
 
 
+def browser():
+    """Headless Chromium through its WebDriver (Debian's chromium and chromium-driver). Where they
+    are missing the test is skipped, unless ASRSCALE_REQUIRE_BROWSER is set (as CI does)."""
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    if not all(found):
+        if os.environ.get("ASRSCALE_REQUIRE_BROWSER"):
+            raise AssertionError("ASRSCALE_REQUIRE_BROWSER is set, but chromium or chromedriver is not installed")
+        pytest.skip("needs Debian's chromium and chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1366,900"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(found[1]), options=options)
+
+
+def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, tmp_path):
+    """A laptop-sized headless Chromium opens the report from disk: no error in the console, no
+    request beyond the page itself, every figure decoded, no sideways scrolling of the page."""
+    page = study / "reports" / "tiny.html"
+    driver = browser()
+    try:
+        driver.get(page.as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])"
+        )
+        fetched = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        widths = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert driver.save_screenshot(str(tmp_path / "report.png"))
+    finally:
+        driver.quit()
+    figures = re.findall(r'<figure id="(\w+)">', page.read_text())
+    assert len(figures) >= 8 and [alt for alt, _ in images] == figures
+    assert all(loaded for _, loaded in images), images
+    assert not errors, errors
+    assert all(name.startswith("data:") for name in fetched), fetched
+    assert widths[0] <= widths[1], widths
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_snakemake_report_has_the_figures(study):
     snakemake(study, "--report", study / "snakemake-report.zip")
     import zipfile
 
-    names = zipfile.ZipFile(study / "snakemake-report.zip").namelist()
-    assert sum(name.endswith(".png") for name in names) >= 4
+    archive = zipfile.ZipFile(study / "snakemake-report.zip")
+    assert sum(name.endswith(".png") for name in archive.namelist()) >= 8
+    page = archive.read(next(name for name in archive.namelist() if name.endswith("report.html"))).decode()
+    # each figure with its own caption
+    assert "A sweep (study.sweeps): one setting varied" in page and "ASGD: the distribution of the staleness" in page
 
 
 @pytest.mark.parametrize(
