@@ -39,7 +39,7 @@ class Claim:
 NAMES = {"hadpsgd": "H-ADPSGD"}
 
 
-def _runs(table: pd.DataFrame, algorithm: str, learners: int) -> pd.DataFrame:
+def runs_of(table: pd.DataFrame, algorithm: str, learners: int) -> pd.DataFrame:
     return table[(table.algorithm == algorithm) & (table.learners == learners)]
 
 
@@ -48,7 +48,7 @@ def _wer(runs: pd.DataFrame) -> tuple[float, float]:
     return runs.wer.mean(), (runs.wer.max() - runs.wer.min()) / 2
 
 
-def _matches_seq(table: pd.DataFrame, runs: pd.DataFrame) -> bool:
+def matches_seq(table: pd.DataFrame, runs: pd.DataFrame) -> bool:
     (wer, spread), (seq_wer, seq_spread) = _wer(runs), _wer(table[table.algorithm == "seq"])
     return wer <= seq_wer + WER_TOLERANCE + spread + seq_spread
 
@@ -156,36 +156,38 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
     name = NAMES.get(algorithm, algorithm.upper())
 
     def decide(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
-        present = [p for p in learners if not _runs(table, algorithm, p).empty]
+        present = [p for p in learners if not runs_of(table, algorithm, p).empty]
         if not present or (table.algorithm == "seq").sum() == 0:
             return _missing(f"no {name} run at {' or '.join(map(str, learners))} learners, or no SEQ run")
-        runs, seq = _runs(table, algorithm, max(present)), table[table.algorithm == "seq"]
+        runs, seq = runs_of(table, algorithm, max(present)), table[table.algorithm == "seq"]
         measured = _describe(runs, name) + f"; SEQ WER {100 * _wer(seq)[0]:.1f}%" + _speed(runs)
         fast = claimed is None or runs.time_speedup.mean() >= SPEEDUP_SHARE * claimed
-        return Verdict(measured, REPRODUCED if fast and _matches_seq(table, runs) else NOT_REPRODUCED)
+        return Verdict(measured, REPRODUCED if fast and matches_seq(table, runs) else NOT_REPRODUCED)
 
     return decide
 
 
 def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     common = sorted(p for p in set(table[table.algorithm == "asgd"].learners) if p >= 4
-                    and not _runs(table, "kavg", p).empty)  # fmt: skip
+                    and not runs_of(table, "kavg", p).empty)  # fmt: skip
     if not common:
         return _missing("no ASGD and KAVG runs at the same P ≥ 4")
     worse = []
     for p in common:
-        asgd, kavg = _runs(table, "asgd", p), _runs(table, "kavg", p)
+        asgd, kavg = runs_of(table, "asgd", p), runs_of(table, "kavg", p)
         (asgd_wer, asgd_spread), (kavg_wer, kavg_spread) = _wer(asgd), _wer(kavg)
         less_accurate = asgd_wer > kavg_wer + WER_TOLERANCE + asgd_spread + kavg_spread
         worse.append(less_accurate and asgd.time_speedup.mean() < kavg.time_speedup.mean())
-    measured = "; ".join(f"{_describe(_runs(table, 'asgd', p), 'ASGD')} vs {_describe(_runs(table, 'kavg', p), 'KAVG')}"
-                         for p in common)  # fmt: skip
+    measured = "; ".join(
+        f"{_describe(runs_of(table, 'asgd', p), 'ASGD')} vs {_describe(runs_of(table, 'kavg', p), 'KAVG')}"
+        for p in common
+    )
     return Verdict(measured + _speed(table), REPRODUCED if all(worse) else NOT_REPRODUCED)
 
 
 def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     claimed = {16: 9.3, 32: 17.0}
-    found = {p: _runs(table, "ma", p) for p in claimed if not _runs(table, "ma", p).empty}
+    found = {p: runs_of(table, "ma", p) for p in claimed if not runs_of(table, "ma", p).empty}
     measured = "; ".join(_describe(runs, "MA") for runs in found.values()) + (_speed(table) if found else "")
     if len(found) < len(claimed):
         absent = " and ".join(str(p) for p in claimed if p not in found)
