@@ -221,8 +221,9 @@ def _claims_html(rows: pd.DataFrame) -> str:
     return (
         '<h2>The studies\' claims</h2><p class="note">Each claim of shared/reference/algorithms.md, decided from '
         f"this study's runs by the rule beside it (src/asrscale/claims.py). Accuracy matches SEQ's within "
-        f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds; a claimed speedup is reached at "
-        f"{100 * SPEEDUP_SHARE:.0f}% of it (other models, other hardware).</p>"
+        f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds (half their range); a claimed speedup is "
+        f"reached at {100 * SPEEDUP_SHARE:.0f}% of it, within the spread (other models, other hardware); a setting "
+        "beats another when its mean is better by more than both spreads.</p>"
         '<table id="claims"><thead><tr><th>study</th><th>claim</th><th>rule</th><th>measured here</th>'
         f"<th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
     )
