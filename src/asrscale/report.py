@@ -130,7 +130,8 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     SEQ's accuracy (the claims' rule: within the tolerance plus the spreads over seeds)."""
     trained = table[table.algorithm == table.trained_as]  # SEQ's run once, not under every alias
     means = trained.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"),
-                                                           to_target=("target_speedup", "mean"))  # fmt: skip
+                                                           to_target=("target_speedup", "mean"),
+                                                           hours=("device_hours_to_target", "mean"))  # fmt: skip
     best = means.wer.idxmin()
     lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
     seq = table[table.algorithm == "seq"]
@@ -140,8 +141,10 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
                      f"s; time to target: training until the dev loss reaches {target:.3g}.")  # fmt: skip
     for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
         fastest, reached = group.speedup.idxmax()[0], group.to_target.dropna()
-        to_target = (f"fastest to target <b>{reached.idxmax()[0]}</b> ({reached.max():.2f}× SEQ)" if not reached.empty
-                     else "no algorithm reaches the target")  # fmt: skip
+        first = reached.idxmax() if not reached.empty else None
+        to_target = "no algorithm reaches the target"
+        if first:
+            to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {group.hours[first]:.2g} learner-hours)"
         kept = [a for a, _ in group.index if not seq.empty and matches_seq(table, runs_of(trained, a, p))]
         lines.append(
             f"P={p}: {to_target}; fastest in time {fastest} ({group.speedup.max():.2f}×); "
