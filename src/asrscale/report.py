@@ -144,7 +144,8 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
         first = reached.idxmax() if not reached.empty else None
         to_target = "no algorithm reaches the target"
         if first:
-            to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {group.hours[first]:.2g} learner-hours)"
+            hours = group.hours[first]
+            to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {hours:.2g} learner-hours)"
         kept = [a for a, _ in group.index if not seq.empty and matches_seq(table, runs_of(trained, a, p))]
         lines.append(
             f"P={p}: {to_target}; fastest in time {fastest} ({group.speedup.max():.2f}×); "
