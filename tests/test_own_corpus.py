@@ -39,7 +39,9 @@ def own_study(corpus, tmp_path_factory):
         },  # fmt: skip
         "bad_input": {"max_fraction": 0.2},
     }
-    config["study"]["runs"] = [{"algorithm": "seq", "learners": [1]}, {"algorithm": "ssgd", "learners": [2]}]
+    config["study"].update(
+        runs=[{"algorithm": "seq", "learners": [1]}, {"algorithm": "ssgd", "learners": [2]}], sweeps=[]
+    )
     config["report"]["title"] = "own corpus"
     configfile = root / "own.yaml"
     configfile.write_text(yaml.safe_dump(config))
