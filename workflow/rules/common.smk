@@ -1,6 +1,7 @@
 import inspect
 import json
 import os
+import shlex
 import sys
 
 
@@ -42,7 +43,7 @@ def as_json(section):
     many parallel jobs a stage is split into) is the workflow's, not the stage's."""
     if isinstance(section, dict):
         section = {key: value for key, value in section.items() if key != "jobs"}
-    return f"'{json.dumps(section, separators=(',', ':'))}'"
+    return shlex.quote(json.dumps(section, separators=(",", ":")))
 
 
 # Your own corpus (corpus.subsets) or the built-in one. A source that is not there is named by

@@ -69,4 +69,4 @@ rule report:
         results=lambda wildcards, input: Path(input.runs).parent,
     shell:
         "python -m asrscale report --results {params.results} --figures {output.figures}"
-        " --title '{params.title}' --skipped {input.skipped} --config {params.config} --out {output.html} > {log} 2>&1"
+        " --title {params.title:q} --skipped {input.skipped} --config {params.config} --out {output.html} > {log} 2>&1"
