@@ -218,7 +218,7 @@ CLAIMS = (
           "below both ends beyond the spreads", _optimal_period),
     Claim("rosc17", "overlapping data loading with compute cuts time",
           "MA's training time with train.prefetch > 0 below that with prefetch 0, beyond the spreads",
-          _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".1f")),
+          _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".3g")),
     Claim("povey14, su15", "NG-SGD makes averaging work",
           "MA's final dev loss with natural_gradient on below that with it off, beyond the spreads",
           _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f")),
