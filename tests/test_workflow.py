@@ -66,6 +66,18 @@ def test_report_holds_every_run_with_real_scores(study):
     assert run("simulated", "ssgd", 2).final_dev_loss == pytest.approx(run("mpi", "ssgd", 2).final_dev_loss, rel=1e-3)
 
 
+def test_adpsgd_records_every_averaging_with_the_partner_its_graph_gives(study):
+    from asrscale.algorithms.adpsgd import partner
+
+    exchanges = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "exchanges.tsv", sep="\t")
+    assert set(exchanges.algorithm) == {"adpsgd"} and set(exchanges.learners) == {3}
+    # both sides of every averaging, and every step's pairing as the bipartite ring rotates
+    assert all(partner(r.rank, 3, r.step - 1) == r.peer for r in exchanges.itertuples())
+    pairs = set(zip(exchanges.step, exchanges["rank"], exchanges.peer))
+    assert all((step, peer, rank) in pairs for step, rank, peer in pairs)
+    assert len(pairs) == 2 * exchanges.step.max()  # learner 1, the only active one, averages at every step
+
+
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
     records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json"))
     assert len(records) == 8  # SSGD with one learner is SEQ's run
