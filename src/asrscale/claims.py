@@ -11,7 +11,6 @@ about a setting are decided from its sweep (study.sweeps): one value is better t
 its mean is better by more than the spreads of both.
 """
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,11 +83,10 @@ def _below(a: pd.Series, b: pd.Series) -> bool:
 
 
 def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
-    """The points of `algorithm`'s sweep of `setting` at the largest learner count swept, with
-    the value decoded."""
+    """The points of `algorithm`'s sweep of `setting` at the largest learner count swept."""
     found = points[(points.algorithm == algorithm) & (points.sweep == setting)]
     found = found[found.learners == found.learners.max()]
-    return found.assign(value=found.value.map(json.loads))
+    return found
 
 
 def _by_value(points: pd.DataFrame, column: str, fmt: str) -> str:

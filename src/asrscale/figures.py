@@ -139,9 +139,8 @@ def _sweep_x(points):
     """The sweep's x axis: global batch for a batch sweep; else the value, numeric where it is."""
     if points.sweep.iloc[0] == "train.batch_size":
         return points.assign(x=points.global_batch), "global batch (utterances)", True
-    values = points.value.map(json.loads)
-    numeric = values.map(lambda v: isinstance(v, int | float) and not isinstance(v, bool)).all()
-    return points.assign(x=values if numeric else values.map(json.dumps)), points.sweep.iloc[0], numeric
+    numeric = points.value.map(lambda v: isinstance(v, int | float) and not isinstance(v, bool)).all()
+    return points.assign(x=points.value if numeric else points.value.map(json.dumps)), points.sweep.iloc[0], numeric
 
 
 def sweep(points, palette):
@@ -188,10 +187,11 @@ def figures(table: pd.DataFrame, epochs, staleness, exchanges, points, folder: P
     drawn = {
         "wer_vs_learners": lambda: wer_vs_learners(main, palette),
         "speedup_vs_learners": lambda: speedup_vs_learners(main, palette),
-        "communication_vs_learners": lambda: communication_vs_learners(main, palette),
         "learning_curves": lambda: learning_curves(main, epochs[epochs.variant == "default"], palette),
         "time_split": lambda: time_split(table),
     }
+    if (main.learners > 1).any():
+        drawn["communication_vs_learners"] = lambda: communication_vs_learners(main, palette)
     if not staleness.empty:
         drawn["asgd_staleness"] = lambda: asgd_staleness(staleness[staleness.variant == "default"])
     if not exchanges.empty:

@@ -272,7 +272,7 @@ def _sweeps_html(points: pd.DataFrame, images: dict[str, str]) -> str:
              "other setting as configured. Mean over seeds with their range.</p>"]  # fmt: skip
     for setting, group in points.groupby("sweep", sort=True):
         runs = ", ".join(f"{a} P={p}" for a, p in group.groupby("algorithm").learners.first().items())
-        values = ", ".join(dict.fromkeys(group.value))
+        values = ", ".join(dict.fromkeys(group.value.map(json.dumps)))
         parts.append(f"<h3>{html.escape(setting)}</h3><p class=\"note\">{html.escape(runs)}; values "
                      f"{html.escape(values)}.</p>{images[sweep_name(setting)]}")  # fmt: skip
     return "".join(parts)
@@ -297,7 +297,10 @@ def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: lis
     table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(KEYS)
     epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
     sweeps = pd.read_csv(results / "sweeps.tsv", sep="\t", dtype={"value": str})
-    points = sweeps.merge(table, on=["algorithm", "variant", "learners", "world"])
+    # each value as the configuration wrote it (a number, a boolean, a string), decoded once
+    points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(
+        table, on=["algorithm", "variant", "learners", "world"]
+    )
     claims = verdicts(table, points)
     tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges")}
     images = figures(table, epochs, tables["staleness"], tables["exchanges"], points, figures_dir)
