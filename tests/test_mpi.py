@@ -1,14 +1,18 @@
 """Real multi-process tests: learners are MPI ranks started by mpiexec."""
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from conftest import ROOT, mpiexec
 
@@ -16,9 +20,9 @@ TRAIN = {"epochs": 2, "batch_size": 8, "lr": 0.003, "log_interval": 2, "threads"
 MODEL = {"kind": "lstm", "layers": 1, "units": 32}
 
 
-def train_command(corpus, out, shards, algorithm="ssgd"):
+def train_command(corpus, out, shards, algorithm="ssgd", **changes):
     return [
-        sys.executable, "-m", "asrscale", "train", "--train", json.dumps(dict(TRAIN, algorithm=algorithm)),
+        sys.executable, "-m", "asrscale", "train", "--train", json.dumps(dict(TRAIN, algorithm=algorithm, **changes)),
         "--model", json.dumps(MODEL), "--features", json.dumps({"kind": "fbank"}),
         "--data", corpus / "data", "--feats", corpus / "feats", "--shards", shards,
         "--tokens", corpus / "tokens.txt", "--out", out,
@@ -99,3 +103,41 @@ def test_a_hanging_or_dying_rank_ends_the_job_in_bounded_time(corpus, fault):
     if fault == "hanging":
         # whichever waiting rank notices first names itself and what it was waiting in
         assert re.search(r"ssgd: rank [02] of 3: no progress for 3 s in Barrier", result.stderr), result.stderr
+
+
+def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run(corpus, tmp_path):
+    from test_train import TIMES
+
+    often = dict(epochs=4, checkpoint_steps=2)
+    mpiexec(2, *train_command(corpus, tmp_path / "whole", corpus / "shards" / "P2", **often))
+    killed = tmp_path / "killed"
+    command = train_command(corpus, killed, corpus / "shards" / "P2", **often)
+    launcher = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    job = subprocess.Popen([launcher, "-n", "2", *map(str, command)], env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(killed.glob("checkpoints/step00000000[4-9]/complete")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(job.pid, signal.SIGKILL)  # as a preempted job's end: no clean-up of its own
+    job.wait()
+    assert not (killed / "model.pt").exists() and not (killed / "metrics.tsv").exists()
+    mpiexec(2, *command)
+    whole, resumed = (torch.load(d / "model.pt", weights_only=False)["model"] for d in (tmp_path / "whole", killed))
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
+    metrics = [pd.read_csv(d / "metrics.tsv", sep="\t").drop(columns=TIMES) for d in (tmp_path / "whole", killed)]
+    assert metrics[0].equals(metrics[1])
+    assert json.loads((killed / "run.json").read_text())["resumed"]
+
+
+@pytest.mark.parametrize("algorithm, options", [("ssgd", {}), ("adpsgd", {}), ("hadpsgd", {"learners_per_node": 1})])
+def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, options):
+    """The path NCCL takes between GPUs (torch.distributed set up from the MPI ranks), here with
+    Gloo between CPUs: the same run as through MPI."""
+    models = {}
+    for collectives in ("mpi", "torch"):
+        out = tmp_path / collectives
+        command = train_command(corpus, out, corpus / "shards" / "P2", algorithm, epochs=1, options=options)
+        mpiexec(2, *command, "--collectives", collectives)
+        models[collectives] = torch.load(out / "model.pt", weights_only=False)["model"]
+    assert all(torch.equal(models["mpi"][name], models["torch"][name]) for name in models["mpi"])

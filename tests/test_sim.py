@@ -1,5 +1,7 @@
 """The simulated world: virtual-time order, the cost model, and real training in one process."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -207,3 +209,32 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     slow = staleness(tmp_path / "slow", stragglers={2: 4.0})
     # the straggler's gradients are the stalest (the others finish first, which caps its staleness)
     assert slow[2] > 1.3 * slow.drop(2).mean() and slow[2] > even[2]
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])
+def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_row(
+    corpus, tmp_path, monkeypatch, algorithm
+):
+    from test_train import TIMES, Killed, kill_at_loss, same_models
+
+    config = dataclasses.replace(QUICK, algorithm=algorithm, batch_size=4, log_interval=2, checkpoint_steps=4)
+    servers = 1 if algorithm == "asgd" else 0
+
+    def run(out):
+        costs = CostModel(Hardware(name="test", device="dedicated"), CALIBRATION, seed=QUICK.seed)
+        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P2", corpus / "tokens.txt", out)
+        train(config, SMALL_MODEL, FeatureConfig(), paths, SimWorld(2, costs, servers=servers, name=algorithm))
+        return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+
+    whole, whole_metrics = run(tmp_path / "whole")
+    kill_at_loss(monkeypatch, 2 * 10)  # 2 learners, 12 steps an epoch: at step 10 of epoch 1
+    with pytest.raises(Killed):
+        run(tmp_path / "killed")
+    monkeypatch.undo()
+    resumed, metrics = run(tmp_path / "killed")
+    key = ["kind", "epoch", "step", "rank"]
+    assert not metrics.duplicated(key).any()
+    assert metrics[key].equals(whole_metrics[key])
+    if algorithm != "asgd":  # all but ASGD's server order is a function of the seed
+        assert same_models(whole, resumed)
+        assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import math
 
 import pandas as pd
@@ -35,38 +36,80 @@ def test_seq_trains_logs_and_records(corpus, tmp_path):
     assert model["tokens"][0] == "<blank>"
 
 
-def test_same_seed_same_model_and_resume_matches_uninterrupted(corpus, tmp_path):
-    whole, _ = run(corpus, tmp_path / "whole")
+def same_models(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+class Killed(BaseException):
+    """A job's end by a signal, as far as the trainer can tell: no clean-up of its own runs."""
+
+
+def kill_at_loss(monkeypatch, calls: int):
+    """The run is killed as it computes its `calls`-th loss."""
+    import asrscale.train as trainer
+
+    real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
+
+    def loss(*args, **kwargs):
+        if next(count) == calls:
+            raise Killed
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "ctc_loss", loss)
+
+
+def test_same_seed_same_model_and_a_longer_run_resumes_from_the_last_epoch(corpus, tmp_path):
+    whole, whole_metrics = run(corpus, tmp_path / "whole")
     again, _ = run(corpus, tmp_path / "again")
-    for name in whole["model"]:
-        assert torch.equal(whole["model"][name], again["model"][name])
-    # a run stopped after epoch 1 (as if killed) and started again resumes from its checkpoint
-    run(corpus, tmp_path / "resumed", dataclasses.replace(QUICK, epochs=1))
-    (tmp_path / "resumed" / "model.pt").unlink()
-    resumed, metrics = run(corpus, tmp_path / "resumed")
-    for name in whole["model"]:
-        assert torch.equal(whole["model"][name], resumed["model"][name])
-    assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1, 2]
-    assert not metrics[metrics.kind == "interval"].duplicated(["epoch", "step", "rank"]).any()
+    assert same_models(whole["model"], again["model"])
+    run(corpus, tmp_path / "longer", dataclasses.replace(QUICK, epochs=1))
+    (tmp_path / "longer" / "model.pt").unlink()
+    longer, metrics = run(corpus, tmp_path / "longer")
+    assert same_models(whole["model"], longer["model"])
+    assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+    record = json.loads((tmp_path / "longer" / "run.json").read_text())
+    assert [(r["epoch"], r["step"]) for r in record["resumed"]] == [(1, 12)]
     # a checkpoint of other settings is not resumed: the run starts afresh
-    (tmp_path / "resumed" / "model.pt").unlink()
-    _, metrics = run(corpus, tmp_path / "resumed", dataclasses.replace(QUICK, lr=1e-3, epochs=1))
+    (tmp_path / "longer" / "model.pt").unlink()
+    _, metrics = run(corpus, tmp_path / "longer", dataclasses.replace(QUICK, lr=1e-3, epochs=1))
     assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1]
-    assert [c.name for c in (tmp_path / "resumed" / "checkpoints").glob("*.pt")] == ["epoch1.pt"]
+    assert [c.name for c in (tmp_path / "longer" / "checkpoints").iterdir()] == ["step000000012"]
+
+
+# what differs between a run and its resumed twin: the clock
+TIMES = ["time_s", "frames_per_s", "wall_s", "compute_s", "communication_s", "data_wait_s", "idle_s"]
+
+
+def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(corpus, tmp_path, monkeypatch):
+    often = dataclasses.replace(QUICK, checkpoint_steps=8)
+    whole, whole_metrics = run(corpus, tmp_path / "whole", often)
+    kill_at_loss(monkeypatch, 12 + 1 + 10)  # 12 steps and the dev set; in epoch 2, at step 10 of 12
+    with pytest.raises(Killed):
+        run(corpus, tmp_path / "killed", often)
+    assert not (tmp_path / "killed" / "model.pt").exists() and not (tmp_path / "killed" / "metrics.tsv").exists()
+    monkeypatch.undo()
+    resumed, metrics = run(corpus, tmp_path / "killed", often)
+    assert same_models(whole["model"], resumed["model"])
+    assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+
+
+def test_checkpoints_come_at_log_lines(corpus, tmp_path):
+    with pytest.raises(ValueError, match=r"checkpoint_steps \(6\) must be a multiple of train.log_interval \(4\)"):
+        run(corpus, tmp_path, dataclasses.replace(QUICK, checkpoint_steps=6))
 
 
 def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpus, tmp_path, monkeypatch):
     run(corpus, tmp_path, dataclasses.replace(QUICK, epochs=1))
     (tmp_path / "model.pt").unlink()
-    good = torch.load(tmp_path / "checkpoints" / "epoch1.pt", weights_only=False)["model"]
+    checkpoint = tmp_path / "checkpoints" / "step000000012" / "rank0.pt"
+    good = torch.load(checkpoint, weights_only=False)["model"]
     import asrscale.train as trainer
 
     real_loss = trainer.ctc_loss
     monkeypatch.setattr(trainer, "ctc_loss", lambda *a, **k: (real_loss(*a, **k)[0] * math.nan, None, None))
-    with pytest.raises(Diverged, match=r"seq rank 0: loss nan at step 1"):
+    with pytest.raises(Diverged, match=r"seq rank 0: loss nan at step 13"):
         run(corpus, tmp_path)
-    kept = torch.load(tmp_path / "checkpoints" / "epoch1.pt", weights_only=False)["model"]
-    assert all(torch.equal(good[k], kept[k]) for k in good)
+    assert same_models(good, torch.load(checkpoint, weights_only=False)["model"])
     assert not (tmp_path / "model.pt").exists()
 
 

@@ -108,7 +108,13 @@ def _world(args, config):
         return SimWorld(args.learners, costs, servers, learners_per_node, config.prefetch, config.algorithm)
     from asrscale.comm import MPIWorld
 
-    return MPIWorld(servers=servers, learners_per_node=learners_per_node, timeout_s=args.timeout, name=config.algorithm)
+    collectives = args.collectives
+    if collectives == "auto":  # NCCL between GPUs; MPI between CPUs
+        import torch
+
+        collectives = "torch" if torch.cuda.is_available() and config.device != "cpu" else "mpi"
+    return MPIWorld(servers=servers, learners_per_node=learners_per_node, timeout_s=args.timeout,
+                    name=config.algorithm, collectives=collectives)  # fmt: skip
 
 
 def train(args):
@@ -178,6 +184,9 @@ def parser() -> argparse.ArgumentParser:
     stage(train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
           *settings, *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")],
           ("--timeout", {"type": float, "default": 600, "help": "MPI: seconds without progress end the job"}),
+          ("--collectives", {"choices": ["auto", "mpi", "cuda-aware-mpi", "torch"], "default": "auto",
+                             "help": "MPI: how models and gradients travel (see asrscale.comm); auto: torch "
+                                     "(NCCL) on GPUs, mpi on CPUs"}),
           ("--hardware", {"type": _json, "help": "simulate on this hardware profile (JSON with its name)"}),
           ("--learners", {"type": int, "default": 1, "help": "simulated learners"}),
           ("--calibration", {"type": Path, "help": "simulate: this machine's calibration"}))  # fmt: skip

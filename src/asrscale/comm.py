@@ -2,11 +2,17 @@
 
 Tensors travel through their buffers, never pickled on the hot path. Every request is timed
 into the rank's `TimeSplit`: collectives and waits as communication, barriers as idle, and the
-compute and data-wait time the learner reports. A GPU build can put CUDA-aware MPI or NCCL
-behind the same requests.
+compute and data-wait time the learner reports.
+
+Model-sized transfers (allreduce, broadcast, ADPSGD's exchange) go by one of three `COLLECTIVES`:
+"mpi" through host buffers (a GPU tensor is copied to and from the host), "cuda-aware-mpi" with
+GPU buffers handed to MPI as they are (an MPI built with CUDA support, mpi4py built against it),
+or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on the CPU). ASGD's
+point-to-point messages to its server, barriers and small reductions always go by MPI.
 """
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -14,11 +20,14 @@ from functools import singledispatchmethod
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from mpi4py import MPI
 
 from asrscale import ops
 from asrscale.ops import flatten, unflatten
 from asrscale.timing import TimeSplit
+
+COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
 
 
 class MPIWorld:
@@ -32,7 +41,9 @@ class MPIWorld:
     one; a peer that dies ends the job through the MPI launcher."""
 
     def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
-                 timeout_s: float | None = None, name: str = "asrscale"):  # fmt: skip
+                 timeout_s: float | None = None, name: str = "asrscale", collectives: str = "mpi"):  # fmt: skip
+        if collectives not in COLLECTIVES:
+            raise ValueError(f"collectives must be one of {COLLECTIVES}, not {collectives!r}")
         world = mpi_comm or MPI.COMM_WORLD
         self.world, self.clock = world, TimeSplit()
         self.rank, self.size = world.Get_rank(), world.Get_size()
@@ -56,13 +67,37 @@ class MPIWorld:
             node_rank=node_rank, node_size=node.Get_size(), nodes=len(leader_ids), servers=servers,
         )  # fmt: skip
 
-        # the machine's cores are shared by the ranks that run on it
-        ranks_here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank).Get_size()
-        self.threads_per_rank = max(1, (os.cpu_count() or 1) // ranks_here)
+        # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
+        here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
+        self.local_rank = here.Get_rank()  # which of the machine's GPUs is this rank's
+        cores = os.environ.get("SLURM_CPUS_PER_TASK")
+        self.threads_per_rank = int(cores) if cores else max(1, len(os.sched_getaffinity(0)) // here.Get_size())
+        self.collectives = collectives
+        self.torch_groups = self._torch_groups() if collectives == "torch" else None
         self.loads_in_background = True
         self._pending: tuple[float, object] | None = None
         if timeout_s:
             threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
+
+    def _torch_groups(self) -> dict:
+        """torch.distributed over the same ranks, with a process group per MPI group (every rank
+        must create every group, its own or not, in one order)."""
+        if self.rank == 0:
+            with socket.socket() as probe:  # a free port for the rendezvous
+                probe.bind(("", 0))
+                address = (socket.gethostname(), probe.getsockname()[1])
+        address = self.world.bcast(address if self.rank == 0 else None, root=0)
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, init_method="tcp://{}:{}".format(*address), rank=self.rank,
+                                world_size=self.size)  # fmt: skip
+        groups = {"world": None}
+        for name in ("learners", "node", "leaders"):
+            mine = self.groups[name]
+            members = tuple(mine.allgather(self.rank)) if mine != MPI.COMM_NULL else ()
+            every = sorted({m for m in self.world.allgather(members) if m})
+            made = {m: dist.new_group(list(m)) for m in every}
+            groups[name] = made.get(members)
+        return groups
 
     def _watch(self, timeout_s: float) -> None:
         while True:
@@ -110,26 +145,46 @@ class MPIWorld:
     def _(self, request: ops.DataWait):
         self.clock.add("data_wait", request.seconds)
 
-    def _through_one_buffer(self, request, transfer) -> None:
-        """`transfer(group, buffer)` on the request's tensors flattened into one buffer, in place."""
+    def _buffer(self, flat: torch.Tensor):
+        """What MPI reads and writes for `flat`: its memory, or a host copy of a GPU tensor."""
+        if not flat.is_cuda:
+            return flat.numpy()
+        return flat if self.collectives == "cuda-aware-mpi" else flat.cpu().numpy()
+
+    def _through_one_buffer(self, request, mpi_transfer, torch_transfer) -> None:
+        """The request's tensors flattened into one buffer, transferred in place."""
         group = self.groups[request.group]
-        if group.Get_size() > 1:
-            with self.clock.measure("communication"):
-                flat = flatten(request.tensors)
-                transfer(group, flat.numpy())
-                unflatten(flat, request.tensors)
+        if group.Get_size() == 1:
+            return
+        with self.clock.measure("communication"):
+            flat = flatten(request.tensors)
+            if self.torch_groups is not None:
+                torch_transfer(self.torch_groups[request.group], flat)
+            else:
+                buffer = self._buffer(flat)
+                mpi_transfer(group, buffer)
+                if flat.is_cuda and self.collectives == "mpi":
+                    flat.copy_(torch.as_tensor(buffer))
+            unflatten(flat, request.tensors)
 
     @execute.register
     def _(self, request: ops.Allreduce):
-        def mean(group, buffer):
+        def mpi_mean(group, buffer):
             group.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
             buffer /= group.Get_size()
 
-        self._through_one_buffer(request, mean)
+        def torch_mean(group, flat):
+            dist.all_reduce(flat, group=group)
+            flat /= dist.get_world_size(group)
+
+        self._through_one_buffer(request, mpi_mean, torch_mean)
 
     @execute.register
     def _(self, request: ops.Broadcast):
-        self._through_one_buffer(request, lambda group, buffer: group.Bcast(buffer, root=request.root))
+        def torch_broadcast(group, flat):
+            dist.broadcast(flat, group=group, group_src=request.root)
+
+        self._through_one_buffer(request, lambda group, buffer: group.Bcast(buffer, root=request.root), torch_broadcast)
 
     @execute.register
     def _(self, request: ops.Barrier):
@@ -150,29 +205,39 @@ class MPIWorld:
     def _(self, request: ops.StartExchange):
         group, send = self.groups[request.group], flatten(request.send)
         received = torch.empty_like(send)
+        if self.torch_groups is not None:
+            torch_group = self.torch_groups[request.group]
+            operations = [dist.P2POp(dist.isend, send, group=torch_group, group_peer=request.peer),
+                          dist.P2POp(dist.irecv, received, group=torch_group, group_peer=request.peer)]  # fmt: skip
+            return dist.batch_isend_irecv(operations), received, request.receive
         # A thread makes the swap progress while the learner computes: MPI moves a large message
         # only inside MPI calls, and the learner makes none while it computes.
+        send_buffer, receive_buffer = self._buffer(send), self._buffer(received)
         thread = threading.Thread(
-            target=group.Sendrecv, args=(send.numpy(), request.peer, 7, received.numpy(), request.peer, 7)
+            target=group.Sendrecv, args=(send_buffer, request.peer, 7, receive_buffer, request.peer, 7)
         )
         thread.start()
-        return thread, received, request.receive
+        return [thread], torch.as_tensor(receive_buffer), request.receive
 
     @execute.register
     def _(self, request: ops.Wait):
-        thread, received, tensors = request.handle
+        pending, received, tensors = request.handle
         with self.clock.measure("communication"):
-            thread.join()
+            for transfer in pending:  # MPI's thread, or torch.distributed's requests
+                if isinstance(transfer, threading.Thread):
+                    transfer.join()
+                else:
+                    transfer.wait()
         unflatten(received, tensors)
 
     @execute.register
     def _(self, request: ops.Send):
         with self.clock.measure("communication"):
-            self.world.Send(flatten(request.tensors).numpy(), dest=request.to, tag=request.tag)
+            self.world.Send(flatten(request.tensors).cpu().numpy(), dest=request.to, tag=request.tag)
 
     @execute.register
     def _(self, request: ops.Receive):
-        flat = flatten(request.tensors)
+        flat = flatten(request.tensors).cpu()
         status = MPI.Status()
         source = MPI.ANY_SOURCE if request.source is None else request.source
         tag = MPI.ANY_TAG if request.tag is None else request.tag

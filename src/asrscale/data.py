@@ -5,7 +5,7 @@ import queue
 import random
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import kaldiio
@@ -28,6 +28,12 @@ class Batch:
     @property
     def frames(self) -> int:
         return int(self.lengths.sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        if self.features.device == device:
+            return self
+        moved = {k: v.to(device, non_blocking=True) for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+        return replace(self, **moved)
 
 
 class Subset:

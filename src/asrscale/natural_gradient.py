@@ -54,6 +54,15 @@ class NaturalGradient:
         self.decay = math.exp(-batch_size / history)
         self.alpha, self.update_period, self.steps = alpha, update_period, 0
 
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, "factors": [(dict(vars(out)), dict(vars(into))) for out, into in self.factors]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]
+        for (out, into), (saved_out, saved_into) in zip(self.factors, state["factors"]):
+            vars(out).update(saved_out)
+            vars(into).update(saved_into)
+
     @torch.no_grad()
     def precondition(self) -> None:
         refresh = self.steps % self.update_period == 0

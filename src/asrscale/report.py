@@ -139,7 +139,11 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
         target = table.target_dev_loss.iloc[0]
         lines.append(f"SEQ (the baseline): test WER {100 * seq.wer.mean():.1f}%, trained in {seq.train_s.mean():.3g} "
                      f"s; time to target: training until the dev loss reaches {target:.3g}.")  # fmt: skip
+    else:
+        lines.append("No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs).")
     for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
+        if seq.empty:
+            break
         fastest, reached = group.speedup.idxmax()[0], group.to_target.dropna()
         first = reached.idxmax() if not reached.empty else None
         to_target = "no algorithm reaches the target"

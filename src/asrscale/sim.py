@@ -66,6 +66,7 @@ class SimWorld:
     nodes), else the machines."""
 
     loads_in_background = False  # batches are built in line; their time is modelled
+    local_rank = None  # no GPU of its own: learners compute on the CPU, their device is modelled
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
                  prefetch: int = 4, name: str = "asrscale"):  # fmt: skip

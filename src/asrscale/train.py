@@ -2,11 +2,14 @@
 
 Each learner is one MPI rank (or one process for a single learner). Per logging interval it
 records loss, frames/s and where the time went (compute / communication / data wait / idle);
-per epoch the dev loss and token error rate of the consensus model, and a checkpoint that also
-holds the metrics so far, so a resumed run neither loses nor duplicates rows.
+per epoch the dev loss and token error rate of the consensus model. Checkpoints come at every
+epoch's end and, with `checkpoint_steps`, within epochs; each holds every rank's metrics so far,
+so a run killed at any point (a preempted or timed-out job) resumes from the newest one, neither
+losing nor duplicating rows, and a synchronous run ends with the model of an uninterrupted one.
 """
 
 import math
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,7 +43,9 @@ class TrainConfig:
     lr_decay: float = 1.0  # multiplied into lr after every epoch
     clip_grad_norm: float = 5.0  # 0 disables
     log_interval: int = 50  # steps
+    checkpoint_steps: int = 0  # also checkpoint every this many steps within an epoch (0: at its end only)
     prefetch: int = 4  # batches built ahead by a thread; 0 builds them in the learner's thread
+    device: str = "auto"  # "cpu", "cuda", or "auto": a GPU where CUDA has one
     threads: int = 0  # torch threads per learner; 0: the machine's cores shared among its learners
     seed: int = 1
     options: dict = field(default_factory=dict)  # the algorithm's own settings
@@ -59,7 +64,21 @@ class Diverged(RuntimeError):
     pass
 
 
+def learner_device(choice: str, world) -> torch.device:
+    """A real rank's GPU where CUDA has one: the machine's GPU of its index among the ranks there,
+    modulo the GPUs it sees (one, where SLURM binds a GPU to each task). Simulated learners compute
+    on the CPU their calibration measured."""
+    if choice not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"train.device must be auto, cpu or cuda, not {choice!r}")
+    if choice == "cpu" or world.local_rank is None or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("train.device is cuda, but torch finds no CUDA device here")
+    return torch.device("cuda", world.local_rank % torch.cuda.device_count())
+
+
 def ctc_loss(model, batch, reduction="mean"):
+    batch = batch.to(next(model.parameters()).device)
     log_probs, lengths = model(batch.features, batch.lengths)
     losses = F.ctc_loss(
         log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, reduction="none", zero_infinity=True
@@ -135,25 +154,36 @@ def evaluate(model, subset: Subset, layout: ops.Layout, batch_size: int = 64):
 
 
 class Checkpoints:
-    """Per-epoch checkpoints written atomically by rank 0; the newest two are kept."""
+    """A run's checkpoints, a folder per global step: every rank's state (`rank<r>.pt`, a
+    server's `server<r>.pt`) and a `complete` mark that learner 0 writes once all are on disk,
+    so that a folder a killed job left half-written is never resumed. Only the newest complete
+    folder is kept."""
 
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def _saved(self) -> list[Path]:
-        return sorted(self.folder.glob("epoch*.pt"), key=lambda p: int(p.stem[5:]))
+    def _at(self, step: int) -> Path:
+        return self.folder / f"step{step:09d}"
 
     def latest(self) -> Path | None:
-        found = self._saved()
-        return found[-1] if found else None
+        complete = sorted(mark.parent for mark in self.folder.glob("step*/complete"))
+        return complete[-1] if complete else None
 
-    def save(self, epoch: int, state: dict) -> None:
-        atomic_torch_save(state, self.folder / f"epoch{epoch}.pt")
-        for stale in self._saved():  # later epochs of an earlier run that was not resumed
-            if int(stale.stem[5:]) > epoch:
-                stale.unlink()
-        for old in self._saved()[:-2]:
-            old.unlink()
+    def save(self, step: int, name: str, state: dict) -> None:
+        atomic_torch_save(state, self._at(step) / f"{name}.pt")
+
+    def complete(self, step: int) -> None:
+        atomic_write_text(self._at(step) / "complete", "")
+        for other in self.folder.glob("step*"):  # older ones, and newer ones of a run not resumed
+            if other != self._at(step):
+                shutil.rmtree(other)
+
+    def resumable(self, identity: dict, name: str) -> dict | None:
+        """`name`'s state in the newest complete checkpoint, if it was written with these settings."""
+        if (latest := self.latest()) is None:
+            return None
+        state = torch.load(latest / f"{name}.pt", weights_only=False, map_location="cpu")
+        return state if state["identity"] == identity else None
 
 
 METRIC_COLUMNS = (
@@ -179,58 +209,90 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
     # one copy of the data, shared by every learner a world runs in this process
     train_set, dev_set = (Subset.of(paths.data, paths.feats, s, feature_config.cmvn, tokens) for s in ("train", "dev"))
 
+    device = learner_device(config.device, world)
+
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(config.seed)
-        model = build_model(model_config, feature_config.dim, len(tokens))
+        model = build_model(model_config, feature_config.dim, len(tokens)).to(device)
         algorithm = make_algorithm(config.algorithm, layout, config.options)
         name = f"{config.algorithm} {'server' if serving else 'rank'} {layout.rank}"
         learner = Learner(model, make_optimizer(config, model), config.clip_grad_norm, name)
+        # a checkpoint is resumed only by the run that wrote it: same settings (the number of
+        # epochs aside: a run may be extended), same world (for a simulated run, the same
+        # hardware profile and calibration)
+        settings = {k: v for k, v in asdict(config).items() if k not in ("epochs", "checkpoint_steps")}
+        identity = {"train": settings, "model": asdict(model_config), "features": asdict(feature_config),
+                    "world": world.description()}  # fmt: skip
         if serving:
-            return _serve(algorithm, learner, paths.out / "server.tsv")
+            return _serve(algorithm, learner, Checkpoints(paths.out / "checkpoints"), identity, layout, paths.out)
         data = (train_set, dev_set)
-        return _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world)
+        return _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world,
+                      identity)  # fmt: skip
 
     world.launch(program)
 
 
-def _serve(algorithm, learner, records_path: Path):
-    records = yield from algorithm.serve(learner)
+def _serve(algorithm, learner, checkpoints: Checkpoints, identity: dict, layout, out: Path):
+    name = f"server{layout.rank}"
+    if (state := checkpoints.resumable(identity, name)) is not None:
+        _restore(state, learner, algorithm)
+
+    def checkpoint(step: int) -> None:
+        checkpoints.save(step, name, _state(identity, learner, algorithm, with_model=True))
+
+    yield from algorithm.serve(learner, checkpoint)
     atomic_write_text(
-        records_path,
-        "learner\tpulled\tapplied_at\tstaleness\tapplied\n" + "".join("\t".join(map(str, r)) + "\n" for r in records),
+        out / "server.tsv",
+        "learner\tpulled\tapplied_at\tstaleness\tapplied\n"
+        + "".join("\t".join(map(str, r)) + "\n" for r in algorithm.records),
     )
 
 
-def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world):
+def _state(identity: dict, learner: Learner, algorithm, with_model: bool, **progress) -> dict:
+    """A rank's part of a checkpoint."""
+    state = {"identity": identity, "algorithm": algorithm.state_dict(), "learner_steps": learner.steps,
+             "rng": torch.get_rng_state(), **progress}  # fmt: skip
+    if with_model:
+        state.update(model=learner.model.state_dict(), optimizer=learner.optimizer.state_dict())
+    return state
+
+
+def _restore(state: dict, learner: Learner, algorithm, replica: dict | None = None) -> None:
+    """Back to a rank's checkpointed state; `replica`: learner 0's, whose model it shares."""
+    held = state if "model" in state else replica
+    learner.model.load_state_dict(held["model"])
+    learner.optimizer.load_state_dict(held["optimizer"])
+    algorithm.load_state_dict(state["algorithm"])
+    learner.steps = state["learner_steps"]
+    torch.set_rng_state(state["rng"])
+
+
+def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world, identity):
     leader = layout.rank == 0
     train_set, dev_set = data
     tokens = train_set.tokens
     shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
-    model, optimizer = learner.model, learner.optimizer
-    # a checkpoint is resumed only by the run that wrote it: same settings, same world (for a
-    # simulated run, the same hardware profile and calibration)
-    identity = {"train": asdict(config), "model": asdict(model_config), "features": asdict(feature_config),
-                "world": world.description()}  # fmt: skip
-    if leader:
-        record = {
-            "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, **identity,
-            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
-            "nodes": layout.nodes, "environment": environment(),
-        }  # fmt: skip
-        atomic_write_json(paths.out / "run.json", record)
-    checkpoints, rows, exchanges, first_epoch, trained_s = Checkpoints(paths.out / "checkpoints"), [], [], 1, 0.0
-    if (latest := checkpoints.latest()) is not None:
-        state = torch.load(latest, weights_only=False)
-        if state.get("identity") == identity:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            rows, exchanges, first_epoch = state["metrics"], state.get("exchanges", []), state["epoch"] + 1
-            trained_s = state["trained_s"]
-            if leader:
-                print(f"resuming from {latest} (epoch {state['epoch']} done)", flush=True)
-        elif leader:
-            print(f"not resuming from {latest}: it was written with other settings; starting afresh", flush=True)
-    yield from algorithm.start(learner)
+    model = learner.model
+    if config.checkpoint_steps % config.log_interval:
+        raise ValueError(f"train.checkpoint_steps ({config.checkpoint_steps}) must be a multiple of "
+                         f"train.log_interval ({config.log_interval})")  # fmt: skip
+    # leader's: every finished epoch's rows, ADPSGD's pairings, where the run was resumed;
+    # every rank's: its rows of the epoch under way
+    checkpoints, rows, exchanges, resumes = Checkpoints(paths.out / "checkpoints"), [], [], []
+    first, done, epoch_rows, epoch_frames, epoch_elapsed, trained_s = 1, 0, [], 0, 0.0, 0.0
+    if (state := checkpoints.resumable(identity, f"rank{layout.rank}")) is not None:
+        replica = None if "model" in state else checkpoints.resumable(identity, "rank0")
+        _restore(state, learner, algorithm, replica)
+        first, done, epoch_rows, algorithm.exchanges = state["epoch"], state["done"], state["rows"], state["exchanges"]
+        epoch_frames, epoch_elapsed, trained_s = state["frames"], state["elapsed"], state["trained_s"]
+        if leader:
+            rows, exchanges, resumes = state["all_rows"], state["all_exchanges"], state["resumes"]
+            resumes.append({"epoch": first, "step": done, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            print(f"resuming from {checkpoints.latest()} (epoch {first}, step {done} done)", flush=True)
+    else:
+        if leader and checkpoints.latest() is not None:
+            print(f"not resuming from {checkpoints.latest()}: it was written with other settings; starting afresh")
+        yield from algorithm.start(learner)  # (a resumed learner goes on from its own state)
 
     # every learner takes the same number of steps, and every utterance is used once per epoch:
     # a learner with a larger shard takes slightly larger batches
@@ -238,15 +300,33 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
     steps = int(steps)
     if steps == 0:
         raise ValueError(f"shard {layout.rank} of {paths.shards} is empty")
+    if done == steps:  # the checkpoint of an epoch's end
+        first, done = first + 1, 0
+
+    def checkpoint(epoch, done, **leaders):
+        """Every rank saves its part (a replica only its progress); then learner 0 marks the
+        checkpoint complete."""
+        step = (epoch - 1) * steps + done
+        with_model = leader or not algorithm.replicated
+        progress = {"epoch": epoch, "done": done, "rows": epoch_rows, "exchanges": algorithm.exchanges,
+                    "frames": epoch_frames, "elapsed": clock.now() - epoch_start, "trained_s": trained_s}  # fmt: skip
+        if leader:
+            progress.update(all_rows=rows, all_exchanges=exchanges, resumes=resumes, **leaders)
+        checkpoints.save(step, f"rank{layout.rank}", _state(identity, learner, algorithm, with_model, **progress))
+        yield from algorithm.checkpoint(learner, step)
+        yield ops.Barrier("learners")
+        if leader:
+            checkpoints.complete(step)
+
     base_lr = config.lr * lr_factor(config, layout.size, algorithm.scales_global_batch)
-    for epoch in range(first_epoch, config.epochs + 1):
+    for epoch in range(first, config.epochs + 1):
         groups = train_set.batches(shard, config.batch_size, seed=config.seed * 1000 + epoch, count=steps)
-        loader = Prefetcher(train_set, groups, config.prefetch if world.loads_in_background else 0)
-        batches, epoch_rows = iter(loader), []
-        interval_loss, interval_frames, epoch_frames = 0.0, 0, 0
-        epoch_start = clock.now()
+        loader = Prefetcher(train_set, groups[done:], config.prefetch if world.loads_in_background else 0)
+        batches = iter(loader)
+        interval_loss, interval_frames = 0.0, 0
+        epoch_start = clock.now() - epoch_elapsed
         clock.reset()
-        for step in range(1, steps + 1):
+        for step in range(done + 1, steps + 1):
             wait_start = time.perf_counter()
             batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
@@ -274,6 +354,8 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                     )
                 interval_loss, interval_frames = 0.0, 0
                 clock.reset()
+                if config.checkpoint_steps and step % config.checkpoint_steps == 0 and step < steps:
+                    yield from checkpoint(epoch, step)  # its time is the next interval's idle time
         loader.close()
         (epoch_train_s, total_frames) = yield ops.Reduce([clock.now() - epoch_start, epoch_frames], "learners")
         epoch_train_s /= layout.size
@@ -282,7 +364,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         dev_loss, dev_ter = yield from evaluate(model, dev_set, layout)
         yield from algorithm.end_epoch(learner, dev_loss)
         gathered = yield ops.Gather((epoch_rows, algorithm.exchanges), "learners")
-        algorithm.exchanges = []
+        epoch_rows, algorithm.exchanges, done, epoch_frames, epoch_elapsed = [], [], 0, 0, 0.0
         if leader:
             rows += [row for rank_rows, _ in gathered for row in rank_rows]
             exchanges += [exchange for _, rank_exchanges in gathered for exchange in rank_exchanges]
@@ -302,26 +384,24 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
                 }  # fmt: skip
             )
             print(f"epoch {epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | {trained_s:.0f} s")
-            checkpoints.save(
-                epoch,
-                {
-                    "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "epoch": epoch,
-                    "metrics": rows,
-                    "exchanges": exchanges,
-                    "trained_s": trained_s,
-                    "identity": identity,
-                },  # fmt: skip
-            )
-            write_metrics(paths.out / "metrics.tsv", rows)
+        epoch_start = clock.now()
+        yield from checkpoint(epoch, steps)
 
     yield from algorithm.finish(learner)
     if leader:
+        # the outputs last, the model the very last: a run killed before it is not complete
         write_metrics(paths.out / "metrics.tsv", rows)
         if exchanges:
             lines = ["step\trank\tpeer"] + ["\t".join(map(str, exchange)) for exchange in sorted(set(exchanges))]
             atomic_write_text(paths.out / "exchanges.tsv", "\n".join(lines) + "\n")
-        final = {"model": model.state_dict(), "model_config": asdict(model_config), "tokens": tokens.symbols,
+        record = {
+            "algorithm": config.algorithm, "learners": layout.size, "seed": config.seed, **identity,
+            "epochs": config.epochs, "checkpoint_steps": config.checkpoint_steps, "resumed": resumes,
+            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
+            "nodes": layout.nodes, "device": str(next(model.parameters()).device), "environment": environment(),
+        }  # fmt: skip
+        atomic_write_json(paths.out / "run.json", record)
+        weights = {name: tensor.cpu() for name, tensor in model.state_dict().items()}
+        final = {"model": weights, "model_config": asdict(model_config), "tokens": tokens.symbols,
                  "features": asdict(feature_config), "epochs": config.epochs}  # fmt: skip
         atomic_torch_save(final, paths.out / "model.pt")

@@ -39,7 +39,8 @@ def train(world, algorithm, options=None, batch_of=lambda rank, step: batches[(r
     learner = fresh_learner()
     chosen = make_algorithm(algorithm, world.layout, options)
     if world.serving:
-        return None, world.run(chosen.serve(learner))
+        world.run(chosen.serve(learner, checkpoint=lambda step: None))
+        return None, chosen.records
     world.run(chosen.start(learner))
     for step in range(STEPS):
         world.run(chosen.step(learner, batch_of(world.layout.rank, step), 0.05))

@@ -20,7 +20,7 @@ from asrscale import ops
 from asrscale.algorithms.base import Algorithm
 
 SERVER = 0
-GRADIENT, PULL, DONE, MODEL = range(4)
+GRADIENT, PULL, DONE, MODEL, SAVE, SAVED = range(6)
 
 
 class AsynchronousSGD(Algorithm):
@@ -32,7 +32,9 @@ class AsynchronousSGD(Algorithm):
         if max_staleness is not None and max_staleness < 0:
             raise ValueError(f"asgd: max_staleness must be at least 0, not {max_staleness}")
         self.staleness_lr, self.max_staleness = staleness_lr, max_staleness
-        self.version = 0
+        # a learner's: the server's version at its last pull; the server's: its own, and a record
+        # per pushed gradient
+        self.version, self.records = 0, []
 
     # the learners' side
     def _request(self, learner, kind: int, lr: float = 0.0, payload=None):
@@ -60,27 +62,38 @@ class AsynchronousSGD(Algorithm):
     def finish(self, learner):
         yield from self._request(learner, DONE)
 
+    def checkpoint(self, learner, step):
+        # learner 0 has the server save its state, and waits until it has
+        if self.layout.rank == 0:
+            meta = torch.tensor([SAVE, self.version, step], dtype=torch.float64)
+            yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=SAVE)
+            yield ops.Receive([torch.zeros(1, dtype=torch.float64)], SERVER, tag=SAVED)
+
     # the server's side
-    def serve(self, learner):
-        """Apply gradients as they come until every learner is done; returns one record per
-        pushed gradient: (learner, version at pull, version at apply, staleness, applied)."""
+    def serve(self, learner, checkpoint):
+        """Apply gradients as they come until every learner is done, recording for every pushed
+        gradient (learner, version at pull, version at apply, staleness, applied)."""
         gradients = [torch.zeros_like(p) for p in learner.parameters]
         meta = torch.zeros(3, dtype=torch.float64)
-        records, active, version = [], self.layout.size, 0
+        active = self.layout.size
         while active:
             source, _ = yield ops.Receive([*gradients, meta])
             kind, pulled, lr = int(meta[0]), int(meta[1]), float(meta[2])
             if kind == DONE:
                 active -= 1
                 continue
+            if kind == SAVE:
+                checkpoint(int(meta[2]))
+                yield ops.Send([torch.ones(1, dtype=torch.float64)], source, tag=SAVED)
+                continue
             if kind == GRADIENT:
-                staleness = version - pulled
+                staleness = self.version - pulled
                 applied = self.max_staleness is None or staleness <= self.max_staleness
                 if applied:
                     for parameter, gradient in zip(learner.parameters, gradients):
                         parameter.grad = gradient.clone()
                     yield from learner.update(lr / (1 + staleness) if self.staleness_lr else lr)
-                    version += 1
-                records.append((source - self.servers, pulled, version, staleness, applied))
-            yield ops.Send([*learner.state, torch.tensor([version], dtype=torch.float64)], source, tag=MODEL)
-        return records
+                    self.version += 1
+                self.records.append((source - self.servers, pulled, self.version, staleness, applied))
+            reply = torch.tensor([self.version], dtype=torch.float64)
+            yield ops.Send([*learner.state, reply], source, tag=MODEL)

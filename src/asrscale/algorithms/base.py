@@ -32,6 +32,9 @@ class Algorithm:
     #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
     #: trains SEQ once and reports its run for this algorithm too (tests/test_mpi.py checks it)
     alone_is_seq: bool = False
+    #: whether every learner holds the same model and optimizer state after every step, so that
+    #: a checkpoint needs learner 0's alone
+    replicated: bool = False
 
     def __init__(self, layout: ops.Layout):
         self.layout = layout
@@ -64,9 +67,24 @@ class Algorithm:
         """Make every learner hold the model to evaluate and save (e.g. the average)."""
         yield from ()
 
-    def serve(self, learner):
-        """The program of a server rank (algorithms with `servers` > 0)."""
+    def serve(self, learner, checkpoint):
+        """The program of a server rank (algorithms with `servers` > 0); `checkpoint(step)` saves
+        the server's state."""
         raise NotImplementedError(f"{self.name} has no server role")
+
+    def checkpoint(self, learner, step: int):
+        """While the trainer checkpoints `step` (e.g. have the server save its state too)."""
+        yield from ()
+
+    def state_dict(self) -> dict:
+        """What a resumed run needs to go on as if never stopped: the counters and records an
+        algorithm keeps (its plain attributes)."""
+        plain = (int, float, bool, str, list, tuple, type(None))
+        kept = {k: v for k, v in vars(self).items() if not k.startswith("_") and isinstance(v, plain)}
+        return {k: v for k, v in kept.items() if k not in ("layout", "exchanges")}
+
+    def load_state_dict(self, state: dict) -> None:
+        vars(self).update(state)
 
     def finish(self, learner):
         """After the last epoch (e.g. tell the server to stop)."""

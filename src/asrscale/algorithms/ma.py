@@ -36,14 +36,18 @@ class ModelAveraging(Algorithm):
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
         self.natural_gradient, self.period, self.local_steps = None, None, 0
+        self.batch_size, self._restored = None, None
 
     def step(self, learner, batch, lr):
         if self.period is None:
             # learners must average at the same step: the period in steps comes from the mean batch
             (frames,) = yield ops.Reduce([batch.frames], "learners")
             self.period = max(1, round(self.frames_per_job / (frames / self.layout.size)))
-            if self.use_natural_gradient:
-                self.natural_gradient = NaturalGradient(learner.parameters, len(batch.utts))
+            self.batch_size = len(batch.utts)
+        if self.use_natural_gradient and self.natural_gradient is None:
+            self.natural_gradient = NaturalGradient(learner.parameters, self.batch_size)
+            if self._restored is not None:
+                self.natural_gradient.load_state_dict(self._restored)
         loss = yield from learner.backward(batch)
         start = time.perf_counter()
         if self.natural_gradient is not None:
@@ -66,6 +70,17 @@ class ModelAveraging(Algorithm):
             scale = self.max_param_change / change
             for p, b in zip(parameters, before):
                 p.copy_(b + (p - b) * scale)
+
+    def state_dict(self):
+        state = super().state_dict()
+        if self.natural_gradient is not None:
+            state["natural_gradient"] = self.natural_gradient.state_dict()
+        return state
+
+    def load_state_dict(self, state):
+        state = dict(state)
+        self._restored = state.pop("natural_gradient", None)  # applied when the statistics are made
+        super().load_state_dict(state)
 
     def consensus(self, learner):
         yield ops.Allreduce(learner.state, "learners")

@@ -5,6 +5,7 @@ from asrscale.algorithms.base import Algorithm
 
 class Sequential(Algorithm):
     name = "seq"
+    replicated = True
 
     def __init__(self, layout):
         if layout.size != 1:

@@ -14,6 +14,7 @@ class SynchronousSGD(Algorithm):
     name = "ssgd"
     scales_global_batch = True
     alone_is_seq = True
+    replicated = True
 
     def step(self, learner, batch, lr):
         loss = yield from learner.backward(batch)
