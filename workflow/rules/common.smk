@@ -252,13 +252,97 @@ def train_settings(wildcards):
     return as_json(settings)
 
 
+# On SLURM (--profile slurm) each job asks for what it needs; config slurm: holds the site's
+# settings, and ASRSCALE_SLURM_<KEY> in the environment wins over it.
+SLURM = {
+    key: type(value)(os.environ.get(f"ASRSCALE_SLURM_{key.upper()}", value))
+    for key, value in config["slurm"].items()
+}
+
+
+def on_slurm():
+    """Whether jobs go to SLURM. Known only once jobs are made, so resources ask it then."""
+    plugin = workflow.executor_plugin
+    return plugin is not None and plugin.name.startswith("slurm")
+
+
+# every job's site settings; a job that needs more says so
+JOB_RESOURCES = {
+    "slurm_account": SLURM["account"],
+    "slurm_partition": SLURM["partition"],
+    "constraint": SLURM["constraint"] or None,
+    "runtime": SLURM["runtime_min"],
+    "mem_mb": SLURM["mem_mb"],
+}
+
+
+def ranks(wildcards):
+    """A run's MPI ranks: its learners and any server ranks; a simulated run is one process."""
+    if wildcards.world != "mpi":
+        return 1
+    return int(wildcards.learners) + algorithm_class(wildcards.algorithm).servers
+
+
+def nodes(wildcards):
+    return -(-ranks(wildcards) // SLURM["learners_per_node"])
+
+
+def ranks_per_node(wildcards):
+    return -(-ranks(wildcards) // nodes(wildcards))
+
+
 def launcher(wildcards):
-    """A simulated run, or one rank, is a plain process; P learners (plus any server ranks)
-    are MPI ranks."""
-    ranks = int(wildcards.learners) + algorithm_class(wildcards.algorithm).servers
-    if wildcards.world != "mpi" or ranks == 1:
-        return ""
-    return config["mpi"]["launcher"].format(ranks=ranks)
+    """How a run with several ranks starts them: mpiexec here, srun inside a SLURM allocation
+    (also the `mpi` resource, which makes it an MPI job there); None for one process."""
+    if ranks(wildcards) == 1:
+        return None
+    if on_slurm():
+        return SLURM["launcher"].format(
+            ranks=ranks(wildcards),
+            per_node=ranks_per_node(wildcards),
+            cpus=SLURM["cpus_per_learner"],
+        )
+    return config["mpi"]["launcher"].format(ranks=ranks(wildcards))
+
+
+def tasks_per_node(wildcards):
+    """The allocation's shape for the SLURM plugin: ranks per node (or, one rank a node, `tasks`)."""
+    per_node = ranks_per_node(wildcards)
+    return per_node if per_node > 1 and ranks(wildcards) > 1 else None
+
+
+def tasks(wildcards):
+    return (
+        ranks(wildcards)
+        if ranks(wildcards) > 1 and tasks_per_node(wildcards) is None
+        else None
+    )
+
+
+def gpus(wildcards):
+    """One GPU per rank of a run on real ranks; a simulated run models its GPUs."""
+    if not SLURM["gpu_gres"] or wildcards.world != "mpi":
+        return None
+    return f"{SLURM['gpu_gres']}:{ranks_per_node(wildcards)}"
+
+
+TRAIN_RESOURCES = dict(
+    JOB_RESOURCES,
+    mpi=launcher,
+    nodes=nodes,
+    tasks_per_node=tasks_per_node,
+    tasks=tasks,
+    gres=gpus,
+    tasks_per_gpu=0,  # the plugin's --ntasks-per-gpu would clash with --ntasks-per-node
+    cpus_per_task=SLURM["cpus_per_learner"],
+    mem_mb=lambda wildcards: ranks_per_node(wildcards) * SLURM["mem_mb_per_learner"],
+    runtime=SLURM["train_runtime_min"],
+)
+
+
+def job_cores():
+    """The cores of a job that wants a machine to itself: all of them here, a learner's on SLURM."""
+    return SLURM["cpus_per_learner"] if on_slurm() else workflow.cores
 
 
 def simulation_inputs(wildcards):

@@ -17,6 +17,8 @@ if IMPORTED:
             "logs/{corpus}/import/{subset}.log",
         conda:
             "../../envs/corpus.yaml"
+        resources:
+            **JOB_RESOURCES,
         params:
             sources=lambda wildcards: as_json(
                 config["corpus"]["subsets"][wildcards.subset]
@@ -37,6 +39,8 @@ else:
             "benchmarks/{corpus}/synthesise/part{part}.tsv"
         conda:
             "../../envs/corpus.yaml"
+        resources:
+            **JOB_RESOURCES,
         params:
             config=as_json(config["corpus"]["builtin"]),
             parts=config["corpus"]["builtin"]["jobs"],
@@ -63,6 +67,8 @@ else:
             "logs/{corpus}/data_dir/{subset}.log",
         conda:
             "../../envs/corpus.yaml"
+        resources:
+            **JOB_RESOURCES,
         params:
             parts=lambda wildcards, input: [
                 f"{part}/{wildcards.subset}" for part in input
@@ -81,5 +87,7 @@ rule tokens:
         "logs/{corpus}/tokens.log",
     conda:
         "../../envs/corpus.yaml"
+    resources:
+        **JOB_RESOURCES,
     shell:
         "python -m asrscale tokens --data results/{wildcards.corpus}/data/train --out {output} > {log} 2>&1"

@@ -13,6 +13,8 @@ rule decode:
         "benchmarks/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         out=lambda wildcards, output: Path(output.scores).parent,
     shell:

@@ -28,6 +28,8 @@ rule features:
         "benchmarks/{corpus}/features/{subset}-part{part}.tsv"
     conda:
         "../../envs/features.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         config=as_json(EXTRACTION),
         bad_input=as_json(config["corpus"]["bad_input"]),
@@ -59,6 +61,8 @@ rule combine_features:
         "logs/{corpus}/combine_features/{subset}.log",
     conda:
         "../../envs/features.yaml"
+    resources:
+        **JOB_RESOURCES,
     params:
         parts=expand(
             "results/{{corpus}}/feats/{{subset}}/part{part}", part=range(FEATURE_JOBS)
@@ -77,6 +81,8 @@ rule shard:
         "logs/{corpus}/shard/P{learners}.log",
     conda:
         "../../envs/features.yaml"
+    resources:
+        **JOB_RESOURCES,
     shell:
         "python -m asrscale shard --feats results/{wildcards.corpus}/feats/train --learners {wildcards.learners}"
         " --out {output} > {log} 2>&1"

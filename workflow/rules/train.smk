@@ -12,7 +12,9 @@ rule calibrate:
     conda:
         "../../envs/train.yaml"
     # timings need the machine to themselves
-    threads: lambda wildcards: workflow.cores
+    threads: lambda wildcards: job_cores()
+    resources:
+        **JOB_RESOURCES,
     params:
         train=as_json(config["train"]),
         model=as_json(config["model"]),
@@ -43,17 +45,20 @@ rule train:
     conda:
         "../../envs/train.yaml"
     # A run owns the machine, so that no other job distorts its timings.
-    threads: lambda wildcards: workflow.cores
+    threads: lambda wildcards: job_cores()
+    resources:
+        **TRAIN_RESOURCES,
     params:
-        launch=launcher,
+        launch=lambda wildcards: launcher(wildcards) or "",
         train=train_settings,
         model=as_json(config["model"]),
         features=as_json(config["features"]),
         out=lambda wildcards, output: Path(output.model).parent,
         timeout=config["mpi"]["timeout_s"],
+        collectives=config["mpi"]["collectives"],
         world=world_arguments,
     shell:
         "{params.launch} python -m asrscale train --train {params.train} --model {params.model}"
         " --features {params.features} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} --timeout {params.timeout} {params.world} > {log} 2>&1"
+        " --out {params.out} --timeout {params.timeout} --collectives {params.collectives} {params.world} > {log} 2>&1"
