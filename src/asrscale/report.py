@@ -163,6 +163,15 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     return "".join(f"<li>{line}</li>" for line in lines)
 
 
+def _cost(table: pd.DataFrame) -> str:
+    """What the study's training took: learners × training time, summed over every run trained
+    (GPU-hours where each learner has a GPU; dev evaluation not counted)."""
+    trained = table[table.algorithm == table.trained_as]
+    hours = (trained.train_s * trained.learners / 3600).groupby(trained.speedup_kind).sum()
+    parts = [f"<b>{h:.3g}</b> learner-hours {kind}" for kind, h in hours.items()]
+    return f"<li>Training this study took {' and '.join(parts)} ({len(trained)} runs; learners × training time).</li>"
+
+
 TABLE_COLUMNS = {
     "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
@@ -333,7 +342,7 @@ td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: 
 .not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}</ul>
+<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}{_cost(table)}</ul>
 <p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
 same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
 frames per second.</p>

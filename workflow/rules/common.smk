@@ -254,10 +254,21 @@ def train_settings(wildcards):
 
 # On SLURM (--profile slurm) each job asks for what it needs; config slurm: holds the site's
 # settings, and ASRSCALE_SLURM_<KEY> in the environment wins over it.
-SLURM = {
-    key: type(value)(os.environ.get(f"ASRSCALE_SLURM_{key.upper()}", value))
-    for key, value in config["slurm"].items()
-}
+def slurm_settings():
+    settings = dict(config["slurm"])
+    for key, value in settings.items():
+        variable = f"ASRSCALE_SLURM_{key.upper()}"
+        if variable in os.environ:
+            try:
+                settings[key] = type(value)(os.environ[variable])
+            except ValueError:
+                raise ValueError(
+                    f"{variable}={os.environ[variable]!r}: slurm.{key} takes an integer"
+                ) from None
+    return settings
+
+
+SLURM = slurm_settings()
 
 
 def on_slurm():

@@ -1,0 +1,147 @@
+"""The workflow on a real SLURM cluster through the shipped profile, as a user types it in the
+repository: `snakemake --profile slurm`. `slurm/local-cluster.sh start` makes a one-machine
+cluster (CI does). Skipped where no cluster answers, unless ASRSCALE_REQUIRE_SLURM is set."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT
+from test_train import TIMES
+
+# jobs this machine can hold: a core and a GB per learner
+CLUSTER = {"CPUS_PER_LEARNER": "1", "MEM_MB_PER_LEARNER": "1000", "MEM_MB": "2000", "TRAIN_RUNTIME_MIN": "30"}
+ENV = dict(os.environ, **{f"ASRSCALE_SLURM_{key}": value for key, value in CLUSTER.items()})
+# the local cluster has no slurmdbd for sacct to ask
+WITHOUT_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
+
+
+def cluster_answers() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    return subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not cluster_answers():
+        if os.environ.get("ASRSCALE_REQUIRE_SLURM"):
+            raise AssertionError("ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo")
+        pytest.skip("needs a SLURM cluster: slurm/local-cluster.sh start")
+
+
+def profile_command(workdir, *configfiles, targets=()):
+    return [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(workdir),
+            "--configfile", *map(str, configfiles), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
+
+
+def profile_run(workdir, *configfiles, targets=()):
+    result = subprocess.run(profile_command(workdir, *configfiles, targets=targets), cwd=ROOT, env=ENV,
+                            capture_output=True, text=True, timeout=1800)  # fmt: skip
+    if result.returncode != 0:
+        raise AssertionError(f"snakemake --profile slurm failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
+
+
+@pytest.fixture(scope="module")
+def study(cluster, tmp_path_factory):
+    """The tiny study, every job a SLURM job; the report rendered here."""
+    workdir = tmp_path_factory.mktemp("slurm")
+    profile_run(workdir, ROOT / "tests" / "tiny.yaml")
+    return workdir
+
+
+def test_the_tiny_study_runs_on_slurm_to_its_report(study):
+    report = (study / "reports" / "tiny.html").read_text()
+    assert report.count("<img") >= 5 and "SEQ (the baseline)" in report
+    # every stage went through SLURM, the report did not
+    (log,) = (study / ".snakemake" / "log").glob("*.snakemake.log")
+    submitted = set(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/slurm_logs/rule_(\w+)/", log.read_text()))
+    assert {"synthesise", "features", "calibrate", "train", "decode"} <= submitted
+    assert "report" not in submitted
+    run = study / "results" / "tiny" / "studies" / "tiny" / "runs" / "mpi" / "ssgd" / "default" / "P2" / "seed1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["world"] == {"kind": "mpi", "ranks": 2, "nodes": 1} and record["threads_per_learner"] == 1
+
+
+def slurm_job(study_name: str) -> str | None:
+    """The id of the study's training job in SLURM's queue."""
+    queue = subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True).stdout.split("\n")
+    found = [line.split()[0] for line in queue if f"rule_train_wildcards_tiny_{study_name}_" in line]
+    return found[0] if found else None
+
+
+def wait_for(condition, what: str, snakemake: subprocess.Popen, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if snakemake.poll() is not None:
+            raise AssertionError(f"snakemake ended before {what}:\n{snakemake.stdout.read()[-6000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+    return result
+
+
+def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_model(study):
+    """Preemption: SLURM requeues the job, which starts again. Cancellation (or a time limit):
+    the job fails and the profile's retries submit it again. Either way the run resumes from its
+    last checkpoint and ends with an uninterrupted run's model and metrics, no row lost or twice."""
+    runs = {}  # each study's run, a path in the working directory
+    for name in ("preempted", "uninterrupted"):
+        settings = {"study": {"name": name, "runs": [{"algorithm": "ssgd", "learners": [2], "world": "mpi"}],
+                              "sweeps": []},
+                    "train": {"epochs": 8, "checkpoint_steps": 5}}  # fmt: skip
+        (study / f"{name}.yaml").write_text(yaml.safe_dump(settings))
+        runs[name] = Path("results/tiny/studies") / name / "runs/mpi/ssgd/default/P2/seed1"
+    run = study / runs["preempted"]
+    configs = (ROOT / "tests" / "tiny.yaml", study / "preempted.yaml")
+    command = profile_command(study, *configs, targets=[runs["preempted"] / "model.pt"])
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    snakemake = subprocess.Popen(command, cwd=ROOT, env=ENV, **output)
+    wait_for(lambda: list(run.glob("checkpoints/step*/complete")), "the first checkpoint", snakemake)
+    job = wait_for(lambda: slurm_job("preempted"), "the job in the queue", snakemake)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    # SLURM holds a requeued job back for a while; let it start now
+    wait_for(lambda: start_now(job), "the requeued job to pend", snakemake)
+    log = study / "logs" / "tiny" / "preempted" / "train" / "mpi" / "ssgd" / "default-P2-seed1.log"
+    wait_for(lambda: resumed_and_checkpointed(run, log), "a checkpoint after resuming", snakemake)
+    assert not (run / "model.pt").exists()
+    subprocess.run(["scancel", wait_for(lambda: slurm_job("preempted"), "the resumed job", snakemake)], check=True)
+    printed, _ = snakemake.communicate(timeout=1800)
+    assert snakemake.returncode == 0, printed[-6000:]
+    profile_run(study, ROOT / "tests" / "tiny.yaml", study / "uninterrupted.yaml",
+                targets=[runs["uninterrupted"] / "model.pt"])  # fmt: skip
+
+    resumed = json.loads((run / "run.json").read_text())["resumed"]
+    assert len(resumed) == 2, resumed  # once after the requeue, once after the cancellation
+    models = [torch.load(study / r / "model.pt", weights_only=False)["model"] for r in runs.values()]
+    assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
+    metrics = [pd.read_csv(study / r / "metrics.tsv", sep="\t") for r in runs.values()]
+    assert not metrics[0].duplicated(["kind", "epoch", "step", "rank"]).any()
+    assert metrics[0].drop(columns=TIMES).equals(metrics[1].drop(columns=TIMES))
+
+
+def start_now(job: str) -> bool:
+    """Whether SLURM took the requeued job's start time to be now: once it is pending again (an
+    update while it still completes is overridden by the requeue's delay)."""
+    state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+    update = ["scontrol", "update", f"jobid={job}", "StartTime=now"]
+    return state == "PENDING" and subprocess.run(update, capture_output=True).returncode == 0
+
+
+def resumed_and_checkpointed(run, log) -> bool:
+    """The job that started again has resumed and written a checkpoint of its own since."""
+    text = log.read_text() if log.exists() else ""
+    if "resuming from" not in text:
+        return False
+    resumed_at = int(text.split("checkpoints/step")[1][:9])
+    return any(int(mark.parent.name[4:]) > resumed_at for mark in run.glob("checkpoints/step*/complete"))
