@@ -25,6 +25,7 @@ from mpi4py import MPI
 
 from asrscale import ops
 from asrscale.ops import flatten, unflatten
+from asrscale.provenance import available_cores
 from asrscale.timing import TimeSplit
 
 COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
@@ -71,7 +72,7 @@ class MPIWorld:
         here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
         self.local_rank = here.Get_rank()  # which of the machine's GPUs is this rank's
         cores = os.environ.get("SLURM_CPUS_PER_TASK")
-        self.threads_per_rank = int(cores) if cores else max(1, len(os.sched_getaffinity(0)) // here.Get_size())
+        self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
         self.collectives = collectives
         self.torch_groups = self._torch_groups() if collectives == "torch" else None
         self.loads_in_background = True

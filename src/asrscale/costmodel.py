@@ -30,7 +30,6 @@ collective uses the network link if it spans machines).
 """
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -39,6 +38,7 @@ import torch
 
 from asrscale.models import build_model
 from asrscale.natural_gradient import NaturalGradient
+from asrscale.provenance import available_cores
 from asrscale.train import Learner, make_optimizer
 
 DEVICES = ("shared-cpu", "dedicated")
@@ -115,8 +115,8 @@ def calibrate(train_config, model_config, feature_config, train_set, batches: in
     load_s = [_seconds(lambda g=g: train_set.collate(g)) for g in groups]
     minibatches = [train_set.collate(g) for g in groups]
     frames = sum(b.frames for b in minibatches)
-    calibration = {"data_frames_per_s": frames / sum(load_s), "cores": _cores(), "by_threads": {}}
-    for threads in sorted({1, _cores()}):
+    calibration = {"data_frames_per_s": frames / sum(load_s), "cores": available_cores(), "by_threads": {}}
+    for threads in sorted({1, available_cores()}):
         torch.set_num_threads(threads)
         torch.manual_seed(train_config.seed)
         model = build_model(model_config, feature_config.dim, len(train_set.tokens))
@@ -144,10 +144,6 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
         "precondition_s": _seconds(natural_gradient.precondition, 2 * natural_gradient.update_period),
         "frames_per_s": float(frames.sum() / seconds.sum()),
     }
-
-
-def _cores() -> int:
-    return os.cpu_count() or 1
 
 
 class CostModel:

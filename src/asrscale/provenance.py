@@ -42,6 +42,11 @@ def git_commit() -> str | None:
         return None
 
 
+def available_cores() -> int:
+    """The cores this process may run on: a SLURM job's or a cpuset's, not the whole machine's."""
+    return len(os.sched_getaffinity(0)) or 1
+
+
 def environment() -> dict:
     from mpi4py import MPI
 

@@ -12,7 +12,6 @@ can never come (a deadlock) ends the run with an error naming every blocked rank
 """
 
 import heapq
-import os
 from collections import deque
 from dataclasses import dataclass
 from functools import singledispatchmethod
@@ -23,6 +22,7 @@ import torch
 from asrscale import ops
 from asrscale.costmodel import CostModel
 from asrscale.ops import flatten, unflatten
+from asrscale.provenance import available_cores
 from asrscale.timing import TimeSplit
 
 
@@ -74,7 +74,7 @@ class SimWorld:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
-        self.threads_per_rank = os.cpu_count() or 1  # one rank computes at a time
+        self.threads_per_rank = available_cores()  # one rank computes at a time
         per_machine = costs.hardware.learners_per_node
         per_node = learners_per_node or per_machine
         nodes = -(-learners // per_node)
