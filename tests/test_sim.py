@@ -235,6 +235,9 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     key = ["kind", "epoch", "step", "rank"]
     assert not metrics.duplicated(key).any()
     assert metrics[key].equals(whole_metrics[key])
+    # a finished run keeps learner 0's state (and the server's)
+    kept = sorted(path.name for path in (tmp_path / "killed").glob("checkpoints/*/*.pt"))
+    assert kept == ["rank0.pt"] + ["server0.pt"] * servers
     if algorithm != "asgd":  # all but ASGD's server order is a function of the seed
         assert same_models(whole, resumed)
         assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))

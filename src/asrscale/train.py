@@ -178,11 +178,23 @@ class Checkpoints:
             if other != self._at(step):
                 shutil.rmtree(other)
 
+    def finish(self) -> None:
+        """A finished run keeps learner 0's state (and its servers'): for 64 learners that is a
+        64th of the disk; a run extended by more epochs resumes every learner from it."""
+        if (latest := self.latest()) is not None:
+            for state in latest.glob("rank*.pt"):
+                if state.name != "rank0.pt":
+                    state.unlink()
+
     def resumable(self, identity: dict, name: str) -> dict | None:
-        """`name`'s state in the newest complete checkpoint, if it was written with these settings."""
+        """`name`'s state in the newest complete checkpoint, if it was written with these settings
+        (learner 0's, where a finished run kept only that)."""
         if (latest := self.latest()) is None:
             return None
-        state = torch.load(latest / f"{name}.pt", weights_only=False, map_location="cpu")
+        path = latest / f"{name}.pt"
+        if not path.exists() and name.startswith("rank"):
+            path = latest / "rank0.pt"
+        state = torch.load(path, weights_only=False, map_location="cpu")
         return state if state["identity"] == identity else None
 
 
@@ -303,7 +315,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
     if done == steps:  # the checkpoint of an epoch's end
         first, done = first + 1, 0
 
-    def checkpoint(epoch, done, **leaders):
+    def checkpoint(epoch, done):
         """Every rank saves its part (a replica only its progress); then learner 0 marks the
         checkpoint complete."""
         step = (epoch - 1) * steps + done
@@ -311,7 +323,7 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         progress = {"epoch": epoch, "done": done, "rows": epoch_rows, "exchanges": algorithm.exchanges,
                     "frames": epoch_frames, "elapsed": clock.now() - epoch_start, "trained_s": trained_s}  # fmt: skip
         if leader:
-            progress.update(all_rows=rows, all_exchanges=exchanges, resumes=resumes, **leaders)
+            progress.update(all_rows=rows, all_exchanges=exchanges, resumes=resumes)
         checkpoints.save(step, f"rank{layout.rank}", _state(identity, learner, algorithm, with_model, **progress))
         yield from algorithm.checkpoint(learner, step)
         yield ops.Barrier("learners")
@@ -405,3 +417,4 @@ def _learn(config, model_config, feature_config, paths, layout, algorithm, learn
         final = {"model": weights, "model_config": asdict(model_config), "tokens": tokens.symbols,
                  "features": asdict(feature_config), "epochs": config.epochs}  # fmt: skip
         atomic_torch_save(final, paths.out / "model.pt")
+        checkpoints.finish()
