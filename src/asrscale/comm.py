@@ -70,7 +70,8 @@ class MPIWorld:
 
         # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
         here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
-        self.local_rank = here.Get_rank()  # which of the machine's GPUs is this rank's
+        # which of the machine's GPUs is this rank's: srun numbers a node's tasks, mpiexec does not
+        self.local_rank = int(os.environ.get("SLURM_LOCALID", here.Get_rank()))
         cores = os.environ.get("SLURM_CPUS_PER_TASK")
         self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
         self.collectives = collectives
