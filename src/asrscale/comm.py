@@ -70,8 +70,10 @@ class MPIWorld:
 
         # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
         here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
-        # which of the machine's GPUs is this rank's: srun numbers a node's tasks, mpiexec does not
-        self.local_rank = int(os.environ.get("SLURM_LOCALID", here.Get_rank()))
+        # which of the machine's GPUs is this rank's: SLURM's number for it where srun started this
+        # very rank (mpiexec's ranks inherit the numbers of the shell they were started from)
+        started_by_srun = os.environ.get("SLURM_PROCID") == str(self.rank) and "SLURM_LOCALID" in os.environ
+        self.local_rank = int(os.environ["SLURM_LOCALID"]) if started_by_srun else here.Get_rank()
         cores = os.environ.get("SLURM_CPUS_PER_TASK")
         self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
         self.collectives = collectives
