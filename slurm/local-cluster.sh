@@ -29,9 +29,10 @@ start() {
   host=$(hostname -s)
   memory=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 9 / 10 ))
   install -d /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+  # daemons talk over loopback, so the machine's name need not resolve
   cat > "$conf" <<CONF
 ClusterName=local
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
 StateSaveLocation=/var/spool/slurmctld
@@ -53,7 +54,7 @@ MinJobAge=300
 JobRequeue=1
 GresTypes=gpu
 SlurmdParameters=config_overrides
-NodeName=$host CPUs=$cpus RealMemory=$memory Gres=gpu:$gpus State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory Gres=gpu:$gpus State=UNKNOWN
 PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
   # SLURM keeps a GPU only with a device file: copies of /dev/null stand in for them
