@@ -50,6 +50,11 @@ class TrainConfig:
     seed: int = 1
     options: dict = field(default_factory=dict)  # the algorithm's own settings
 
+    def __post_init__(self):
+        if self.checkpoint_steps % self.log_interval:  # checkpoints come at log lines
+            raise ValueError(f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
+                             f"train.log_interval ({self.log_interval})")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -222,6 +227,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
     train_set, dev_set = (Subset.of(paths.data, paths.feats, s, feature_config.cmvn, tokens) for s in ("train", "dev"))
 
     device = learner_device(config.device, world)
+    checkpoints = Checkpoints(paths.out / "checkpoints")
 
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(config.seed)
@@ -236,10 +242,10 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
         identity = {"train": settings, "model": asdict(model_config), "features": asdict(feature_config),
                     "world": world.description()}  # fmt: skip
         if serving:
-            return _serve(algorithm, learner, Checkpoints(paths.out / "checkpoints"), identity, layout, paths.out)
+            return _serve(algorithm, learner, checkpoints, identity, layout, paths.out)
         data = (train_set, dev_set)
         return _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world,
-                      identity)  # fmt: skip
+                      checkpoints, identity)  # fmt: skip
 
     world.launch(program)
 
@@ -279,18 +285,16 @@ def _restore(state: dict, learner: Learner, algorithm, replica: dict | None = No
     torch.set_rng_state(state["rng"])
 
 
-def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world, identity):
+def _learn(config, model_config, feature_config, paths, layout, algorithm, learner, data, clock, world, checkpoints,
+           identity):  # fmt: skip
     leader = layout.rank == 0
     train_set, dev_set = data
     tokens = train_set.tokens
     shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
     model = learner.model
-    if config.checkpoint_steps % config.log_interval:
-        raise ValueError(f"train.checkpoint_steps ({config.checkpoint_steps}) must be a multiple of "
-                         f"train.log_interval ({config.log_interval})")  # fmt: skip
     # leader's: every finished epoch's rows, ADPSGD's pairings, where the run was resumed;
     # every rank's: its rows of the epoch under way
-    checkpoints, rows, exchanges, resumes = Checkpoints(paths.out / "checkpoints"), [], [], []
+    rows, exchanges, resumes = [], [], []
     first, done, epoch_rows, epoch_frames, epoch_elapsed, trained_s = 1, 0, [], 0, 0.0, 0.0
     if (state := checkpoints.resumable(identity, f"rank{layout.rank}")) is not None:
         replica = None if "model" in state else checkpoints.resumable(identity, "rank0")

@@ -79,9 +79,9 @@ class Algorithm:
     def state_dict(self) -> dict:
         """What a resumed run needs to go on as if never stopped: the counters and records an
         algorithm keeps (its plain attributes)."""
-        plain = (int, float, bool, str, list, tuple, type(None))
-        kept = {k: v for k, v in vars(self).items() if not k.startswith("_") and isinstance(v, plain)}
-        return {k: v for k, v in kept.items() if k not in ("layout", "exchanges")}
+        plain = (int, float, bool, str, list, tuple, type(None))  # not the layout, buffers or NG-SGD
+        private = ("_", "exchanges")  # the trainer checkpoints the exchanges itself
+        return {k: v for k, v in vars(self).items() if not k.startswith(private) and isinstance(v, plain)}
 
     def load_state_dict(self, state: dict) -> None:
         vars(self).update(state)
