@@ -51,10 +51,11 @@ def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True) -> s
     return result
 
 
-def run_snakemake(workdir: Path, *arguments, configfile: Path, check=True) -> subprocess.CompletedProcess:
-    """The workflow in `workdir` with a config file, on 2 cores."""
+def run_snakemake(workdir: Path, *arguments, configfile: Path | list[Path], check=True) -> subprocess.CompletedProcess:
+    """The workflow in `workdir` with a config file (or several, each over the ones before), on 2 cores."""
+    configfiles = configfile if isinstance(configfile, list) else [configfile]
     command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", workdir,
-               "--configfile", configfile, "--cores", "2", *arguments]  # fmt: skip
+               "--configfile", *configfiles, "--cores", "2", *arguments]  # fmt: skip
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=900)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

@@ -16,7 +16,7 @@ import torch
 
 from conftest import ROOT, mpiexec
 
-TRAIN = {"epochs": 2, "batch_size": 8, "lr": 0.003, "log_interval": 2, "threads": 1, "seed": 3}
+TRAIN = {"epochs": 2, "batch_size": 8, "lr": 0.003, "log_interval": 2, "threads": 1, "seed": 3, "device": "cpu"}
 MODEL = {"kind": "lstm", "layers": 1, "units": 32}
 
 

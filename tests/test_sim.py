@@ -7,16 +7,20 @@ import pytest
 import torch
 
 from asrscale import ops
-from asrscale.costmodel import CostModel, Hardware, Link, calibrate
+from asrscale.costmodel import Compute, CostModel, Hardware, Link, calibrate
 from asrscale.features import FeatureConfig
 from asrscale.models import ModelConfig
 from asrscale.sim import SimWorld
 from asrscale.train import RunPaths, TrainConfig, train
 
-# a dedicated device computes at the two-thread rate, 0.5 ms per frame; 1 Gb/s links without
-# latency: 1 MB takes 8 ms
+# this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
+# for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
+MODEL = {"flops_per_frame": 1e6, "parameters": 100_000}
 CALIBRATION = {
+    "device": "cpu",
+    "device_name": "cpu",
     "cores": 2,
+    "gpus": 0,
     "data_frames_per_s": 10_000.0,
     "by_threads": {
         "1": {"backward_s_per_frame": 1e-3, "backward_s_per_batch": 0.0, "update_s": 0.01, "precondition_s": 0.1,
@@ -24,8 +28,11 @@ CALIBRATION = {
         "2": {"backward_s_per_frame": 5e-4, "backward_s_per_batch": 0.0, "update_s": 0.005, "precondition_s": 0.05,
               "frames_per_s": 2000.0},
     },
+    "model": MODEL,
 }  # fmt: skip
-GPU = dict(device="dedicated", node_link=Link(0, 1.0), network_link=Link(0, 1.0))
+DEVICE = Compute(measured_on="a test device", **MODEL, backward_s_per_batch=0.0, backward_s_per_frame=5e-4,
+                 update_s=0.005, precondition_s=0.05)  # fmt: skip
+GPU = dict(device="dedicated", compute=DEVICE, node_link=Link(0, 1.0), network_link=Link(0, 1.0))
 MEGABYTE = 250_000  # float32 values
 
 
@@ -165,13 +172,31 @@ def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
     grouped = SimWorld(10, sim.costs, servers=1, learners_per_node=4)
     assert [r.layout.node for r in grouped.ranks[1:]] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert [r.machine for r in grouped.ranks] == [0] * 9 + [1, 1] and grouped.sharing[1] == 9
-    shared = CostModel(Hardware(name="cpu", device="shared-cpu"), CALIBRATION)
+    shared = CostModel(Hardware(name="cpu", device="shared"), CALIBRATION)
     # two ranks on two cores: one thread each; four: one thread each at half speed
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=1) == pytest.approx(0.05)
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=2) == pytest.approx(0.1)
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=4) == pytest.approx(0.2)
-    fast = CostModel(Hardware(name="gpu", device="dedicated", frames_per_s=20_000), CALIBRATION)
-    assert fast.compute_s("backward", 100, 0, ranks_on_machine=8) == pytest.approx(0.005)
+    # ranks sharing a machine's GPUs take turns on them
+    on_gpus = dict(CALIBRATION, device="cuda", gpus=2, by_threads={"2": CALIBRATION["by_threads"]["2"]})
+    assert CostModel(Hardware(name="gpu", device="shared"), on_gpus).compute_s("backward", 100, 0, 8) == 0.2
+    dedicated = CostModel(Hardware(name="gpu", **GPU), CALIBRATION)
+    assert dedicated.compute_s("backward", 100, 0, ranks_on_machine=8) == pytest.approx(0.05)
+
+
+def test_a_dedicated_device_computes_the_same_whatever_machine_simulates_it():
+    """Its rates are the profile's, in seconds: a calibration at another host speed changes
+    nothing; another model is carried over by FLOPs and parameters; relative_speed scales both."""
+    slow_host = dict(CALIBRATION, by_threads={t: {k: 3 * v for k, v in r.items()} for t, r in
+                                              CALIBRATION["by_threads"].items()})  # fmt: skip
+    costs = [CostModel(Hardware(name="gpu", **GPU), calibration) for calibration in (CALIBRATION, slow_host)]
+    for kind in ("backward", "update", "precondition"):
+        assert costs[0].compute_s(kind, 1000, 0, 8) == costs[1].compute_s(kind, 1000, 0, 8) > 0
+    bigger = dict(CALIBRATION, model={"flops_per_frame": 4e6, "parameters": 200_000})
+    half_speed = Hardware(name="gpu", **dict(GPU, compute=dataclasses.replace(DEVICE, relative_speed=0.5)))
+    costs = CostModel(half_speed, bigger)
+    assert costs.compute_s("backward", 1000, 0, 8) == pytest.approx(0.5 * 4 / 0.5)
+    assert costs.compute_s("update", 1000, 0, 8) == pytest.approx(0.005 * 2 / 0.5)
 
 
 def test_a_bad_profile_is_named():
@@ -179,10 +204,14 @@ def test_a_bad_profile_is_named():
         Hardware.from_config("lab", {"device": "tpu"})
     with pytest.raises(ValueError, match="latency_us >= 0"):
         Hardware.from_config("lab", {"node_link": {"latency_us": -1, "bandwidth_gbps": 1}})
+    with pytest.raises(ValueError, match="hardware.lab.compute: a dedicated device states its compute"):
+        Hardware.from_config("lab", {"device": "dedicated"})
+    with pytest.raises(ValueError, match="hardware.lab.compute: .*unexpected keyword argument 'speed'"):
+        Hardware.from_config("lab", {"device": "dedicated", "compute": {"speed": 2}})
 
 
 SMALL_MODEL = ModelConfig(layers=1, units=32)
-QUICK = TrainConfig(algorithm="asgd", epochs=1, batch_size=4, lr=3e-3, log_interval=4, seed=3)
+QUICK = TrainConfig(algorithm="asgd", epochs=1, batch_size=4, lr=3e-3, log_interval=4, seed=3, device="cpu")
 
 
 def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings(corpus, tmp_path):
@@ -196,7 +225,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
 
     def staleness(out, **hardware):
         # the fixed calibration, not this machine's of the moment, keeps the schedule deterministic
-        costs = CostModel(Hardware(name="test", device="dedicated", **hardware), CALIBRATION, seed=QUICK.seed)
+        costs = CostModel(Hardware(name="test", **dict(GPU, **hardware)), CALIBRATION, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
         train(QUICK, SMALL_MODEL, FeatureConfig(), paths, SimWorld(4, costs, servers=1, name="asgd"))
         metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
@@ -221,7 +250,7 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     servers = 1 if algorithm == "asgd" else 0
 
     def run(out):
-        costs = CostModel(Hardware(name="test", device="dedicated"), CALIBRATION, seed=QUICK.seed)
+        costs = CostModel(Hardware(name="test", **GPU), CALIBRATION, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P2", corpus / "tokens.txt", out)
         train(config, SMALL_MODEL, FeatureConfig(), paths, SimWorld(2, costs, servers=servers, name=algorithm))
         return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
@@ -241,3 +270,21 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     if algorithm != "asgd":  # all but ASGD's server order is a function of the seed
         assert same_models(whole, resumed)
         assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])
+def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(corpus, tmp_path, algorithm):
+    """The modelled clock, ASGD's order of updates with it, and so the whole run, do not depend on
+    how fast the machine that simulates it ran its calibration."""
+    slow_host = dict(CALIBRATION, by_threads={t: {k: 5 * v for k, v in r.items()} for t, r in
+                                              CALIBRATION["by_threads"].items()})  # fmt: skip
+    config = dataclasses.replace(QUICK, algorithm=algorithm)
+    results = []
+    for index, calibration in enumerate((CALIBRATION, slow_host)):
+        out = tmp_path / str(index)
+        costs = CostModel(Hardware(name="test", **dict(GPU, jitter=0.1)), calibration, seed=QUICK.seed)
+        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
+        world = SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm)
+        train(config, SMALL_MODEL, FeatureConfig(), paths, world)
+        results.append(pd.read_csv(out / "metrics.tsv", sep="\t"))
+    assert results[0].equals(results[1])

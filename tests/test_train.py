@@ -12,7 +12,7 @@ from asrscale.models import ModelConfig
 from asrscale.train import Diverged, RunPaths, TrainConfig, train
 
 SMALL_MODEL = ModelConfig(layers=1, units=32)
-QUICK = TrainConfig(algorithm="seq", epochs=2, batch_size=8, lr=3e-3, log_interval=4, threads=1, seed=3)
+QUICK = TrainConfig(algorithm="seq", epochs=2, batch_size=8, lr=3e-3, log_interval=4, threads=1, seed=3, device="cpu")
 
 
 def run(corpus, out, config=QUICK, learners=1):

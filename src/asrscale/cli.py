@@ -75,7 +75,9 @@ def shard(args):
 
 
 def calibrate(args):
-    from asrscale.costmodel import calibrate
+    import yaml
+
+    from asrscale.costmodel import calibrate, measured_compute
     from asrscale.data import Subset
     from asrscale.features import FeatureConfig
     from asrscale.io import atomic_write_json
@@ -90,6 +92,9 @@ def calibrate(args):
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))
+    profile = {"device": "dedicated", "compute": measured_compute(calibration, calibration["environment"])}
+    print(f"A profile of learners with a {calibration['device_name']} each (config.yaml hardware.<name>):")
+    print(yaml.safe_dump(profile, sort_keys=False, width=120))
 
 
 def _world(args, config):
@@ -105,16 +110,12 @@ def _world(args, config):
         settings = dict(args.hardware)
         hardware = Hardware.from_config(settings.pop("name"), settings)
         costs = CostModel(hardware, json.loads(args.calibration.read_text()), seed=config.seed)
-        return SimWorld(args.learners, costs, servers, learners_per_node, config.prefetch, config.algorithm)
+        return SimWorld(args.learners, costs, servers, learners_per_node, config.prefetch, config.algorithm,
+                        config.device)  # fmt: skip
     from asrscale.comm import MPIWorld
 
-    collectives = args.collectives
-    if collectives == "auto":  # NCCL between GPUs; MPI between CPUs
-        import torch
-
-        collectives = "torch" if torch.cuda.is_available() and config.device != "cpu" else "mpi"
     return MPIWorld(servers=servers, learners_per_node=learners_per_node, timeout_s=args.timeout,
-                    name=config.algorithm, collectives=collectives)  # fmt: skip
+                    name=config.algorithm, collectives=args.collectives, device=config.device)  # fmt: skip
 
 
 def train(args):
@@ -136,7 +137,7 @@ def train(args):
 def decode(args):
     from asrscale.decode import decode_subset
 
-    scores = decode_subset(args.model, args.data, args.feats, args.train_feats, args.out)
+    scores = decode_subset(args.model, args.data, args.feats, args.train_feats, args.out, device=args.device)
     print(json.dumps(scores))
 
 
@@ -186,12 +187,14 @@ def parser() -> argparse.ArgumentParser:
           ("--timeout", {"type": float, "default": 600, "help": "MPI: seconds without progress end the job"}),
           ("--collectives", {"choices": ["auto", "mpi", "cuda-aware-mpi", "torch"], "default": "auto",
                              "help": "MPI: how models and gradients travel (see asrscale.comm); auto: torch "
-                                     "(NCCL) on GPUs, mpi on CPUs"}),
+                                     "(NCCL) where every rank has a GPU of its own, else mpi"}),
           ("--hardware", {"type": _json, "help": "simulate on this hardware profile (JSON with its name)"}),
           ("--learners", {"type": int, "default": 1, "help": "simulated learners"}),
           ("--calibration", {"type": Path, "help": "simulate: this machine's calibration"}))  # fmt: skip
     stage(decode, "decode and score a subset",
-          *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")])  # fmt: skip
+          *[(f"--{k}", required_path) for k in ("model", "data", "feats", "train-feats", "out")],
+          ("--device", {"choices": ["auto", "cpu", "cuda"], "default": "auto",
+                        "help": "auto: a GPU where CUDA has one"}))  # fmt: skip
     runs = {"type": _json, "required": True, "help": "JSON list of {algorithm, variant, run}: what each run stands for"}
     sweeps = {"type": _json, "default": [], "help": "JSON list of {sweep, algorithm, learners, value, variant, world}"}
     stage(gather, "gather runs into one table", ("--out", required_path), ("--runs", runs), ("--sweeps", sweeps),

@@ -11,7 +11,9 @@ or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on t
 point-to-point messages to its server, barriers and small reductions always go by MPI.
 """
 
+import ctypes
 import os
+import re
 import socket
 import sys
 import threading
@@ -24,11 +26,51 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 from asrscale import ops
+from asrscale.devices import gpu_identity, resolve_device
 from asrscale.ops import flatten, unflatten
 from asrscale.provenance import available_cores
 from asrscale.timing import TimeSplit
 
 COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
+
+
+def mpi_cuda_support() -> bool | None:
+    """Whether the loaded MPI library says it takes GPU buffers (MPICH and Open MPI both answer
+    `MPIX_Query_cuda_support`); None where it cannot tell."""
+    try:
+        with open("/proc/self/maps") as maps:
+            libraries = sorted(set(re.findall(r"/\S*libmpi[^/\s]*\.so[.\d]*", maps.read())))
+        for library in libraries:
+            query = getattr(ctypes.CDLL(library), "MPIX_Query_cuda_support", None)
+            if query is not None:
+                return bool(query())
+    except OSError:
+        pass
+    return None
+
+
+def choose_collectives(requested: str, gpus: list[str | None], mpi_cuda: bool | None) -> str:
+    """How model-sized transfers go, given every rank's GPU (`gpu_identity`, None on the CPU).
+    auto: NCCL (torch) where every rank has a GPU of its own, else MPI through host memory. A
+    choice that cannot work on these ranks stops here, before any training, naming the setting."""
+    if requested not in ("auto", *COLLECTIVES):
+        raise ValueError(f"mpi.collectives must be auto or one of {COLLECTIVES}, not {requested!r}")
+    on_gpus = all(g is not None for g in gpus)
+    own_gpus = on_gpus and len(set(gpus)) == len(gpus)
+    if requested == "auto":
+        return "torch" if own_gpus else "mpi"
+    if requested == "torch" and on_gpus and not own_gpus:
+        raise ValueError(
+            f"mpi.collectives is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
+            "and NCCL needs a GPU per rank: set mpi.collectives to auto or mpi"
+        )
+    if requested == "cuda-aware-mpi" and any(g is not None for g in gpus) and mpi_cuda is False:
+        library = MPI.Get_library_version().splitlines()[0].strip()
+        raise ValueError(
+            f"mpi.collectives is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
+            "set mpi.collectives to auto or mpi"
+        )
+    return requested
 
 
 class MPIWorld:
@@ -39,12 +81,14 @@ class MPIWorld:
     Learners are grouped into nodes by MPI's shared-memory split, or `learners_per_node` at a
     time when given (so that 4 ranks on one machine can act as 2 nodes of 2). A request that
     has not completed after `timeout_s` (a peer hangs) ends every rank with an error naming this
-    one; a peer that dies ends the job through the MPI launcher."""
+    one; a peer that dies ends the job through the MPI launcher.
+
+    `device` (train.device) places the rank: on a GPU, the machine's GPU of the rank's index among
+    the ranks there; `collectives` is agreed by every rank (`choose_collectives`)."""
 
     def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
-                 timeout_s: float | None = None, name: str = "asrscale", collectives: str = "mpi"):  # fmt: skip
-        if collectives not in COLLECTIVES:
-            raise ValueError(f"collectives must be one of {COLLECTIVES}, not {collectives!r}")
+                 timeout_s: float | None = None, name: str = "asrscale", collectives: str = "auto",
+                 device: str = "cpu"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
         self.world, self.clock = world, TimeSplit()
         self.rank, self.size = world.Get_rank(), world.Get_size()
@@ -76,8 +120,11 @@ class MPIWorld:
         self.local_rank = int(os.environ["SLURM_LOCALID"]) if started_by_srun else here.Get_rank()
         cores = os.environ.get("SLURM_CPUS_PER_TASK")
         self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
-        self.collectives = collectives
-        self.torch_groups = self._torch_groups() if collectives == "torch" else None
+        self.device = resolve_device(device, self.local_rank)
+        gpus = world.allgather(gpu_identity(self.device))
+        mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
+        self.collectives = choose_collectives(collectives, gpus, mpi_cuda)
+        self.torch_groups = self._torch_groups() if self.collectives == "torch" else None
         self.loads_in_background = True
         self._pending: tuple[float, object] | None = None
         if timeout_s:
@@ -91,7 +138,7 @@ class MPIWorld:
                 probe.bind(("", 0))
                 address = (socket.gethostname(), probe.getsockname()[1])
         address = self.world.bcast(address if self.rank == 0 else None, root=0)
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
         dist.init_process_group(backend, init_method="tcp://{}:{}".format(*address), rank=self.rank,
                                 world_size=self.size)  # fmt: skip
         groups = {"world": None}
@@ -119,7 +166,7 @@ class MPIWorld:
                 self.world.Abort(3)
 
     def description(self) -> dict:
-        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes}
+        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "collectives": self.collectives}
 
     def launch(self, program) -> None:
         """Run this rank's program: `program(layout, serving, clock)` makes it."""

@@ -6,6 +6,7 @@ import jiwer
 import torch
 
 from asrscale.data import Subset
+from asrscale.devices import resolve_device
 from asrscale.features import FeatureConfig
 from asrscale.io import atomic_write_json, atomic_write_text
 from asrscale.models import ModelConfig, build_model
@@ -36,18 +37,20 @@ def unknown_characters(references: list[str], tokens: Tokens) -> int:
     return sum(c not in tokens for text in references for c in text.replace(" ", ""))
 
 
-def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, batch_size: int = 64) -> dict:
-    """Decode a subset with a trained model; writes per-utterance hypotheses and the scores."""
+def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, batch_size: int = 64,
+                  device: str = "auto") -> dict:  # fmt: skip
+    """Decode a subset with a trained model on `device` (train.device's choices); writes
+    per-utterance hypotheses and the scores."""
     saved = torch.load(model_path, weights_only=False)
     tokens, features = Tokens(saved["tokens"]), FeatureConfig(**saved["features"])
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
-    model.eval()
+    model.to(resolve_device(device)).eval()
     subset = Subset(data_dir, feats_dir, train_feats_dir, features.cmvn, tokens)
     hypotheses = {}
     with torch.no_grad():
         for group in subset.batches(list(subset.frames), batch_size, seed=None):
-            batch = subset.collate(group)
+            batch = subset.collate(group).to(next(model.parameters()).device)
             log_probs, lengths = model(batch.features, batch.lengths)
             hypotheses.update(zip(group, greedy(log_probs, lengths, tokens)))
     utts = sorted(hypotheses)

@@ -35,7 +35,7 @@ def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
 
     Lets a plain LSTM run the backward direction on a padded batch: padded batches are 2-3×
     faster than PackedSequence on a CPU."""
-    time = torch.arange(x.shape[1])
+    time = torch.arange(x.shape[1], device=x.device)
     index = torch.where(time < lengths[:, None], lengths[:, None] - 1 - time, time)
     return x.gather(1, index[:, :, None].expand_as(x))
 
@@ -86,6 +86,22 @@ class DNNModel(nn.Module):
         padded = nn.functional.pad(x, (0, 0, c, c))
         spliced = torch.cat([padded[:, i : i + x.shape[1]] for i in range(2 * c + 1)], dim=-1)
         return self.output(self.hidden(spliced)).log_softmax(-1), lengths
+
+
+def flops_per_frame(config: ModelConfig, input_dim: int, tokens: int) -> float:
+    """Forward floating-point operations per input frame (a multiply-add counts 2), the measure
+    by which a device's measured compute carries over to another model (`asrscale.costmodel`)."""
+    directions = 2 if config.bidirectional else 1
+    stacked = input_dim * config.stack
+    if config.kind == "lstm":
+        width = config.units * directions
+        inputs = [stacked] + [width] * (config.layers - 1)
+        layers = sum(directions * 2 * 4 * config.units * (i + config.units) for i in inputs)
+    else:
+        width = config.units
+        widths = [stacked * (2 * config.context + 1)] + [config.units] * config.layers
+        layers = sum(2 * a * b for a, b in zip(widths, widths[1:]))
+    return (layers + 2 * width * tokens) / config.stack
 
 
 def build_model(config: ModelConfig, input_dim: int, tokens: int) -> nn.Module:

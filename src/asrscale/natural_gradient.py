@@ -21,19 +21,19 @@ import torch
 class Factor:
     """One side's Fisher factor: a decaying average, its top-`rank` eigenpairs and the floor ρ."""
 
-    def __init__(self, dim: int, rank: int):
-        self.average = torch.zeros(dim, dim)
+    def __init__(self, dim: int, rank: int, device: torch.device):
+        self.average = torch.zeros(dim, dim, device=device)
         self.rank = min(rank, dim - 1) if dim > 1 else 0
-        self.vectors = torch.zeros(dim, self.rank)
-        self.inverse_gain = torch.zeros(self.rank)  # 1/(d + ρ) - 1/ρ on the eigen-directions
-        self.inverse_floor = 1.0  # 1/ρ elsewhere
+        self.vectors = torch.zeros(dim, self.rank, device=device)
+        self.inverse_gain = torch.zeros(self.rank, device=device)  # 1/(d + ρ) - 1/ρ on the eigen-directions
+        self.inverse_floor = torch.ones((), device=device)  # 1/ρ elsewhere (a tensor: no host sync)
 
     def accumulate(self, statistics: torch.Tensor, decay: float) -> None:
         self.average.mul_(decay).add_(statistics, alpha=1 - decay)
 
     def refresh(self, alpha: float) -> None:
         values, vectors = torch.linalg.eigh(self.average)
-        floor = alpha * values.clamp(min=0).mean().item() + 1e-10
+        floor = alpha * values.clamp(min=0).mean() + 1e-10
         top = values[-self.rank :].clamp(min=0) if self.rank else values[:0]
         self.vectors = vectors[:, -self.rank :] if self.rank else vectors[:, :0]
         self.inverse_gain = 1 / (top + floor) - 1 / floor
@@ -50,7 +50,8 @@ class NaturalGradient:
     def __init__(self, parameters, batch_size: int, rank_in: int = 20, rank_out: int = 80, alpha: float = 4.0,
                  history: int = 2000, update_period: int = 4):  # fmt: skip
         self.parameters = [p for p in parameters if p.dim() == 2]
-        self.factors = [(Factor(p.shape[0], rank_out), Factor(p.shape[1], rank_in)) for p in self.parameters]
+        self.factors = [(Factor(p.shape[0], rank_out, p.device), Factor(p.shape[1], rank_in, p.device))
+                        for p in self.parameters]  # fmt: skip
         self.decay = math.exp(-batch_size / history)
         self.alpha, self.update_period, self.steps = alpha, update_period, 0
 
@@ -76,6 +77,5 @@ class NaturalGradient:
                 output_side.refresh(self.alpha)
                 input_side.refresh(self.alpha)
             preconditioned = input_side.apply_left(output_side.apply_left(gradient).T).T
-            norm = preconditioned.norm()
-            if norm > 0:
-                gradient.copy_(preconditioned * (gradient.norm() / norm))
+            # F⁻¹ is positive definite: the preconditioned gradient is zero only where G is
+            gradient.copy_(preconditioned * (gradient.norm() / preconditioned.norm().clamp(min=1e-30)))

@@ -23,6 +23,17 @@ SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
 KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
 
 
+def compute_basis(world: dict) -> str:
+    """What a simulated run's compute times rest on."""
+    compute = world["hardware"].get("compute")
+    if compute is None:
+        calibration = world.get("calibration", {})
+        return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
+    speed = compute.get("relative_speed", 1.0)
+    assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
+    return f"compute measured on {compute['measured_on']}{assumed}"
+
+
 def _run_tables(algorithm: str, variant: str, run: Path):
     record = json.loads((run / "run.json").read_text())
     scores = json.loads((run / "test" / "scores.json").read_text())
@@ -52,6 +63,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "world": world["kind"],
         "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
         "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
+        "compute_basis": compute_basis(world) if simulated else "measured",
         "cpu": environment["cpu"],
         "cores": environment["cpu_count"],
         "gpu": environment["gpu"] or "none",
@@ -209,11 +221,12 @@ def _timing_note(table: pd.DataFrame) -> str:
         )
     if (table.world == "mpi").any():
         notes.append("<b>Measured</b> runs: real MPI ranks on this machine, timed by the wall clock.")
-    for hardware in table[table.world == "simulated"].hardware.unique():
+    simulated = table[table.world == "simulated"]
+    for hardware, basis in simulated[["hardware", "compute_basis"]].drop_duplicates().itertuples(index=False):
         notes.append(
             f"<b>Modelled</b> runs: every learner really trained, in one process, while a modelled clock kept time "
             f"on the hardware profile <b>{html.escape(str(hardware))}</b> (config.yaml hardware:, cost model in "
-            "src/asrscale/costmodel.py); accuracy is real, times are the model's."
+            f"src/asrscale/costmodel.py; {html.escape(str(basis))}); accuracy is real, times are the model's."
         )
     return " ".join(notes)
 

@@ -21,6 +21,7 @@ import torch
 
 from asrscale import ops
 from asrscale.costmodel import CostModel
+from asrscale.devices import resolve_device
 from asrscale.ops import flatten, unflatten
 from asrscale.provenance import available_cores
 from asrscale.timing import TimeSplit
@@ -63,16 +64,17 @@ class SimWorld:
     """`learners` learners after `servers` server ranks. The hardware profile puts its
     `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
     `learners_per_node` learners when given (as MPI ranks of one machine can act as several
-    nodes), else the machines."""
+    nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
+    its GPU where it has one); the modelled devices are the profile's."""
 
     loads_in_background = False  # batches are built in line; their time is modelled
-    local_rank = None  # no GPU of its own: learners compute on the CPU, their device is modelled
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale"):  # fmt: skip
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu"):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
+        self.device = resolve_device(device)
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = available_cores()  # one rank computes at a time
         per_machine = costs.hardware.learners_per_node

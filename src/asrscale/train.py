@@ -22,6 +22,7 @@ from asrscale.algorithms import make_algorithm
 from asrscale.algorithms.base import lr_scale
 from asrscale.data import Prefetcher, Subset
 from asrscale.decode import error_counts, greedy
+from asrscale.devices import synchronize
 from asrscale.features import FeatureConfig
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.models import ModelConfig, build_model
@@ -45,7 +46,7 @@ class TrainConfig:
     log_interval: int = 50  # steps
     checkpoint_steps: int = 0  # also checkpoint every this many steps within an epoch (0: at its end only)
     prefetch: int = 4  # batches built ahead by a thread; 0 builds them in the learner's thread
-    device: str = "auto"  # "cpu", "cuda", or "auto": a GPU where CUDA has one
+    device: str = "auto"  # "cpu", "cuda", or "auto": a GPU where CUDA has one (the world places learners)
     threads: int = 0  # torch threads per learner; 0: the machine's cores shared among its learners
     seed: int = 1
     options: dict = field(default_factory=dict)  # the algorithm's own settings
@@ -67,19 +68,6 @@ class RunPaths:
 
 class Diverged(RuntimeError):
     pass
-
-
-def learner_device(choice: str, world) -> torch.device:
-    """A real rank's GPU where CUDA has one: the machine's GPU of its index among the ranks there,
-    modulo the GPUs it sees (one, where SLURM binds a GPU to each task). Simulated learners compute
-    on the CPU their calibration measured."""
-    if choice not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"train.device must be auto, cpu or cuda, not {choice!r}")
-    if choice == "cpu" or world.local_rank is None or (choice == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise ValueError("train.device is cuda, but torch finds no CUDA device here")
-    return torch.device("cuda", world.local_rank % torch.cuda.device_count())
 
 
 def ctc_loss(model, batch, reduction="mean"):
@@ -114,7 +102,13 @@ class Learner:
         self.model, self.optimizer, self.clip_grad_norm, self.name = model, optimizer, clip_grad_norm, name
         self.parameters = list(model.parameters())
         self.state = list(model.state_dict().values())
+        self.device = self.parameters[0].device
         self.steps = 0
+
+    def seconds_since(self, start: float) -> float:
+        """Compute time since `start` (perf_counter), once the device has finished what was asked."""
+        synchronize(self.device)
+        return time.perf_counter() - start
 
     @property
     def gradients(self) -> list[torch.Tensor]:
@@ -139,7 +133,7 @@ class Learner:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
         self.optimizer.step()
         self.steps += 1
-        yield ops.Compute(time.perf_counter() - start, kind="update")
+        yield ops.Compute(self.seconds_since(start), kind="update")
 
 
 def evaluate(model, subset: Subset, layout: ops.Layout, batch_size: int = 64):
@@ -226,7 +220,7 @@ def train(config: TrainConfig, model_config: ModelConfig, feature_config: Featur
     # one copy of the data, shared by every learner a world runs in this process
     train_set, dev_set = (Subset.of(paths.data, paths.feats, s, feature_config.cmvn, tokens) for s in ("train", "dev"))
 
-    device = learner_device(config.device, world)
+    device = world.device
     checkpoints = Checkpoints(paths.out / "checkpoints")
 
     def program(layout: ops.Layout, serving: bool, clock):

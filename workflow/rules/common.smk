@@ -331,8 +331,9 @@ def tasks(wildcards):
 
 
 def gpus(wildcards):
-    """One GPU per rank of a run on real ranks; a simulated run models its GPUs."""
-    if not SLURM["gpu_gres"] or wildcards.world != "mpi":
+    """A GPU per rank of a run on real ranks; one for a simulated run, whose learners all train
+    on its process's GPU."""
+    if not SLURM["gpu_gres"]:
         return None
     return f"{SLURM['gpu_gres']}:{ranks_per_node(wildcards)}"
 

@@ -17,7 +17,9 @@ rule decode:
         **JOB_RESOURCES,
     params:
         out=lambda wildcards, output: Path(output.scores).parent,
+        # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
+        device="cpu" if config["train"]["device"] == "cpu" else "auto",
     shell:
         "python -m asrscale decode --model {input.model} --data results/{wildcards.corpus}/data/test"
         " --feats results/{wildcards.corpus}/feats/test --train-feats results/{wildcards.corpus}/feats/train"
-        " --out {params.out} > {log} 2>&1"
+        " --device {params.device} --out {params.out} > {log} 2>&1"

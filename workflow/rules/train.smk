@@ -15,6 +15,7 @@ rule calibrate:
     threads: lambda wildcards: job_cores()
     resources:
         **JOB_RESOURCES,
+        gres=f"{SLURM['gpu_gres']}:1" if SLURM["gpu_gres"] else None,  # times the GPU learners train on
     params:
         train=as_json(config["train"]),
         model=as_json(config["model"]),

@@ -11,7 +11,9 @@ apply minus version at pull). Options: `staleness_lr` divides the learning rate 
 1 + staleness; `max_staleness` drops (does not apply) gradients staler than the bound.
 
 The exchange is two-sided (send, then receive the reply), so the server needs no asynchronous
-progress from MPI: it waits in a receive for whichever learner sends first.
+progress from MPI: it waits in a receive for whichever learner sends first. A message is the
+payload with a small header (kind, version, learning rate) in the payload's own dtype and device,
+so that nothing is promoted or moved: float32 holds versions exactly up to 2**24.
 """
 
 import torch
@@ -21,6 +23,12 @@ from asrscale.algorithms.base import Algorithm
 
 SERVER = 0
 GRADIENT, PULL, DONE, MODEL, SAVE, SAVED = range(6)
+MAX_VERSION = 2**24  # the largest count a float32 header holds exactly
+
+
+def header(like: torch.Tensor, *values: float) -> torch.Tensor:
+    """Message header values in the payload's dtype, on its device."""
+    return torch.tensor(values, dtype=like.dtype, device=like.device)
 
 
 class AsynchronousSGD(Algorithm):
@@ -38,10 +46,11 @@ class AsynchronousSGD(Algorithm):
 
     # the learners' side
     def _request(self, learner, kind: int, lr: float = 0.0, payload=None):
-        meta = torch.tensor([kind, self.version, lr], dtype=torch.float64)
+        like = learner.parameters[0]
+        meta = header(like, kind, self.version, lr)
         yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
         if kind != DONE:
-            reply = torch.zeros(1, dtype=torch.float64)
+            reply = header(like, 0)
             yield ops.Receive([*learner.state, reply], SERVER, tag=MODEL)
             self.version = int(reply.item())
 
@@ -65,26 +74,28 @@ class AsynchronousSGD(Algorithm):
     def checkpoint(self, learner, step):
         # learner 0 has the server save its state, and waits until it has
         if self.layout.rank == 0:
-            meta = torch.tensor([SAVE, self.version, step], dtype=torch.float64)
+            like = learner.parameters[0]
+            meta = header(like, SAVE, self.version, step)
             yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=SAVE)
-            yield ops.Receive([torch.zeros(1, dtype=torch.float64)], SERVER, tag=SAVED)
+            yield ops.Receive([header(like, 0)], SERVER, tag=SAVED)
 
     # the server's side
     def serve(self, learner, checkpoint):
         """Apply gradients as they come until every learner is done, recording for every pushed
         gradient (learner, version at pull, version at apply, staleness, applied)."""
         gradients = [torch.zeros_like(p) for p in learner.parameters]
-        meta = torch.zeros(3, dtype=torch.float64)
+        meta = header(gradients[0], 0, 0, 0)
         active = self.layout.size
         while active:
             source, _ = yield ops.Receive([*gradients, meta])
-            kind, pulled, lr = int(meta[0]), int(meta[1]), float(meta[2])
+            kind, pulled, lr = meta.tolist()
+            kind, pulled = int(kind), int(pulled)
             if kind == DONE:
                 active -= 1
                 continue
             if kind == SAVE:
-                checkpoint(int(meta[2]))
-                yield ops.Send([torch.ones(1, dtype=torch.float64)], source, tag=SAVED)
+                checkpoint(int(lr))  # a SAVE's third value is the step
+                yield ops.Send([header(meta, 1)], source, tag=SAVED)
                 continue
             if kind == GRADIENT:
                 staleness = self.version - pulled
@@ -94,6 +105,7 @@ class AsynchronousSGD(Algorithm):
                         parameter.grad = gradient.clone()
                     yield from learner.update(lr / (1 + staleness) if self.staleness_lr else lr)
                     self.version += 1
+                    if self.version >= MAX_VERSION:
+                        raise ValueError(f"asgd: over {MAX_VERSION} server updates; a float32 header counts no further")
                 self.records.append((source - self.servers, pulled, self.version, staleness, applied))
-            reply = torch.tensor([self.version], dtype=torch.float64)
-            yield ops.Send([*learner.state, reply], source, tag=MODEL)
+            yield ops.Send([*learner.state, header(meta, self.version)], source, tag=MODEL)

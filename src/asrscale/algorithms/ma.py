@@ -53,7 +53,7 @@ class ModelAveraging(Algorithm):
         if self.natural_gradient is not None:
             self.natural_gradient.precondition()
         before = [p.detach().clone() for p in learner.parameters] if self.max_param_change else None
-        yield ops.Compute(time.perf_counter() - start, kind="precondition")
+        yield ops.Compute(learner.seconds_since(start), kind="precondition")
         yield from learner.update(lr * self.layout.size)
         if before is not None:
             self._cap_change(learner.parameters, before)
@@ -66,10 +66,9 @@ class ModelAveraging(Algorithm):
     @torch.no_grad()
     def _cap_change(self, parameters, before) -> None:
         change = torch.sqrt(sum(((p - b) ** 2).sum() for p, b in zip(parameters, before)))
-        if change > self.max_param_change:
-            scale = self.max_param_change / change
-            for p, b in zip(parameters, before):
-                p.copy_(b + (p - b) * scale)
+        capped, scale = change > self.max_param_change, self.max_param_change / change
+        for p, b in zip(parameters, before):  # decided on the device: no host sync
+            p.copy_(torch.where(capped, b + (p - b) * scale, p))
 
     def state_dict(self):
         state = super().state_dict()

@@ -1,0 +1,119 @@
+"""Device placement, checked without a GPU: on the `meta` device every tensor has a device but no
+values, so a tensor made on the CPU and mixed with the model's (the first thing that fails on a
+GPU) is an error here too. What reads a value (a loss, CTC, a message header) cannot run there;
+everything else an algorithm does with its tensors can."""
+
+import numpy as np
+import pytest
+import torch
+
+from asrscale import ops
+from asrscale.algorithms import ALGORITHMS, make_algorithm
+from asrscale.comm import choose_collectives
+from asrscale.data import Batch
+from asrscale.devices import resolve_device
+from asrscale.models import ModelConfig, build_model
+from asrscale.natural_gradient import NaturalGradient
+from asrscale.train import Learner
+
+META = torch.device("meta")
+CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=16)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
+def test_the_models_forward_keeps_to_the_models_device(config):
+    model = build_model(config, 40, 12).to(META)
+    log_probs, lengths = model(torch.empty(2, 30, 40, device=META), torch.empty(2, dtype=torch.long, device=META))
+    assert log_probs.device == lengths.device == META and log_probs.shape == (2, 10, 12)
+
+
+class MetaLearner(Learner):
+    """A learner on the meta device: gradients without a loss (CTC has no meta kernel)."""
+
+    def backward(self, batch):
+        for parameter in self.parameters:
+            parameter.grad = torch.zeros_like(parameter)
+        yield ops.Compute(0.0, batch.frames)
+        return 0.0
+
+
+class ValueRead(Exception):
+    """The algorithm reads a value that a meta tensor does not have (e.g. ASGD's reply header)."""
+
+
+def answer(request):
+    """A world without values: every tensor a request carries is flattened into one buffer, as
+    both worlds do (where mixed devices fail), and nothing is communicated."""
+    for field in ("tensors", "send", "receive"):
+        if isinstance(getattr(request, field, None), list):
+            ops.flatten(getattr(request, field))
+    if isinstance(request, ops.Reduce):
+        return np.asarray(request.values, dtype=np.float64)
+    if isinstance(request, ops.Receive):
+        return 0, None
+    return request
+
+
+def drive(program):
+    result = None
+    while True:
+        try:
+            request = program.send(result)
+        except StopIteration as done:
+            return done.value
+        except (NotImplementedError, RuntimeError) as error:
+            if "meta" in str(error) and ("item" in str(error) or "data" in str(error)):
+                raise ValueRead from error
+            raise
+        result = answer(request)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_every_algorithms_requests_keep_to_the_learners_device(algorithm):
+    """Two learners' worth of one learner's program: start, steps with every exchange, consensus."""
+    size = 1 if algorithm == "seq" else 2
+    layout = ops.Layout(rank=0, size=size, node_size=size)
+    model = build_model(ModelConfig(units=8), 40, 12).to(META)
+    learner = MetaLearner(model, torch.optim.Adam(model.parameters(), lr=1e-3), 5.0, "meta")
+    chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
+    lengths = torch.tensor([30, 24])
+    batch = Batch(torch.zeros(2, 30, 40), lengths, torch.tensor([1, 2, 3]), torch.tensor([2, 1]), ["a", "b"])
+    try:
+        drive(chosen.start(learner))
+        for _ in range(3):
+            drive(chosen.step(learner, batch, 1e-3))
+        drive(chosen.consensus(learner))
+    except ValueRead:
+        assert algorithm == "asgd"  # a learner reads the version the server replies with
+
+
+def test_natural_gradient_keeps_to_the_parameters_device():
+    parameters = [torch.nn.Parameter(torch.empty(6, 5, device=META)), torch.nn.Parameter(torch.empty(6, device=META))]
+    for parameter in parameters:
+        parameter.grad = torch.zeros_like(parameter)
+    natural_gradient = NaturalGradient(parameters, batch_size=4, rank_in=2, rank_out=3)
+    for _ in range(5):  # refreshes included
+        natural_gradient.precondition()
+    assert parameters[0].grad.device == META
+
+
+def test_auto_collectives_never_pick_nccl_for_ranks_that_share_a_gpu():
+    assert choose_collectives("auto", ["gpu-a", "gpu-b"], mpi_cuda=False) == "torch"
+    assert choose_collectives("auto", ["gpu-a", "gpu-a"], mpi_cuda=False) == "mpi"
+    assert choose_collectives("auto", [None, None], mpi_cuda=None) == "mpi"
+    assert choose_collectives("auto", ["gpu-a", None], mpi_cuda=None) == "mpi"
+    assert choose_collectives("torch", [None, None], mpi_cuda=None) == "torch"  # Gloo between CPUs
+    with pytest.raises(ValueError, match="3 ranks share 2 GPU.*set mpi.collectives to auto or mpi"):
+        choose_collectives("torch", ["gpu-a", "gpu-a", "gpu-b"], mpi_cuda=None)
+    with pytest.raises(ValueError, match="cuda-aware-mpi, but this MPI .* takes no GPU buffers"):
+        choose_collectives("cuda-aware-mpi", ["gpu-a"], mpi_cuda=False)
+    assert choose_collectives("cuda-aware-mpi", ["gpu-a"], mpi_cuda=None) == "cuda-aware-mpi"
+
+
+def test_a_device_that_is_not_there_is_named():
+    with pytest.raises(ValueError, match="train.device must be one of"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="train.device is cuda, but torch finds no CUDA device here"):
+            resolve_device("cuda")
+        assert resolve_device("auto") == torch.device("cpu")

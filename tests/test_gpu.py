@@ -1,0 +1,78 @@
+"""On a real GPU (skipped without CUDA): every algorithm trains there in both worlds, through the
+workflow, and the synchronous ones give the CPU's model. TF32 is off (NVIDIA_TF32_OVERRIDE=0)
+wherever a result is compared with the CPU's."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import ROOT, mpiexec, run_snakemake
+from test_mpi import train_command
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+EVERY = {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"}
+
+
+def test_the_tiny_study_trains_every_algorithm_on_the_gpu_in_both_worlds(tmp_path, monkeypatch):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    tiny, gpu = ROOT / "tests" / "tiny.yaml", ROOT / "tests" / "gpu.yaml"
+    run_snakemake(tmp_path, configfile=[tiny, gpu])
+    study = tmp_path / "results" / "tiny" / "studies" / "tiny"
+    runs = pd.read_csv(study / "runs.tsv", sep="\t")
+    print(runs[["world", "algorithm", "learners", "wer", "final_dev_loss", "train_s"]].to_string())
+    assert {(w, a) for w, a in zip(runs.world, runs.algorithm)} == {(w, a) for w in ("simulated", "mpi") for a in EVERY}
+    assert runs.wer.between(0, 2).all() and runs.final_dev_loss.notna().all()
+    for run in runs.run:
+        assert json.loads((tmp_path / run / "run.json").read_text())["device"].startswith("cuda")
+    calibration = json.loads((study / "calibration.json").read_text())
+    assert calibration["device"] == "cuda" and calibration["gpus"] >= 1
+    # the same computation in both worlds (GPU CTC sums in a nondeterministic order: not bit for bit)
+    seq = runs[runs.algorithm == "seq"].set_index("world").final_dev_loss
+    assert seq["simulated"] == pytest.approx(seq["mpi"], rel=1e-3)
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma"])
+def test_synchronous_algorithms_on_the_gpu_give_the_cpus_model(corpus, tmp_path, monkeypatch, algorithm):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # for the ranks mpiexec starts
+    models = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        command = train_command(corpus, out, corpus / "shards" / "P2", algorithm, epochs=1, optimizer="sgd", lr=0.05,
+                                device=device)  # fmt: skip
+        mpiexec(2, *command)
+        models[device] = torch.load(out / "model.pt", weights_only=False)["model"]
+        assert json.loads((out / "run.json").read_text())["device"].startswith(device)
+    for name, cpu in models["cpu"].items():
+        torch.testing.assert_close(models["cuda"][name], cpu, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_collectives_auto_takes_mpi_where_ranks_share_a_gpu(corpus, tmp_path):
+    if torch.cuda.device_count() > 1:
+        pytest.skip("every rank can have a GPU of its own here")
+    mpiexec(2, *train_command(corpus, tmp_path, corpus / "shards" / "P2", "ssgd", epochs=1, device="cuda"))
+    assert json.loads((tmp_path / "run.json").read_text())["world"]["collectives"] == "mpi"
+    result = mpiexec(2, *train_command(corpus, tmp_path / "nccl", corpus / "shards" / "P2", "ssgd", epochs=1,
+                                       device="cuda"), "--collectives", "torch", check=False)  # fmt: skip
+    assert result.returncode != 0 and "NCCL needs a GPU per rank: set mpi.collectives to auto or mpi" in result.stderr
+
+
+def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_path):
+    train = json.dumps({"device": "cuda", "batch_size": 8})
+    command = [sys.executable, "-m", "asrscale", "calibrate", "--train", train,
+               "--model", json.dumps({"layers": 1, "units": 32}), "--features", json.dumps({"kind": "fbank"}),
+               "--data", corpus / "data", "--feats", corpus / "feats", "--tokens", corpus / "tokens.txt",
+               "--out", tmp_path / "calibration.json"]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    calibration = json.loads((tmp_path / "calibration.json").read_text())
+    assert calibration["device"] == "cuda" and list(calibration["by_threads"].values())[0]["frames_per_s"] > 0
+    assert "device: dedicated" in result.stdout and "measured_on:" in result.stdout
