@@ -7,7 +7,7 @@ import torch
 from asrscale.fused import fused_forward
 from asrscale.models import ModelConfig, build_model
 
-CONFIGS = [ModelConfig(units=16, layers=2), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=32)]
+CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=32)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
