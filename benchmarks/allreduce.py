@@ -60,8 +60,8 @@ def measure(elements: int, iterations: int, repetitions: int) -> dict | None:
     import torch.distributed as dist
     from mpi4py import MPI
 
-    from asrscale import ops
-    from asrscale.comm import MPIWorld
+    from asrscale.worlds import ops
+    from asrscale.worlds.mpi import MPIWorld
 
     torch.set_num_threads(1)
     world, comm = MPIWorld(), MPI.COMM_WORLD

@@ -19,7 +19,7 @@ def step_seconds(work: Path) -> float:
     """One default training step (forward, backward, update) on this machine, median of 5."""
     import torch
 
-    from asrscale.train import Learner, make_optimizer
+    from asrscale.training.loop import Learner, make_optimizer
 
     study = Study.of(work)
     train_set, model = study.train_set(), study.build_model()
@@ -65,10 +65,10 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
     import torch
     from mpi4py import MPI
 
-    from asrscale import ops
-    from asrscale.algorithms import make_algorithm
-    from asrscale.comm import MPIWorld
-    from asrscale.train import Learner, make_optimizer
+    from asrscale.training.algorithms import make_algorithm
+    from asrscale.training.loop import Learner, make_optimizer
+    from asrscale.worlds import ops
+    from asrscale.worlds.mpi import MPIWorld
 
     class ReadyLearner(Learner):
         """A learner whose gradient is ready after `pace_s` seconds that leave the core free."""

@@ -110,10 +110,10 @@ class Study:
 
     @classmethod
     def of(cls, work: Path) -> "Study":
-        from asrscale.features import FeatureConfig
-        from asrscale.models import ModelConfig
-        from asrscale.tokens import Tokens
-        from asrscale.train import TrainConfig
+        from asrscale.data.features import FeatureConfig
+        from asrscale.data.tokens import Tokens
+        from asrscale.training.loop import TrainConfig
+        from asrscale.training.models import ModelConfig
 
         config, results = settings(work), Path(work) / "results" / CORPUS
         features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
@@ -121,12 +121,12 @@ class Study:
         return cls(results, TrainConfig(**config["train"]), ModelConfig(**config["model"]), features, tokens)
 
     def train_set(self):
-        from asrscale.data import Subset
+        from asrscale.data.batches import Subset
 
         return Subset.of(self.results / "data", self.results / "feats", "train", self.features.cmvn, self.tokens)
 
     def build_model(self):
-        from asrscale.models import build_model
+        from asrscale.training.models import build_model
 
         return build_model(self.model, self.features.dim, len(self.tokens))
 

@@ -49,7 +49,7 @@ def workflow_stage(bench: Bench, data: Path, extraction: dict, jobs: int) -> flo
 
 
 def run(bench: Bench) -> None:
-    from asrscale.features import FeatureConfig
+    from asrscale.data.features import FeatureConfig
 
     data = bench.results / "data" / "train"
     extraction = {k: v for k, v in bench.config["features"].items() if k not in ("jobs", "cmvn")}

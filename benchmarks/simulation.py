@@ -16,7 +16,7 @@ SIMULATED = ("ssgd", "adpsgd")
 def padded_frames(bench: Bench, learners: int) -> int:
     """Frames a first epoch computes, padding included: a learner's batches are cut from its own
     shard, so with few utterances each a batch spans more lengths and pads more."""
-    from asrscale.shard import read_shard
+    from asrscale.data.shard import read_shard
 
     study = Study.of(bench.work)
     config, train_set = study.train, study.train_set()

@@ -2,7 +2,7 @@
 same model, batches and threads; and the share of a step spent waiting for data, prefetch on
 and off.
 
-SEQ trains one epoch of `steps` batches through `asrscale.train` (the trainer the workflow runs:
+SEQ trains one epoch of `steps` batches through `asrscale.training.loop` (the trainer the workflow runs:
 prefetcher, request dispatch, time split, logging) and the plain loop runs the same batches,
 already built in memory, so every cost of asrscale's data path counts as overhead. The step
 time is the epoch's training time (dev evaluation and checkpoint excluded) over its steps. The
@@ -39,9 +39,9 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from asrscale.comm import MPIWorld
-    from asrscale.shard import write_shards
-    from asrscale.train import RunPaths, train
+    from asrscale.data.shard import write_shards
+    from asrscale.training.loop import RunPaths, train
+    from asrscale.worlds.mpi import MPIWorld
 
     study = Study.of(work)
     results, features, model_config = study.results, study.features, study.model

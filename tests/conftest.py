@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from asrscale.corpus.synthetic import SyntheticConfig, synthesise_part
-from asrscale.datadir import read_table
-from asrscale.features import FeatureConfig, combine_parts, extract_part, read_frame_counts
-from asrscale.shard import write_shards
-from asrscale.tokens import Tokens
+from asrscale.data.corpus.synthetic import SyntheticConfig, synthesise_part
+from asrscale.data.datadir import read_table
+from asrscale.data.features import FeatureConfig, combine_parts, extract_part, read_frame_counts
+from asrscale.data.shard import write_shards
+from asrscale.data.tokens import Tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -72,7 +72,7 @@ def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
     import numpy as np
     import soundfile
 
-    from asrscale.datadir import read_data_dir
+    from asrscale.data.datadir import read_data_dir
 
     def shout(text: str) -> str:
         return text.upper().replace(" ", ", ", 1) + "."

@@ -1,8 +1,8 @@
 import pytest
 
-from asrscale.algorithms import make_algorithm
-from asrscale.algorithms.adpsgd import partner
-from asrscale.ops import Layout
+from asrscale.training.algorithms import make_algorithm
+from asrscale.training.algorithms.adpsgd import partner
+from asrscale.worlds.ops import Layout
 
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
@@ -50,6 +50,6 @@ def test_kavg_period_policies():
 def test_the_algorithms_that_are_seq_with_one_learner():
     # each is checked against SEQ with one learner on a real rank in test_mpi.py; ASGD (a server
     # round trip) and MA (natural gradient, capped change) cost or compute differently
-    from asrscale.algorithms import ALGORITHMS
+    from asrscale.training.algorithms import ALGORITHMS
 
     assert {name for name, cls in ALGORITHMS.items() if cls.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from asrscale.claims import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, verdicts
+from asrscale.analysis.claims import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, verdicts
 
 
 def runs(*rows) -> pd.DataFrame:

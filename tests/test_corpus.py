@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import soundfile
 
-from asrscale.corpus import grammar
-from asrscale.corpus.synthetic import plan
-from asrscale.datadir import read_data_dir
+from asrscale.data.corpus import grammar
+from asrscale.data.corpus.synthetic import plan
+from asrscale.data.datadir import read_data_dir
 from conftest import ROOT, tiny_corpus_config
 
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from asrscale.data import Prefetcher, Subset
-from asrscale.shard import read_shard
-from asrscale.tokens import Tokens
+from asrscale.data.batches import Prefetcher, Subset
+from asrscale.data.shard import read_shard
+from asrscale.data.tokens import Tokens
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 import pytest
 
-from asrscale.datadir import DataDir, read_data_dir, read_table
+from asrscale.data.datadir import DataDir, read_data_dir, read_table
 
 
 def test_round_trip_and_spk2utt(tmp_path):

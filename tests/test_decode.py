@@ -1,7 +1,7 @@
 import torch
 
-from asrscale.decode import error_counts, greedy, unknown_characters
-from asrscale.tokens import Tokens
+from asrscale.data.tokens import Tokens
+from asrscale.decoding.decode import error_counts, greedy, unknown_characters
 
 
 def test_greedy_collapses_repeats_and_drops_blanks():

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from asrscale import ops
-from asrscale.algorithms import ALGORITHMS, make_algorithm
-from asrscale.comm import choose_collectives
-from asrscale.data import Batch
-from asrscale.devices import resolve_device
-from asrscale.models import ModelConfig, build_model
-from asrscale.natural_gradient import NaturalGradient
-from asrscale.train import Learner
+from asrscale.data.batches import Batch
+from asrscale.training.algorithms import ALGORITHMS, make_algorithm
+from asrscale.training.loop import Learner
+from asrscale.training.models import ModelConfig, build_model
+from asrscale.training.natural_gradient import NaturalGradient
+from asrscale.worlds import ops
+from asrscale.worlds.devices import resolve_device
+from asrscale.worlds.mpi import choose_collectives
 
 META = torch.device("meta")
 CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=16)]

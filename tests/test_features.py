@@ -2,9 +2,9 @@ import kaldiio
 import numpy as np
 import python_speech_features as psf
 
-from asrscale.audio import load_audio
-from asrscale.datadir import read_data_dir, read_table
-from asrscale.features import FeatureConfig, Normaliser, compute, read_frame_counts
+from asrscale.data.audio import load_audio
+from asrscale.data.datadir import read_data_dir, read_table
+from asrscale.data.features import FeatureConfig, Normaliser, compute, read_frame_counts
 
 
 def test_log_mel_equals_python_speech_features(corpus):

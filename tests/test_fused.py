@@ -1,11 +1,11 @@
-"""Many learners computed as one (asrscale.fused): each learner's outputs and gradients are those
+"""Many learners computed as one (asrscale.training.fused): each learner's outputs and gradients are those
 of its own model computed alone, to float rounding."""
 
 import pytest
 import torch
 
-from asrscale.fused import fused_forward
-from asrscale.models import ModelConfig, build_model
+from asrscale.training.fused import fused_forward
+from asrscale.training.models import ModelConfig, build_model
 
 CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=32)]
 

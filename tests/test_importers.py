@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrscale.corpus.sources import BadInput, BadInputPolicy, ImportSettings, TextNormalisation, import_subset
-from asrscale.datadir import read_data_dir, read_table
-from asrscale.features import FeatureConfig, extract_part, read_frame_counts
+from asrscale.data.corpus.sources import BadInput, BadInputPolicy, ImportSettings, TextNormalisation, import_subset
+from asrscale.data.datadir import read_data_dir, read_table
+from asrscale.data.features import FeatureConfig, extract_part, read_frame_counts
 from conftest import write_own_corpora
 
 SKIP_ALL = ImportSettings(bad_input=BadInputPolicy("skip", max_fraction=1.0))

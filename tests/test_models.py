@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from asrscale.models import ModelConfig, build_model, reverse_within_lengths
+from asrscale.training.models import ModelConfig, build_model, reverse_within_lengths
 
 
 def test_reverse_within_lengths_keeps_padding_in_place():

@@ -1,6 +1,6 @@
 import torch
 
-from asrscale.natural_gradient import NaturalGradient
+from asrscale.training.natural_gradient import NaturalGradient
 
 
 def test_preconditioned_gradient_keeps_the_norm_and_descends():

@@ -1,7 +1,7 @@
 import pytest
 
-from asrscale.shard import balance, read_shard
-from asrscale.tokens import BLANK, Tokens
+from asrscale.data.shard import balance, read_shard
+from asrscale.data.tokens import BLANK, Tokens
 
 
 def test_shards_are_balanced_disjoint_and_deterministic():

@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale import ops
-from asrscale.costmodel import Compute, CostModel, Hardware, Link, calibrate
-from asrscale.features import FeatureConfig
-from asrscale.models import ModelConfig
-from asrscale.sim import SimWorld
-from asrscale.train import RunPaths, TrainConfig, train
+from asrscale.data.features import FeatureConfig
+from asrscale.training.loop import RunPaths, TrainConfig, train
+from asrscale.training.models import ModelConfig
+from asrscale.worlds import ops
+from asrscale.worlds.costmodel import Compute, CostModel, Hardware, Link, calibrate
+from asrscale.worlds.simulated import SimWorld
 
 # this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
 # for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
@@ -215,8 +215,8 @@ QUICK = TrainConfig(algorithm="asgd", epochs=1, batch_size=4, lr=3e-3, log_inter
 
 
 def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings(corpus, tmp_path):
-    from asrscale.data import Subset
-    from asrscale.tokens import Tokens
+    from asrscale.data.batches import Subset
+    from asrscale.data.tokens import Tokens
 
     train_set = Subset.of(corpus / "data", corpus / "feats", "train", "global", Tokens.read(corpus / "tokens.txt"))
     calibration = calibrate(QUICK, SMALL_MODEL, FeatureConfig(), train_set, batches=3)

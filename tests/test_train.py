@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.comm import MPIWorld
-from asrscale.features import FeatureConfig
-from asrscale.models import ModelConfig
-from asrscale.train import Diverged, RunPaths, TrainConfig, train
+from asrscale.data.features import FeatureConfig
+from asrscale.training.loop import Diverged, RunPaths, TrainConfig, train
+from asrscale.training.models import ModelConfig
+from asrscale.worlds.mpi import MPIWorld
 
 SMALL_MODEL = ModelConfig(layers=1, units=32)
 QUICK = TrainConfig(algorithm="seq", epochs=2, batch_size=8, lr=3e-3, log_interval=4, threads=1, seed=3, device="cpu")
@@ -46,7 +46,7 @@ class Killed(BaseException):
 
 def kill_at_loss(monkeypatch, calls: int):
     """The run is killed as it computes its `calls`-th loss."""
-    import asrscale.train as trainer
+    import asrscale.training.loop as trainer
 
     real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
 
@@ -103,7 +103,7 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpu
     (tmp_path / "model.pt").unlink()
     checkpoint = tmp_path / "checkpoints" / "step000000012" / "rank0.pt"
     good = torch.load(checkpoint, weights_only=False)["model"]
-    import asrscale.train as trainer
+    import asrscale.training.loop as trainer
 
     real_loss = trainer.ctc_loss
     monkeypatch.setattr(trainer, "ctc_loss", lambda *a, **k: (real_loss(*a, **k)[0] * math.nan, None, None))
@@ -114,8 +114,8 @@ def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpu
 
 
 def test_seq_refuses_several_learners():
-    from asrscale.algorithms import make_algorithm
-    from asrscale.ops import Layout
+    from asrscale.training.algorithms import make_algorithm
+    from asrscale.worlds.ops import Layout
 
     with pytest.raises(ValueError, match="seq runs one learner, but 2"):
         make_algorithm("seq", Layout(rank=0, size=2))

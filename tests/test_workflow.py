@@ -67,7 +67,7 @@ def test_report_holds_every_run_with_real_scores(study):
 
 
 def test_adpsgd_records_every_averaging_with_the_partner_its_graph_gives(study):
-    from asrscale.algorithms.adpsgd import partner
+    from asrscale.training.algorithms.adpsgd import partner
 
     exchanges = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "exchanges.tsv", sep="\t")
     assert set(exchanges.algorithm) == {"adpsgd"} and set(exchanges.learners) == {3}

@@ -14,7 +14,7 @@ def _json(text: str) -> dict:
 
 
 def synth(args):
-    from asrscale.corpus.synthetic import SyntheticConfig, synthesise_part
+    from asrscale.data.corpus.synthetic import SyntheticConfig, synthesise_part
 
     config = SyntheticConfig(**args.config)
     for subset, data in synthesise_part(config, args.part, args.parts, args.out / "audio").items():
@@ -22,9 +22,9 @@ def synth(args):
 
 
 def import_data(args):
-    from asrscale.badinput import BadInputPolicy
-    from asrscale.corpus.sources import ImportSettings, TextNormalisation, import_subset
-    from asrscale.features import FeatureConfig
+    from asrscale.data.badinput import BadInputPolicy
+    from asrscale.data.corpus.sources import ImportSettings, TextNormalisation, import_subset
+    from asrscale.data.features import FeatureConfig
 
     parts = (FeatureConfig, "features"), (TextNormalisation, "text"), (BadInputPolicy, "bad_input")
     settings = ImportSettings(*(kind(**args.settings.get(key, {})) for kind, key in parts))
@@ -33,7 +33,7 @@ def import_data(args):
 
 
 def combine_data(args):
-    from asrscale.datadir import DataDir, read_data_dir
+    from asrscale.data.datadir import DataDir, read_data_dir
 
     combined = DataDir()
     for folder in args.parts:
@@ -42,16 +42,16 @@ def combine_data(args):
 
 
 def tokens(args):
-    from asrscale.datadir import read_table
-    from asrscale.tokens import Tokens
+    from asrscale.data.datadir import read_table
+    from asrscale.data.tokens import Tokens
 
     Tokens.from_texts(read_table(args.data / "text").values()).write(args.out)
 
 
 def features(args):
-    from asrscale.badinput import BadInputPolicy
-    from asrscale.datadir import read_data_dir
-    from asrscale.features import FeatureCache, FeatureConfig, extract_part
+    from asrscale.data.badinput import BadInputPolicy
+    from asrscale.data.datadir import read_data_dir
+    from asrscale.data.features import FeatureCache, FeatureConfig, extract_part
 
     data, config, cache = (
         read_data_dir(args.data),
@@ -62,14 +62,14 @@ def features(args):
 
 
 def combine_features(args):
-    from asrscale.features import combine_parts
+    from asrscale.data.features import combine_parts
 
     combine_parts(args.parts, args.out)
 
 
 def shard(args):
-    from asrscale.features import read_frame_counts
-    from asrscale.shard import write_shards
+    from asrscale.data.features import read_frame_counts
+    from asrscale.data.shard import write_shards
 
     write_shards(read_frame_counts(args.feats), args.learners, args.out)
 
@@ -77,14 +77,14 @@ def shard(args):
 def calibrate(args):
     import yaml
 
-    from asrscale.costmodel import calibrate, measured_compute
-    from asrscale.data import Subset
-    from asrscale.features import FeatureConfig
+    from asrscale.data.batches import Subset
+    from asrscale.data.features import FeatureConfig
+    from asrscale.data.tokens import Tokens
     from asrscale.io import atomic_write_json
-    from asrscale.models import ModelConfig
     from asrscale.provenance import environment
-    from asrscale.tokens import Tokens
-    from asrscale.train import TrainConfig
+    from asrscale.training.loop import TrainConfig
+    from asrscale.training.models import ModelConfig
+    from asrscale.worlds.costmodel import calibrate, measured_compute
 
     config, feature_config = TrainConfig(**args.train), FeatureConfig(**args.features)
     train_set = Subset.of(args.data, args.feats, "train", feature_config.cmvn, Tokens.read(args.tokens))
@@ -99,29 +99,29 @@ def calibrate(args):
 
 def _world(args, config):
     """The simulated world when a hardware profile is given, else this rank's MPI world."""
-    from asrscale.algorithms import algorithm_class
+    from asrscale.training.algorithms import algorithm_class
 
     servers = algorithm_class(config.algorithm).servers
     learners_per_node = config.options.get("learners_per_node")
     if args.hardware:
-        from asrscale.costmodel import CostModel, Hardware
-        from asrscale.sim import SimWorld
+        from asrscale.worlds.costmodel import CostModel, Hardware
+        from asrscale.worlds.simulated import SimWorld
 
         settings = dict(args.hardware)
         hardware = Hardware.from_config(settings.pop("name"), settings)
         costs = CostModel(hardware, json.loads(args.calibration.read_text()), seed=config.seed)
         return SimWorld(args.learners, costs, servers, learners_per_node, config.prefetch, config.algorithm,
                         config.device)  # fmt: skip
-    from asrscale.comm import MPIWorld
+    from asrscale.worlds.mpi import MPIWorld
 
     return MPIWorld(servers=servers, learners_per_node=learners_per_node, timeout_s=args.timeout,
                     name=config.algorithm, collectives=args.collectives, device=config.device)  # fmt: skip
 
 
 def train(args):
-    from asrscale.features import FeatureConfig
-    from asrscale.models import ModelConfig
-    from asrscale.train import RunPaths, TrainConfig, train
+    from asrscale.data.features import FeatureConfig
+    from asrscale.training.loop import RunPaths, TrainConfig, train
+    from asrscale.training.models import ModelConfig
 
     config = TrainConfig(**args.train)
     world = _world(args, config)
@@ -135,20 +135,20 @@ def train(args):
 
 
 def decode(args):
-    from asrscale.decode import decode_subset
+    from asrscale.decoding.decode import decode_subset
 
     scores = decode_subset(args.model, args.data, args.feats, args.train_feats, args.out, device=args.device)
     print(json.dumps(scores))
 
 
 def gather(args):
-    from asrscale.report import gather_runs
+    from asrscale.analysis.report import gather_runs
 
     gather_runs(args.runs, args.sweeps, args.out, float(args.target_dev_loss) if args.target_dev_loss else None)
 
 
 def report(args):
-    from asrscale.report import render
+    from asrscale.analysis.report import render
 
     render(args.results, args.figures, args.title, args.out, args.skipped, args.config)
 
@@ -186,7 +186,7 @@ def parser() -> argparse.ArgumentParser:
           *settings, *[(f"--{k}", required_path) for k in ("data", "feats", "shards", "tokens", "out")],
           ("--timeout", {"type": float, "default": 600, "help": "MPI: seconds without progress end the job"}),
           ("--collectives", {"choices": ["auto", "mpi", "cuda-aware-mpi", "torch"], "default": "auto",
-                             "help": "MPI: how models and gradients travel (see asrscale.comm); auto: torch "
+                             "help": "MPI: how models and gradients travel (see asrscale.worlds.mpi); auto: torch "
                                      "(NCCL) where every rank has a GPU of its own, else mpi"}),
           ("--hardware", {"type": _json, "help": "simulate on this hardware profile (JSON with its name)"}),
           ("--learners", {"type": int, "default": 1, "help": "simulated learners"}),

@@ -10,13 +10,13 @@ from pathlib import Path
 import torch
 from mpi4py import MPI
 
-from asrscale.algorithms import make_algorithm
-from asrscale.comm import MPIWorld
-from asrscale.data import Subset
-from asrscale.models import ModelConfig, build_model
-from asrscale.shard import read_shard
-from asrscale.tokens import Tokens
-from asrscale.train import Learner
+from asrscale.data.batches import Subset
+from asrscale.data.shard import read_shard
+from asrscale.data.tokens import Tokens
+from asrscale.training.algorithms import make_algorithm
+from asrscale.training.loop import Learner
+from asrscale.training.models import ModelConfig, build_model
+from asrscale.worlds.mpi import MPIWorld
 
 corpus = Path(sys.argv[1])
 torch.set_num_threads(1)

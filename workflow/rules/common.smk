@@ -18,8 +18,8 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PAT
 sys.path.insert(0, str(SOURCE))
 
 # the algorithm classes are the single source of how many ranks each one starts
-from asrscale.algorithms import algorithm_class
-from asrscale.train import TrainConfig
+from asrscale.training.algorithms import algorithm_class
+from asrscale.training.loop import TrainConfig
 
 CORPUS = config["corpus"]["name"]
 STUDY = config["study"].get("name") or CORPUS

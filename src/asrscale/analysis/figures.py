@@ -1,0 +1,201 @@
+"""The report's figures, one function each, drawn from the tables `gather` writes. Every figure is
+returned as an HTML <figure> with the PNG embedded (the report opens from disk, with no network)
+and saved as a PNG for Snakemake's own report. Where a configuration ran with several seeds, a
+line is their mean and the band or bar their range.
+"""
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from asrscale.worlds.timing import CATEGORIES  # noqa: E402
+
+SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
+
+
+def _learner_axis(axis, table):
+    axis.set_xscale("log", base=2)
+    axis.set_xticks(sorted(table.learners.unique()), labels=[str(p) for p in sorted(table.learners.unique())])
+    axis.set_xlabel("learners P")
+
+
+def wer_vs_learners(table, palette):
+    figure, axis = plt.subplots(figsize=(6.5, 4))
+    sns.lineplot(data=table.assign(wer=100 * table.wer), x="learners", y="wer", hue="algorithm",
+                 palette=palette, marker="o", errorbar=SPREAD, ax=axis)  # fmt: skip
+    _learner_axis(axis, table)
+    axis.set_ylabel("test WER (%)")
+    axis.set_title("Accuracy against learners")
+    return figure
+
+
+def speedup_vs_learners(table, palette):
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+    columns = ("time_speedup", "throughput_speedup", "target_speedup")
+    explained = {"time": "T(SEQ) / T(run), same epochs", "throughput": "frames/s ratio",
+                 "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
+    for axis, column, label in zip(axes, columns, explained):
+        sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
+                     errorbar=SPREAD, ax=axis)  # fmt: skip
+        ideal = sorted(table.learners.unique())
+        axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
+        _learner_axis(axis, table)
+        axis.set_ylabel("speedup over SEQ\n(" + ", ".join(table.speedup_kind.unique()) + ")")
+        axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
+        axis.legend(fontsize="small")
+    return figure
+
+
+def communication_vs_learners(table, palette):
+    parallel = table[table.learners > 1]
+    figure, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for axis, column in zip(axes, ("communication_share", "idle_share")):
+        sns.lineplot(data=parallel.assign(share=100 * parallel[column]), x="learners", y="share", hue="algorithm",
+                     palette=palette, marker="o", errorbar=SPREAD, ax=axis)  # fmt: skip
+        _learner_axis(axis, parallel)
+        axis.set_ylabel("share of training time (%)")
+        axis.set_title(f"{column.split('_')[0].capitalize()} share against learners")
+    return figure
+
+
+def learning_curves(table, epochs, palette):
+    # one curve per run trained (an algorithm reported with SEQ's run would repeat SEQ's curve)
+    trained = table[table.algorithm == table.trained_as][["algorithm", "run"]]
+    curves = epochs.merge(trained, on=["algorithm", "run"])
+    curves = curves.assign(learners=curves.learners.astype(str),
+                           frames_seen=curves.groupby("run").frames.cumsum() / 1e6)  # fmt: skip
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    panels = (("epoch", "epoch"), ("frames_seen", "frames processed (millions)"), ("time_s", "training time (s)"))
+    for axis, (x, label) in zip(axes, panels):
+        sns.lineplot(data=curves, x=x, y="dev_loss", hue="algorithm", style="learners", palette=palette, marker="o",
+                     style_order=sorted(curves.learners.unique(), key=int), errorbar=None, units="run",
+                     estimator=None, ax=axis, legend=axis is axes[-1])  # fmt: skip
+        axis.set_xlabel(label)
+        axis.set_ylabel("dev loss (CTC per token)")
+        axis.set_title(f"Dev loss against {label.split(' (')[0]}")
+    # a diverging run must not flatten every other curve
+    axes[0].set_ylim(0, 1.1 * curves.dev_loss.quantile(0.9))
+    axes[-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1), ncols=1)
+    return figure
+
+
+def time_split(table):
+    """Every configuration's split of training time, averaged over its seeds."""
+    shares = [f"{c}_share" for c in CATEGORIES]
+    means = table.groupby(["algorithm", "variant", "learners"], sort=True)[shares].mean() * 100
+    means.index = [f"{a} P={p}" + ("" if v == "default" else f" {v}") for a, v, p in means.index]
+    means.columns = [c.replace("_", " ") for c in CATEGORIES]
+    figure, axis = plt.subplots(figsize=(8, 0.4 * len(means) + 1.5))
+    means.plot.barh(stacked=True, ax=axis, color=sns.color_palette("Set2"), width=0.7)
+    axis.set_xlabel("share of training time (%), mean over learners and seeds")
+    axis.set_xlim(0, 100)
+    axis.invert_yaxis()
+    axis.set_title("Where the time goes")
+    axis.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.8 / (0.4 * len(means) + 1.5)), fontsize="small")
+    return figure
+
+
+def asgd_staleness(staleness):
+    figure, axis = plt.subplots(figsize=(6.5, 3.5))
+    order = [str(p) for p in sorted(staleness.learners.unique())]
+    sns.histplot(data=staleness.assign(P=staleness.learners.astype(str)), x="staleness", hue="P", hue_order=order,
+                 discrete=True, stat="probability", common_norm=False, element="step", ax=axis)  # fmt: skip
+    axis.set_xlabel("staleness (server updates since the gradient's model was pulled)")
+    axis.set_title("ASGD: staleness of the gradients the server applied")
+    return figure
+
+
+def pairings(exchanges):
+    """How often each pair of learners averaged their models, in the largest run of each
+    decentralized algorithm (its first seed)."""
+    runs = [group for _, group in exchanges.groupby("algorithm")]
+    figure, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4.6), squeeze=False)
+    for axis, group in zip(axes[0], runs):
+        largest = group[group.learners == group.learners.max()]
+        largest = largest[largest.seed == largest.seed.min()]
+        size = int(largest[["rank", "peer"]].max().max()) + 1
+        counts = np.zeros((size, size))
+        np.add.at(counts, (largest["rank"].to_numpy(), largest.peer.to_numpy()), 1)
+        sns.heatmap(counts, ax=axis, cmap="viridis", square=True, cbar_kws={"label": "averagings"},
+                    xticklabels=max(1, size // 8), yticklabels=max(1, size // 8))  # fmt: skip
+        algorithm = group.algorithm.iloc[0]
+        unit = "node" if algorithm == "hadpsgd" else "learner"
+        axis.set_xlabel(f"partner {unit}")
+        axis.set_ylabel(unit)
+        axis.set_title(f"{algorithm}, P={largest.learners.iloc[0]}: who averaged with whom", fontsize="medium")
+    return figure
+
+
+def _sweep_x(points):
+    """The sweep's x axis: global batch for a batch sweep; else the value, numeric where it is."""
+    if points.sweep.iloc[0] == "train.batch_size":
+        return points.assign(x=points.global_batch), "global batch (utterances)", True
+    numeric = points.value.map(lambda v: isinstance(v, int | float) and not isinstance(v, bool)).all()
+    return points.assign(x=points.value if numeric else points.value.map(json.dumps)), points.sweep.iloc[0], numeric
+
+
+def sweep(points, palette):
+    """One sweep (one setting varied, for one or more algorithms): final dev loss, test WER and
+    training time against the setting's value."""
+    points, label, numeric = _sweep_x(points)
+    figure, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    panels = (("final_dev_loss", "final dev loss"), ("wer", "test WER (%)"), ("train_s", "training time (s)"))
+    for axis, (column, ylabel) in zip(axes, panels):
+        data = points.assign(wer=100 * points.wer)
+        plot = sns.lineplot if numeric else sns.pointplot
+        plot(data=data, x="x", y=column, hue="algorithm", palette=palette, marker="o", errorbar=SPREAD, ax=axis)
+        if numeric and data.x.max() >= 4 * data.x.min():
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(sorted(data.x.unique()), labels=[f"{v:g}" for v in sorted(data.x.unique())])
+        axis.set_xlabel(label)
+        axis.set_ylabel(ylabel)
+    learners = ", ".join(f"{a} P={p}" for a, p in points.groupby("algorithm").learners.first().items())
+    figure.suptitle(f"Sweep of {points.sweep.iloc[0]} ({learners}; {points.speedup_kind.iloc[0]})")
+    return figure
+
+
+def sweep_name(setting: str) -> str:
+    return "sweep_" + setting.replace(".", "_")
+
+
+def _html(figure, name: str, folder: Path) -> str:
+    figure.tight_layout()
+    figure.savefig(folder / f"{name}.png", dpi=110)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    data = base64.b64encode(buffer.getvalue()).decode()
+    return f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
+
+
+def figures(table: pd.DataFrame, epochs, staleness, exchanges, points, folder: Path) -> dict[str, str]:
+    """Every figure, by name; the scaling figures from the configurations as written (variant
+    "default"), a sweep figure per setting swept. A figure without data is the empty string."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    folder.mkdir(parents=True, exist_ok=True)
+    palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
+    main = table[table.variant == "default"]
+    drawn = {
+        "wer_vs_learners": lambda: wer_vs_learners(main, palette),
+        "speedup_vs_learners": lambda: speedup_vs_learners(main, palette),
+        "learning_curves": lambda: learning_curves(main, epochs[epochs.variant == "default"], palette),
+        "time_split": lambda: time_split(table),
+    }
+    if (main.learners > 1).any():
+        drawn["communication_vs_learners"] = lambda: communication_vs_learners(main, palette)
+    if not staleness.empty:
+        drawn["asgd_staleness"] = lambda: asgd_staleness(staleness[staleness.variant == "default"])
+    if not exchanges.empty:
+        drawn["pairings"] = lambda: pairings(exchanges[exchanges.variant == "default"])
+    for setting, group in points.groupby("sweep", sort=True):
+        drawn[sweep_name(setting)] = lambda group=group: sweep(group, palette)
+    return {name: _html(draw(), name, folder) for name, draw in drawn.items()}

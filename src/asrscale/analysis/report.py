@@ -1,0 +1,387 @@
+"""Gather every run of a study into tidy tables, and render them as one self-contained HTML page.
+
+Speedups are measured against SEQ with the same seed (the mean over SEQ's seeds when it has
+none): time speedup T(SEQ) / T(run) for the same number of epochs, and throughput speedup
+(frames/s ratio). The figures are also written as PNGs for Snakemake's own report.
+"""
+
+import hashlib
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from asrscale.analysis.claims import SPEEDUP_SHARE, WER_TOLERANCE, matches_seq, runs_of, verdicts
+from asrscale.analysis.figures import figures, sweep_name
+from asrscale.io import atomic_write_text
+from asrscale.worlds.timing import CATEGORIES
+
+SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
+
+
+KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
+
+
+def compute_basis(world: dict) -> str:
+    """What a simulated run's compute times rest on."""
+    compute = world["hardware"].get("compute")
+    if compute is None:
+        calibration = world.get("calibration", {})
+        return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
+    speed = compute.get("relative_speed", 1.0)
+    assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
+    return f"compute measured on {compute['measured_on']}{assumed}"
+
+
+def _run_tables(algorithm: str, variant: str, run: Path):
+    record = json.loads((run / "run.json").read_text())
+    scores = json.loads((run / "test" / "scores.json").read_text())
+    metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
+    keys = {"algorithm": algorithm, "variant": variant, "learners": record["learners"], "seed": record["seed"]}
+    epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
+    intervals = metrics[metrics.kind == "interval"].assign(**keys, run=str(run))
+    split = intervals[SPLIT_COLUMNS].sum()
+    environment, train = record["environment"], record["train"]
+    world = record.get("world", {"kind": "mpi"})
+    simulated = world["kind"] == "simulated"
+    row = {
+        **keys,
+        "wer": scores["wer"],
+        "cer": scores["cer"],
+        "train_s": epochs.time_s.iloc[-1],
+        "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
+        "final_dev_loss": epochs.dev_loss.iloc[-1],
+        "final_dev_ter": epochs.dev_ter.iloc[-1],
+        **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
+        "epochs": len(epochs),
+        "global_batch": train["batch_size"] * record["learners"],
+        "lr": train["lr"],
+        "optimizer": train["optimizer"],
+        "parameters": record["parameters"],
+        "threads_per_learner": record["threads_per_learner"],
+        "world": world["kind"],
+        "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
+        "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
+        "compute_basis": compute_basis(world) if simulated else "measured",
+        "cpu": environment["cpu"],
+        "cores": environment["cpu_count"],
+        "gpu": environment["gpu"] or "none",
+        "hostname": environment["hostname"],
+        "torch": environment["packages"]["torch"],
+        "mpi": environment["mpi"],
+        "commit": environment["commit"] or "unknown",
+        "trained_as": record["algorithm"],
+        "run": str(run),
+    }
+    return row, epochs, intervals
+
+
+def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
+    """One run-level record file (`name` in a run's folder) of every run that wrote one, keyed."""
+    found = [(row, Path(row["run"]) / name) for row in rows if (Path(row["run"]) / name).is_file()]
+    return pd.concat(
+        [pd.read_csv(path, sep="\t").assign(**{k: row[k] for k in KEYS}) for row, path in found]
+        or [pd.DataFrame(columns=KEYS + columns)]
+    )
+
+
+def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None = None) -> None:
+    """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
+    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
+    rows, epochs, intervals = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
+    pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
+    pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
+    # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
+    _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
+    _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
+    points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
+    points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)
+
+
+def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
+    """Each run's training time until its dev loss first reached the target (NaN: never), MLPerf
+    style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds)."""
+    if target is None:
+        seq = table[(table.algorithm == "seq") & (table.variant == "default")]
+        target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
+    seconds = table.run.map(epochs[epochs.dev_loss <= target].groupby("run").time_s.min())
+    # learner-hours: GPU-hours on a dedicated profile; on shared CPUs, times the cores per learner
+    return table.assign(target_dev_loss=target, time_to_target_s=seconds,
+                        device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
+
+
+def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """Speedups against SEQ timed the same way (measured, or modelled on the same hardware)."""
+    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
+
+
+def _speedups(table: pd.DataFrame) -> pd.DataFrame:
+    seq = table[(table.algorithm == "seq") & (table.variant == "default")]
+    if seq.empty:
+        return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
+                                            float("nan")))  # fmt: skip
+    by_seed = seq.set_index("seed")
+
+    def baseline(column):
+        return table.seed.map(by_seed[column]).fillna(seq[column].mean())
+
+    return table.assign(
+        time_speedup=baseline("train_s") / table.train_s,
+        throughput_speedup=table.frames_per_s / baseline("frames_per_s"),
+        target_speedup=baseline("time_to_target_s") / table.time_to_target_s,
+        efficiency=baseline("train_s") / table.train_s / table.learners,
+    )
+
+
+def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
+    """The best WER; SEQ; per P the fastest algorithm to the target and in time, and which keep
+    SEQ's accuracy (the claims' rule: within the tolerance plus the spreads over seeds)."""
+    trained = table[table.algorithm == table.trained_as]  # SEQ's run once, not under every alias
+    means = trained.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"),
+                                                           to_target=("target_speedup", "mean"),
+                                                           hours=("device_hours_to_target", "mean"))  # fmt: skip
+    best = means.wer.idxmin()
+    lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
+    seq = table[table.algorithm == "seq"]
+    if not seq.empty:
+        target = table.target_dev_loss.iloc[0]
+        lines.append(f"SEQ (the baseline): test WER {100 * seq.wer.mean():.1f}%, trained in {seq.train_s.mean():.3g} "
+                     f"s; time to target: training until the dev loss reaches {target:.3g}.")  # fmt: skip
+    else:
+        lines.append("No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs).")
+    for p, group in means.drop("seq", level=0, errors="ignore").groupby(level="learners"):
+        if seq.empty:
+            break
+        fastest, reached = group.speedup.idxmax()[0], group.to_target.dropna()
+        first = reached.idxmax() if not reached.empty else None
+        to_target = "no algorithm reaches the target"
+        if first:
+            hours = group.hours[first]
+            to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {hours:.2g} learner-hours)"
+        kept = [a for a, _ in group.index if not seq.empty and matches_seq(table, runs_of(trained, a, p))]
+        lines.append(
+            f"P={p}: {to_target}; fastest in time {fastest} ({group.speedup.max():.2f}×); "
+            f"keep SEQ's accuracy: {', '.join(kept) or 'none'}; WER change against SEQ: "
+            + ", ".join(f"{a} {100 * (w - seq.wer.mean()):+.1f}" for (a, _), w in group.wer.items())
+            + " points."
+        )
+    counts = claims.verdict.str.split(":").str[0].value_counts()
+    lines.append("The studies' claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+                 + ' (<a href="#claims">below</a>).')  # fmt: skip
+    return "".join(f"<li>{line}</li>" for line in lines)
+
+
+def _cost(table: pd.DataFrame) -> str:
+    """What the study's training took: learners × training time, summed over every run trained
+    (GPU-hours where each learner has a GPU; dev evaluation not counted)."""
+    trained = table[table.algorithm == table.trained_as]
+    hours = (trained.train_s * trained.learners / 3600).groupby(trained.speedup_kind).sum()
+    parts = [f"<b>{h:.3g}</b> learner-hours {kind}" for kind, h in hours.items()]
+    return f"<li>Training this study took {' and '.join(parts)} ({len(trained)} runs; learners × training time).</li>"
+
+
+TABLE_COLUMNS = {
+    "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
+    "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
+    "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
+    "device_hours_to_target": "learner-hours to target",
+    "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch", "lr": "lr",
+    "optimizer": "optimizer", "epochs": "epochs", "parameters": "params", "threads_per_learner": "threads/learner",
+    "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "trained_as": "trained as",
+    "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
+    "commit": "commit",
+}  # fmt: skip
+
+
+def _format(column: str, value) -> str:
+    if isinstance(value, float) and value != value:  # NaN: a target never reached
+        return "not reached" if column == "time_to_target_s" else "–"
+    if column in ("wer", "cer"):
+        return f"{100 * value:.2f}"
+    if column.endswith("speedup"):
+        return f"{value:.2f}×"
+    if column in ("train_s", "frames_per_s"):
+        return f"{value:,.0f}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def _timing_note(table: pd.DataFrame) -> str:
+    notes = []
+    shared = sorted(table[table.algorithm != table.trained_as].algorithm.unique())
+    if shared:
+        notes.append(
+            f"With one learner {', '.join(shared)} are exactly SEQ's computation (no exchange takes place; "
+            "tested), so their one-learner rows report SEQ's run."
+        )
+    if (table.world == "mpi").any():
+        notes.append("<b>Measured</b> runs: real MPI ranks on this machine, timed by the wall clock.")
+    simulated = table[table.world == "simulated"]
+    for hardware, basis in simulated[["hardware", "compute_basis"]].drop_duplicates().itertuples(index=False):
+        notes.append(
+            f"<b>Modelled</b> runs: every learner really trained, in one process, while a modelled clock kept time "
+            f"on the hardware profile <b>{html.escape(str(hardware))}</b> (config.yaml hardware:, cost model in "
+            f"src/asrscale/worlds/costmodel.py; {html.escape(str(basis))}); accuracy is real, times are the model's."
+        )
+    return " ".join(notes)
+
+
+def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
+    """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
+    keys = KEYS
+    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*keys, "world", "epoch_s", "final_dev_loss"]]
+    measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
+    modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
+    pairs = measured.merge(modelled, on=keys, suffixes=("_measured", "_modelled"))
+    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(keys)
+
+
+def _claims_html(rows: pd.DataFrame) -> str:
+    body = "".join(
+        f'<tr><td>{html.escape(r.study)}</td><td class="text">{html.escape(r.claim)}</td>'
+        f'<td class="text">{html.escape(r.rule)}</td><td class="text">{html.escape(r.measured)}</td>'
+        f'<td class="text {r.verdict.split(":")[0].replace(" ", "-")}">{html.escape(r.verdict)}</td></tr>'
+        for r in rows.itertuples()
+    )
+    return (
+        '<h2>The studies\' claims</h2><p class="note">Each claim of shared/reference/algorithms.md, decided from '
+        f"this study's runs by the rule beside it (src/asrscale/analysis/claims.py). Accuracy matches SEQ's within "
+        f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds (half their range); a claimed speedup is "
+        f"reached at {100 * SPEEDUP_SHARE:.0f}% of it, within the spread (other models, other hardware); a setting "
+        "beats another when its mean is better by more than both spreads.</p>"
+        '<table id="claims"><thead><tr><th>study</th><th>claim</th><th>rule</th><th>measured here</th>'
+        f"<th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _validation_html(table: pd.DataFrame) -> str:
+    pairs = modelled_against_measured(table)
+    if pairs.empty:
+        return ""
+    columns = ("algorithm", "P", "seed", "measured s/epoch", "modelled s/epoch", "modelled / measured",
+               "dev loss measured", "dev loss modelled")  # fmt: skip
+    header = "".join(f"<th>{column}</th>" for column in columns)
+    body = "".join(
+        f"<tr><td>{r.algorithm}</td><td>{r.learners}</td><td>{r.seed}</td><td>{r.epoch_s_measured:.1f}</td>"
+        f"<td>{r.epoch_s_modelled:.1f}</td><td>{r.time_ratio:.2f}</td><td>{r.final_dev_loss_measured:.3f}</td>"
+        f"<td>{r.final_dev_loss_modelled:.3f}</td></tr>"
+        for r in pairs.itertuples()
+    )
+    return (
+        '<h2>Modelled against measured</h2><p class="note">The same runs on real MPI ranks (wall clock) and '
+        "simulated (cost model): time per epoch and final dev loss.</p>"
+        f'<table id="validation"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>'
+    )
+
+
+def _skipped_html(reports: list[Path]) -> str:
+    """How many utterances the import and feature extraction left out, and where they are listed."""
+    counts = {report: len(Path(report).read_text().splitlines()) - 1 for report in reports}
+    total = sum(counts.values())
+    if not total:
+        return '<p class="note" id="skipped">No utterance of the corpus was left out as bad input.</p>'
+    listed = ", ".join(f"{n} in {html.escape(str(report))}" for report, n in counts.items() if n)
+    counted = "1 utterance was" if total == 1 else f"{total} utterances were"
+    return (f'<p class="note" id="skipped"><b>{counted} left out as bad input</b> (missing or unreadable '
+            f"audio, no transcript, ...), each listed with its reason: {listed}.</p>")  # fmt: skip
+
+
+def _sweeps_html(points: pd.DataFrame, images: dict[str, str]) -> str:
+    if points.empty:
+        return ""
+    parts = ['<h2>Sweeps</h2><p class="note">One setting varied at a time (study.sweeps in the config); every '
+             "other setting as configured. Mean over seeds with their range.</p>"]  # fmt: skip
+    for setting, group in points.groupby("sweep", sort=True):
+        runs = ", ".join(f"{a} P={p}" for a, p in group.groupby("algorithm").learners.first().items())
+        values = ", ".join(dict.fromkeys(group.value.map(json.dumps)))
+        parts.append(f"<h3>{html.escape(setting)}</h3><p class=\"note\">{html.escape(runs)}; values "
+                     f"{html.escape(values)}.</p>{images[sweep_name(setting)]}")  # fmt: skip
+    return "".join(parts)
+
+
+def _environment_html(table: pd.DataFrame, config: dict) -> str:
+    environment = table.iloc[0]
+    text = json.dumps(config, indent=1, sort_keys=True)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    return (
+        f'<p class="note" id="environment">Environment: {html.escape(str(environment.cpu))} with '
+        f"{environment.cores} cores, GPU: {html.escape(str(environment.gpu))}, torch "
+        f"{html.escape(str(environment.torch))}, {html.escape(str(environment.mpi))}, commit "
+        f"{html.escape(str(environment.commit))[:12]}, study configuration {digest} "
+        f"(sha256 of its JSON).</p><details><summary>The study's configuration</summary><pre>"
+        f"{html.escape(text)}</pre></details>"
+    )
+
+
+def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: list[Path] = (),
+           config: dict | None = None) -> None:  # fmt: skip
+    table = pd.read_csv(results / "runs.tsv", sep="\t").sort_values(KEYS)
+    epochs = pd.read_csv(results / "epochs.tsv", sep="\t")
+    sweeps = pd.read_csv(results / "sweeps.tsv", sep="\t", dtype={"value": str})
+    # each value as the configuration wrote it (a number, a boolean, a string), decoded once
+    points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(
+        table, on=["algorithm", "variant", "learners", "world"]
+    )
+    claims = verdicts(table, points)
+    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges")}
+    images = figures(table, epochs, tables["staleness"], tables["exchanges"], points, figures_dir)
+    header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
+        for _, row in table.iterrows()
+    )
+
+    def section(heading: str, name: str, note: str = "") -> str:
+        if name not in images:
+            return ""
+        return f"<h2>{heading}</h2>" + (f'<p class="note">{note}</p>' if note else "") + images[name]
+
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1150px; margin: 1.5em auto; padding: 0 1em; color: #222; }}
+h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }}
+h3 {{ font-size: 1em; margin-bottom: 0; }} figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
+table {{ border-collapse: collapse; font-size: 0.8em; display: block; overflow-x: auto; }}
+th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-space: nowrap; }}
+th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }} pre {{ font-size: 0.75em; }}
+td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: #e3f4e3; }}
+.not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}{_cost(table)}</ul>
+<p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
+same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
+frames per second.</p>
+{_environment_html(table, config or {})}
+{_skipped_html(skipped)}
+{section("Accuracy", "wer_vs_learners")}
+{section("Speedup", "speedup_vs_learners")}
+{section("Communication", "communication_vs_learners", COMMUNICATION_NOTE)}
+{_claims_html(claims)}
+{_sweeps_html(points, images)}
+{section("Learning curves", "learning_curves")}
+{section("Time split", "time_split", TIME_SPLIT_NOTE)}
+{section("ASGD staleness", "asgd_staleness")}
+{section("ADPSGD pairings", "pairings", PAIRINGS_NOTE)}
+{_validation_html(table)}
+<h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
+</body></html>
+"""
+    atomic_write_text(out, page)
+
+
+COMMUNICATION_NOTE = ("Communication: time inside collectives and exchanges that compute did not hide. Idle: "
+                      "barriers, waiting for slower learners.")  # fmt: skip
+TIME_SPLIT_NOTE = ("Compute: forward, backward and update. Communication: time inside collectives. Data wait: time "
+                   "blocked on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for "
+                   "slower learners), logging.")  # fmt: skip
+PAIRINGS_NOTE = ("How often each pair averaged their models ½–½ in the largest run (H-ADPSGD: nodes, whose leaders "
+                 "exchange), from every learner's record of its partners: the bipartite graph rotates, so every "
+                 "active learner meets every passive one in turn.")  # fmt: skip

@@ -1,7 +1,0 @@
-"""Corpora: one importer per format, and the built-in synthetic corpus, all producing Kaldi-style data dirs."""
-
-from asrscale.corpus.kaldi import import_kaldi
-from asrscale.corpus.librispeech import import_librispeech
-from asrscale.corpus.manifest import import_manifest
-
-IMPORTERS = {"kaldi": import_kaldi, "librispeech": import_librispeech, "manifest": import_manifest}

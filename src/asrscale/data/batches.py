@@ -1,0 +1,144 @@
+"""Batches of normalised features and CTC targets, built by a background thread ahead of compute."""
+
+import os
+import queue
+import random
+import sys
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import torch
+
+from asrscale.data.datadir import read_table
+from asrscale.data.features import Normaliser, read_frame_counts
+from asrscale.data.tokens import Tokens
+
+
+@dataclass
+class Batch:
+    features: torch.Tensor  # (batch, time, dim), zero-padded
+    lengths: torch.Tensor  # (batch,) frames
+    targets: torch.Tensor  # concatenated token ids
+    target_lengths: torch.Tensor  # (batch,)
+    utts: list[str]
+
+    @property
+    def frames(self) -> int:
+        return int(self.lengths.sum())
+
+    def to(self, device: torch.device) -> "Batch":
+        if self.features.device == device:
+            return self
+        moved = {k: v.to(device, non_blocking=True) for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+        return replace(self, **moved)
+
+
+class Subset:
+    """The features, transcripts and frame counts of one subset (train, dev or test)."""
+
+    def __init__(self, data_dir: Path, feats_dir: Path, train_feats_dir: Path, cmvn: str, tokens: Tokens):
+        self.text = read_table(Path(data_dir) / "text")
+        self.frames = read_frame_counts(feats_dir)
+        self.tokens = tokens
+        self._reader = kaldiio.load_scp(str(Path(feats_dir) / "feats.scp"), max_cache_fd=8)  # ark files stay open
+        utt2spk = read_table(Path(data_dir) / "utt2spk")
+        self._normalise = Normaliser(cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz", utt2spk)
+
+    @classmethod
+    def of(cls, data_root: Path, feats_root: Path, name: str, cmvn: str, tokens: Tokens) -> "Subset":
+        """Subset `name` ("train", "dev", ...) of a corpus laid out as <data_root>/<name> and
+        <feats_root>/<name>, normalised with the training set's statistics."""
+        return cls(Path(data_root) / name, Path(feats_root) / name, Path(feats_root) / "train", cmvn, tokens)
+
+    def collate(self, utts: list[str]) -> Batch:
+        feats = [self._normalise(u, self._reader[u]) for u in utts]
+        padded = np.zeros((len(feats), max(len(f) for f in feats), feats[0].shape[1]), np.float32)
+        for i, f in enumerate(feats):
+            padded[i, : len(f)] = f
+        targets = [self.tokens.encode(self.text[u]) for u in utts]
+        return Batch(
+            torch.from_numpy(padded),
+            torch.tensor([len(f) for f in feats]),
+            torch.tensor([t for ts in targets for t in ts], dtype=torch.long),
+            torch.tensor([len(ts) for ts in targets]),
+            list(utts),
+        )
+
+    def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None) -> list[list[str]]:
+        """Utterances grouped into batches of similar length (little padding).
+
+        With a seed: shuffled, then sorted by length within windows of 50 batches, and the batch
+        order shuffled, so each epoch differs; without: sorted by length (evaluation). With
+        `count`, exactly `count` batches whose sizes differ by at most one (every utterance once)."""
+        if seed is None:
+            ordered = sorted(utts, key=lambda u: (self.frames[u], u))
+        else:
+            rng = random.Random(seed)
+            ordered = sorted(utts)
+            rng.shuffle(ordered)
+            window = 50 * batch_size
+            ordered = [
+                u for i in range(0, len(ordered), window) for u in sorted(ordered[i : i + window], key=self.frames.get)
+            ]
+        if count is None:
+            groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
+        else:
+            bounds = [len(ordered) * i // count for i in range(count + 1)]
+            groups = [ordered[a:b] for a, b in zip(bounds, bounds[1:])]
+        if seed is not None:
+            random.Random(seed + 1).shuffle(groups)
+        return groups
+
+
+class Prefetcher:
+    """Builds the next `depth` batches in a thread while the learner computes.
+
+    Reading and padding release the GIL in NumPy and file I/O, so the overlap is real; with
+    depth 0 batches are built in the caller's thread (to measure what overlap saves)."""
+
+    _DONE = object()
+
+    def __init__(self, subset: Subset, groups: list[list[str]], depth: int = 4):
+        self._subset, self._groups, self._depth = subset, groups, depth
+        if depth > 0:
+            self._queue: queue.Queue = queue.Queue(depth)
+            self._error: BaseException | None = None
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._fill, daemon=True)
+            self._thread.start()
+
+    def _fill(self):
+        # The loader yields the cores to the learner's compute threads: with all cores computing,
+        # a loader at equal priority stalls a whole parallel operation whenever it runs. It is
+        # never starved: while the learner waits for a batch, its compute threads are idle.
+        if sys.platform == "linux":  # where a thread has a priority of its own
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        try:
+            for group in self._groups:
+                if self._stop.is_set():
+                    return
+                self._queue.put(self._subset.collate(group))
+        except BaseException as error:  # re-raised in the learner's thread
+            self._error = error
+        self._queue.put(self._DONE)
+
+    def __iter__(self):
+        if self._depth == 0:
+            yield from (self._subset.collate(group) for group in self._groups)
+            return
+        while (batch := self._queue.get()) is not self._DONE:
+            yield batch
+        if self._error is not None:
+            raise self._error
+
+    def close(self):
+        if self._depth > 0:
+            self._stop.set()
+            while self._thread.is_alive():
+                try:
+                    self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    pass

@@ -1,0 +1,57 @@
+"""Kaldi data directories: wav.scp (paths, or commands ending in `|` such as
+`sph2pipe -f wav -p -c 1 file.sph |`), text, optional utt2spk and segments; optional feats.scp,
+whose features are used instead of the audio when features.kind is "kaldi"."""
+
+from pathlib import Path
+
+from asrscale.data.audio import is_command
+from asrscale.data.badinput import BadInput, Skipped
+from asrscale.data.corpus.sources import Entry, read_listing
+
+
+def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of a Kaldi data dir. Relative audio paths are taken from the data dir;
+    without utt2spk each utterance is its own speaker (Kaldi's convention)."""
+    for required in ("wav.scp", "text"):
+        if not (folder / required).is_file():
+            raise BadInput(f"{folder}: no {required}: not a Kaldi data directory")
+    wav, text = read_listing(folder / "wav.scp", skipped), read_listing(folder / "text", skipped)
+    speakers = read_listing(folder / "utt2spk", skipped) if (folder / "utt2spk").is_file() else {}
+    feats = read_listing(folder / "feats.scp", skipped) if (folder / "feats.scp").is_file() else {}
+    audio, segments = {}, {}
+    if (folder / "segments").is_file():
+        for utt, (value, where) in read_listing(folder / "segments", skipped).items():
+            fields = value.split()
+            try:
+                recording, start, end = fields[0], float(fields[1]), float(fields[2])
+            except (IndexError, ValueError):
+                skipped.add(utt, where, f"expected '<utt> <recording> <start> <end>', not {value!r}")
+                continue
+            if recording not in wav:
+                skipped.add(utt, where, f"recording {recording!r} is not in {folder / 'wav.scp'}")
+                continue
+            audio[utt], segments[utt] = (wav[recording][0], where), (recording, start, None if end < 0 else end)
+    else:
+        audio = wav
+
+    entries = []
+    for utt in sorted(audio.keys() | text.keys()):
+        if utt in skipped:
+            continue
+        if utt not in text:
+            skipped.add(utt, audio[utt][1], f"has audio but no transcript in {folder / 'text'}")
+        elif utt not in audio:
+            listed_in = "segments" if segments else "wav.scp"
+            skipped.add(utt, text[utt][1], f"has a transcript but is not in {folder / listed_in}")
+        else:
+            spec = audio[utt][0]
+            if not is_command(spec) and not Path(spec).is_absolute():
+                spec = str(folder / spec)
+            recording, start, end = segments.get(utt, (None, 0.0, None))
+            speaker = speakers.get(utt, (utt, ""))[0]
+            transcript, text_where = text[utt]
+            matrix = feats.get(utt, (None,))[0]
+            entries.append(
+                Entry(utt, spec, transcript, speaker, audio[utt][1], start, end, recording, text_where, matrix)
+            )
+    return entries

@@ -1,0 +1,191 @@
+"""Bringing your own corpus: what every importer yields, the checks all formats share, and what
+happens to bad input.
+
+An importer (`kaldi.py`, `librispeech.py`, `manifest.py`) reads one format into `Entry`s, each
+naming the file and line it came from. `import_subset` gathers the entries of one subset (train,
+dev or test) from any number of sources and writes the data dir the rest of the workflow reads,
+after the checks every format needs: unique ids, a transcript that is valid UTF-8 and not empty
+after normalisation, audio that exists with a readable header, the configured channel, a
+segment inside its recording. A bad utterance is left out and written with its reason to
+`skipped.tsv`, or stops the run, as `corpus.bad_input` says; more than `max_fraction` of a
+subset bad stops it too (the report is written first).
+"""
+
+import re
+import unicodedata
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import kaldiio
+import soundfile
+
+from asrscale.data.audio import is_command, open_audio
+from asrscale.data.badinput import BadInput, BadInputPolicy, Skipped
+from asrscale.data.datadir import DataDir
+from asrscale.data.features import FeatureConfig
+
+
+@dataclass(frozen=True)
+class Entry:
+    utt: str
+    audio: str  # a file path, or a shell command ending in "|" that writes the audio to stdout
+    text: str
+    speaker: str
+    where: str  # "file:line" that names its audio, for messages
+    start: float = 0.0  # seconds into the recording (a segment)
+    end: float | None = None  # None: to the end of the recording
+    recording: str | None = None  # a segment's recording id; None: the utterance is the recording
+    text_where: str | None = None  # "file:line" of its transcript, when not `where`
+    feats: str | None = None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
+
+
+@dataclass(frozen=True)
+class TextNormalisation:
+    """Applied to every transcript on import, so training targets and scoring references agree."""
+
+    lowercase: bool = True
+    punctuation: str = "strip"  # "strip": drop it (apostrophes inside words stay); "keep"
+
+    def __call__(self, text: str) -> str:
+        if self.lowercase:
+            text = text.lower()
+        if self.punctuation == "strip":
+            text = "".join(" " if unicodedata.category(c).startswith("P") and c != "'" else c for c in text)
+            text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
+        return " ".join(text.split())
+
+
+def read_listing(path: Path, skipped: Skipped) -> dict[str, tuple[str, str]]:
+    """A Kaldi-style table `key value...` as key -> (value, "file:line"). A line that is not
+    UTF-8, and every line of a duplicated key, is reported to `skipped` and left out."""
+    table, rejected = {}, set()
+    for number, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
+        where = f"{path}:{number}"
+        key = raw.split(maxsplit=1)[0].decode("utf-8", "replace") if raw.strip() else ""
+        if not key:
+            continue
+        try:
+            value = raw.decode("utf-8").strip().partition(" ")[2].strip()
+        except UnicodeDecodeError as error:
+            skipped.add(key, where, f"not valid UTF-8 ({error.reason} at byte {error.start})")
+            rejected.add(key)
+            continue
+        if key in table or key in rejected:
+            first = table.pop(key, (None, "an earlier line"))[1]
+            skipped.add(key, where, f"duplicate id {key!r} (also at {first})")
+            rejected.add(key)
+            continue
+        table[key] = (value, where)
+    return table
+
+
+def probe(spec: str) -> soundfile._SoundFileInfo:
+    """The audio's header; a BadInput that says what is wrong with it."""
+    if not is_command(spec) and not Path(spec).is_file():
+        raise BadInput(f"audio file {spec} does not exist")
+    try:
+        info = soundfile.info(open_audio(spec))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
+        raise BadInput(f"audio {spec} is not readable: {error}") from None
+    if info.frames == 0:
+        raise BadInput(f"audio {spec} is empty")
+    return info
+
+
+@dataclass(frozen=True)
+class ImportSettings:
+    features: FeatureConfig = field(default_factory=FeatureConfig)  # rate, channel; kind "kaldi": feats.scp
+    text: TextNormalisation = field(default_factory=TextNormalisation)
+    bad_input: BadInputPolicy = field(default_factory=BadInputPolicy)
+
+
+def _features_duration(entry: Entry, features: FeatureConfig) -> float:
+    """Seconds of a Kaldi feature matrix (features.kind "kaldi"), checked against features.bins."""
+    if entry.feats is None:
+        raise BadInput("no feats.scp entry (features.kind is 'kaldi')")
+    try:
+        matrix = kaldiio.load_mat(entry.feats)
+    except Exception as error:  # kaldiio raises many kinds for a bad ark
+        raise BadInput(f"features {entry.feats} are not readable: {error}") from None
+    if matrix.ndim != 2 or matrix.shape[1] != features.bins or not len(matrix):
+        raise BadInput(f"features {entry.feats} are {matrix.shape}; features.bins is {features.bins}")
+    return len(matrix) * features.shift_ms / 1000
+
+
+def _audio_duration(entry: Entry, features: FeatureConfig, headers: dict, rates: set) -> float:
+    """Seconds of the utterance's audio, from its header; BadInput says what is wrong with it."""
+    if entry.audio not in headers:
+        try:
+            headers[entry.audio] = probe(entry.audio)
+        except BadInput as error:
+            headers[entry.audio] = error
+    info = headers[entry.audio]
+    if isinstance(info, BadInput):
+        raise info
+    if info.channels <= features.channel:
+        raise BadInput(f"audio {entry.audio} has {info.channels} channel(s); features.channel is {features.channel}")
+    if info.samplerate != features.sample_rate:
+        rates.add(info.samplerate)
+    end = info.duration if entry.end is None else entry.end
+    if end > info.duration + 0.01:
+        raise BadInput(f"segment ends at {end:g} s, after the end of its recording ({info.duration:.2f} s)")
+    if end - entry.start <= 0:
+        raise BadInput(f"empty segment ({entry.start:g} s to {end:g} s)")
+    return end - entry.start
+
+
+def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skipped) -> DataDir:
+    data, headers, rates, features = DataDir(), {}, set(), settings.features
+    counts: dict[str, int] = {}
+    for entry in entries:
+        counts[entry.utt] = counts.get(entry.utt, 0) + 1
+    for entry in entries:
+        if entry.utt in skipped:
+            continue
+        if counts[entry.utt] > 1:
+            skipped.add(entry.utt, entry.where, f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)")
+            continue
+        text = settings.text(entry.text)
+        if not text:
+            skipped.add(entry.utt, entry.text_where or entry.where, "empty transcript")
+            continue
+        try:
+            if features.kind == "kaldi":
+                duration = _features_duration(entry, features)
+            else:
+                duration = _audio_duration(entry, features, headers, rates)
+        except BadInput as error:
+            skipped.add(entry.utt, entry.where, str(error), "" if features.kind == "kaldi" else entry.audio)
+            continue
+        if features.kind == "kaldi":
+            data.add(entry.utt, None, text, entry.speaker, duration, feats=entry.feats)
+        else:
+            segmented = entry.recording or entry.end is not None
+            segment = (entry.recording or entry.utt, entry.start, entry.end) if segmented else None
+            data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
+    for rate in sorted(rates):
+        print(f"note: some audio is at {rate} Hz; it is resampled to {features.sample_rate} Hz when features are made")
+    return data
+
+
+def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> DataDir:
+    """Import one subset from its sources (each {format, path, prefix}) into the data dir `out`."""
+    from asrscale.data.corpus import IMPORTERS
+
+    out = Path(out)
+    # the watch list sits beside the data dir, which a rerun replaces
+    skipped = Skipped(settings.bad_input, out / "skipped.tsv", "import", out.with_name(f"{out.name}.watch"))
+    entries = []
+    for index, source in enumerate(sources):
+        path, prefix = Path(source["path"]), source.get("prefix", "")
+        if not path.exists():
+            raise BadInput(f"{path} does not exist (source {index} of this subset: {source})")
+        found = IMPORTERS[source["format"]](path, skipped)
+        entries += [replace(e, utt=prefix + e.utt, speaker=prefix + e.speaker) for e in found] if prefix else found
+    total = len({e.utt for e in entries} | set(skipped.rows))
+    data = build_data_dir(entries, settings, skipped)
+    skipped.finish(total)
+    if not data.text:
+        raise BadInput(f"no usable utterance in {[s['path'] for s in sources]}")
+    data.write(out)
+    return data

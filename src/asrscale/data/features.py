@@ -1,0 +1,233 @@
+"""Acoustic features: 40-dim log-mel filterbanks (default) or MFCC with deltas, stored as Kaldi ark/scp.
+
+Normalisation statistics are kept per speaker (sums, squares, counts), so that the loader can
+apply either global CMVN (from the training set's totals) or per-speaker CMVN without another
+pass over the features. Extraction splits a data dir by speaker into parts that run as jobs.
+"""
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import python_speech_features as psf
+import soundfile
+
+from asrscale.data.audio import is_command, read_audio, resample
+from asrscale.data.badinput import BadInput, BadInputPolicy, Skipped
+from asrscale.data.datadir import DataDir, read_table
+from asrscale.io import atomic_write_text
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    # "fbank" (log-mel), "mfcc" (13 cepstra plus deltas and double deltas), or "kaldi": each
+    # utterance's features from its Kaldi data dir's feats.scp (`bins` of them), not its audio
+    kind: str = "fbank"
+    bins: int = 40
+    sample_rate: int = 16000
+    window_ms: float = 25.0
+    shift_ms: float = 10.0
+    cmvn: str = "global"  # "global", "speaker" or "none"
+    channel: int = 0  # of multi-channel audio
+
+    @property
+    def dim(self) -> int:
+        return 39 if self.kind == "mfcc" else self.bins
+
+
+@functools.lru_cache(maxsize=8)
+def _mel_filterbank(bins: int, nfft: int, sample_rate: int) -> np.ndarray:
+    return psf.get_filterbanks(bins, nfft, sample_rate).T.astype(np.float32)
+
+
+def log_mel(audio: np.ndarray, sample_rate: int, window: float, shift: float, bins: int, nfft: int) -> np.ndarray:
+    """python_speech_features' `logfbank`, computed the same way, with its filterbank cached and
+    frames taken as strided views: the same numbers, several times faster."""
+    signal = np.append(audio[:1], audio[1:] - 0.97 * audio[:-1]).astype(np.float32)
+    length, step = int(round(window * sample_rate)), int(round(shift * sample_rate))
+    count = 1 if len(signal) <= length else 1 + int(np.ceil((len(signal) - length) / step))
+    signal = np.pad(signal, (0, max(0, (count - 1) * step + length - len(signal))))
+    frames = np.lib.stride_tricks.sliding_window_view(signal, length)[::step][:count]
+    power = np.abs(np.fft.rfft(frames, nfft)) ** 2 / nfft
+    energies = power.astype(np.float32) @ _mel_filterbank(bins, nfft, sample_rate)
+    return np.log(np.where(energies == 0, np.finfo(float).eps, energies)).astype(np.float32)
+
+
+def compute(audio: np.ndarray, config: FeatureConfig) -> np.ndarray:
+    window, shift = config.window_ms / 1000, config.shift_ms / 1000
+    nfft = 1 << (int(window * config.sample_rate) - 1).bit_length()
+    if config.kind == "fbank":
+        return log_mel(audio, config.sample_rate, window, shift, config.bins, nfft)
+    cepstra = psf.mfcc(audio, config.sample_rate, window, shift, 13, config.bins, nfft)
+    deltas = psf.delta(cepstra, 2)
+    return np.hstack([cepstra, deltas, psf.delta(deltas, 2)]).astype(np.float32)
+
+
+MIN_FRAMES = 10  # shorter utterances (0.1 s) are left out: too short to learn from
+SILENCE = 1e-4  # peak amplitude below which audio is silent (-80 dBFS)
+
+
+def _utterance_audio(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """The utterance's samples at the configured rate; BadInput says what is wrong with them."""
+    audio, start, end = data.audio(utt)
+    try:
+        samples, rate = read_audio(audio, start, end, config.channel)
+    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+        raise BadInput(f"unreadable audio: {error}") from None
+    if len(samples) == 0:
+        raise BadInput("empty audio")
+    if np.abs(samples).max() < SILENCE:
+        raise BadInput("silent audio (peak below -80 dBFS)")
+    if rate != config.sample_rate:
+        resampled.add(rate)
+        samples = resample(samples, config.sample_rate, rate).astype(np.float32)
+    return samples
+
+
+class FeatureCache:
+    """Features already computed, one .npy per utterance, keyed by its audio (path, span, size and
+    modification time) and the feature settings: a rerun after the user fixes some of the input
+    computes only what changed."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def path(self, audio: tuple[str, float, float | None], config: FeatureConfig) -> Path:
+        try:
+            state = "" if is_command(audio[0]) else (lambda s: f"{s.st_size}:{s.st_mtime_ns}")(os.stat(audio[0]))
+        except OSError:
+            state = "missing"
+        key = hashlib.sha1(json.dumps([*audio, state, asdict(config)]).encode()).hexdigest()
+        return self.folder / key[:2] / f"{key}.npy"
+
+    def load(self, path: Path) -> np.ndarray | None:
+        return np.load(path) if path.is_file() else None
+
+    def save(self, path: Path, feats: np.ndarray) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as tmp:
+            np.save(tmp, feats)
+        os.replace(tmp.name, path)
+
+
+def _kaldi_features(entry: str, config: FeatureConfig) -> np.ndarray:
+    try:
+        feats = kaldiio.load_mat(entry)
+    except Exception as error:  # kaldiio raises many kinds for a bad ark
+        raise BadInput(f"features {entry} are not readable: {error}") from None
+    if feats.ndim != 2 or feats.shape[1] != config.bins:
+        raise BadInput(f"features {entry} are {feats.shape}; features.bins is {config.bins}")
+    return feats.astype(np.float32)
+
+
+def _features(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """The utterance's features: computed from its audio, or read from its feats.scp entry."""
+    if config.kind == "kaldi":
+        feats = _kaldi_features(data.feats[utt], config)
+    else:
+        feats = compute(_utterance_audio(data, utt, config, resampled), config)
+    if len(feats) < MIN_FRAMES:
+        raise BadInput(f"{len(feats)} frames, fewer than {MIN_FRAMES}")
+    return feats
+
+
+def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, out_prefix: Path,
+                 bad_input: BadInputPolicy | None = None, cache: FeatureCache | None = None) -> None:  # fmt: skip
+    """Features of the speakers `part`, `part + parts`, ... into `<prefix>.ark/.scp` plus CMVN
+    stats; utterances whose audio cannot be used are left out and listed in `<prefix>.skipped`."""
+    out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    cache = cache if config.kind != "kaldi" else None  # reading Kaldi features is as cheap as the cache
+    speakers = sorted(data.spk2utt.items())[part::parts]
+    stats, frames, resampled, reused = {}, {}, set(), 0
+    skipped = Skipped(
+        bad_input or BadInputPolicy(), Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
+    )
+    ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:
+        for speaker, utts in speakers:
+            total, squares, count = np.zeros(config.dim), np.zeros(config.dim), 0
+            for utt in utts:
+                audio = None if config.kind == "kaldi" else data.audio(utt)
+                where = data.feats[utt] if audio is None else audio[0]
+                cached = cache.path(audio, config) if cache else None
+                feats = cache.load(cached) if cache else None
+                reused += feats is not None
+                if feats is None:
+                    try:
+                        feats = _features(data, utt, config, resampled)
+                    except BadInput as error:
+                        skipped.add(utt, where, str(error), "" if audio is None else where)
+                        continue
+                    if cache:
+                        cache.save(cached, feats)
+                writer(utt, feats)
+                frames[utt] = len(feats)
+                total += feats.sum(0)
+                squares += (feats.astype(np.float64) ** 2).sum(0)
+                count += len(feats)
+            if count:
+                stats[speaker] = (total, squares, count)
+    if cache:
+        print(f"{len(frames) - reused} utterances computed, {reused} taken from the cache {cache.folder}")
+    for rate in sorted(resampled):
+        print(f"note: audio at {rate} Hz was resampled to {config.sample_rate} Hz")
+    skipped.finish(sum(len(utts) for _, utts in speakers))
+    np.savez(f"{out_prefix}.cmvn.npz", **{s: np.concatenate([t, q, [c]]) for s, (t, q, c) in stats.items()})
+    atomic_write_text(Path(f"{out_prefix}.frames"), "".join(f"{u} {n}\n" for u, n in sorted(frames.items())))
+    Path(f"{scp}.tmp").rename(scp)
+
+
+def combine_parts(prefixes: list[Path], out_dir: Path) -> None:
+    """One feats.scp, utt2num_frames and cmvn.npz for a subset from its parts."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scp_lines, frame_lines, skipped_lines, stats = [], [], [], {}
+    for prefix in prefixes:
+        scp_lines.append(Path(f"{prefix}.scp").read_text())
+        frame_lines.append(Path(f"{prefix}.frames").read_text())
+        header, *rows = Path(f"{prefix}.skipped").read_text().splitlines(keepends=True)
+        skipped_lines += rows
+        with np.load(f"{prefix}.cmvn.npz") as part_stats:
+            stats.update({speaker: part_stats[speaker] for speaker in part_stats.files})
+    np.savez(out_dir / "cmvn.npz", **stats)
+    atomic_write_text(out_dir / "utt2num_frames", "".join(frame_lines))
+    atomic_write_text(out_dir / "skipped.tsv", header + "".join(skipped_lines))
+    atomic_write_text(out_dir / "feats.scp", "".join(scp_lines))
+
+
+class Normaliser:
+    """Mean and variance normalisation from per-speaker statistics."""
+
+    def __init__(self, mode: str, train_stats: Path, subset_stats: Path, utt2spk: dict[str, str]):
+        if mode not in ("global", "speaker", "none"):
+            raise ValueError(f"cmvn must be 'global', 'speaker' or 'none', not {mode!r}")
+        self.mode, self.utt2spk = mode, utt2spk
+        with np.load(train_stats) as stats:
+            self._global = self._moments(sum(stats[s] for s in stats.files))
+        self._speakers = {}
+        if mode == "speaker":
+            with np.load(subset_stats) as stats:
+                self._speakers = {s: self._moments(stats[s]) for s in stats.files}
+
+    @staticmethod
+    def _moments(stats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dim = (len(stats) - 1) // 2
+        count = stats[-1]
+        mean = stats[:dim] / count
+        std = np.sqrt(np.maximum(stats[dim : 2 * dim] / count - mean**2, 1e-8))
+        return mean.astype(np.float32), (1 / std).astype(np.float32)
+
+    def __call__(self, utt: str, feats: np.ndarray) -> np.ndarray:
+        if self.mode == "none":
+            return feats
+        mean, inv_std = self._speakers[self.utt2spk[utt]] if self.mode == "speaker" else self._global
+        return (feats - mean) * inv_std
+
+
+def read_frame_counts(folder: Path) -> dict[str, int]:
+    return {utt: int(n) for utt, n in read_table(Path(folder) / "utt2num_frames").items()}

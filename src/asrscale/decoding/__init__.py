@@ -1,0 +1,1 @@
+"""Decoding a trained model and scoring its hypotheses."""

@@ -1,0 +1,1 @@
+"""Training: models, learners, the training loop, the algorithms, and calibration of compute."""

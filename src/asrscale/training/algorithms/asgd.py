@@ -1,0 +1,111 @@
+"""ASGD: asynchronous SGD against a parameter server. S. Zhang, C. Zhang, Z. You, R. Zheng and
+B. Xu, "Asynchronous stochastic gradient descent for DNN training", ICASSP 2013; the foil of
+G. Cong, B. Kingsbury et al., MLHPC 2017.
+
+World rank 0 is the server: it holds the global model and its optimizer. Each learner loops:
+compute a gradient on its copy of the model, push it, and receive the model the server holds
+after applying it. The server applies gradients in the order they arrive, with no barrier, so a
+gradient is stale by the updates other learners made since its learner's last pull (about P-1).
+The server records, for every applied gradient, its learner and staleness (server version at
+apply minus version at pull). Options: `staleness_lr` divides the learning rate by
+1 + staleness; `max_staleness` drops (does not apply) gradients staler than the bound.
+
+The exchange is two-sided (send, then receive the reply), so the server needs no asynchronous
+progress from MPI: it waits in a receive for whichever learner sends first. A message is the
+payload with a small header (kind, version, learning rate) in the payload's own dtype and device,
+so that nothing is promoted or moved: float32 holds versions exactly up to 2**24.
+"""
+
+import torch
+
+from asrscale.training.algorithms.base import Algorithm
+from asrscale.worlds import ops
+
+SERVER = 0
+GRADIENT, PULL, DONE, MODEL, SAVE, SAVED = range(6)
+MAX_VERSION = 2**24  # the largest count a float32 header holds exactly
+
+
+def header(like: torch.Tensor, *values: float) -> torch.Tensor:
+    """Message header values in the payload's dtype, on its device."""
+    return torch.tensor(values, dtype=like.dtype, device=like.device)
+
+
+class AsynchronousSGD(Algorithm):
+    name = "asgd"
+    servers = 1
+
+    def __init__(self, layout, staleness_lr: bool = False, max_staleness: int | None = None):
+        super().__init__(layout)
+        if max_staleness is not None and max_staleness < 0:
+            raise ValueError(f"asgd: max_staleness must be at least 0, not {max_staleness}")
+        self.staleness_lr, self.max_staleness = staleness_lr, max_staleness
+        # a learner's: the server's version at its last pull; the server's: its own, and a record
+        # per pushed gradient
+        self.version, self.records = 0, []
+
+    # the learners' side
+    def _request(self, learner, kind: int, lr: float = 0.0, payload=None):
+        like = learner.parameters[0]
+        meta = header(like, kind, self.version, lr)
+        yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
+        if kind != DONE:
+            reply = header(like, 0)
+            yield ops.Receive([*learner.state, reply], SERVER, tag=MODEL)
+            self.version = int(reply.item())
+
+    def start(self, learner):
+        yield from self._request(learner, PULL)
+
+    def step(self, learner, batch, lr):
+        loss = yield from learner.backward(batch)
+        yield from self._request(learner, GRADIENT, lr, learner.gradients)
+        return loss
+
+    def consensus(self, learner):
+        # once every learner has its last reply no gradient is in flight: all pull one model
+        yield ops.Barrier("learners")
+        yield from self._request(learner, PULL)
+        yield ops.Barrier("learners")
+
+    def finish(self, learner):
+        yield from self._request(learner, DONE)
+
+    def checkpoint(self, learner, step):
+        # learner 0 has the server save its state, and waits until it has
+        if self.layout.rank == 0:
+            like = learner.parameters[0]
+            meta = header(like, SAVE, self.version, step)
+            yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=SAVE)
+            yield ops.Receive([header(like, 0)], SERVER, tag=SAVED)
+
+    # the server's side
+    def serve(self, learner, checkpoint):
+        """Apply gradients as they come until every learner is done, recording for every pushed
+        gradient (learner, version at pull, version at apply, staleness, applied)."""
+        gradients = [torch.zeros_like(p) for p in learner.parameters]
+        meta = header(gradients[0], 0, 0, 0)
+        active = self.layout.size
+        while active:
+            source, _ = yield ops.Receive([*gradients, meta])
+            kind, pulled, lr = meta.tolist()
+            kind, pulled = int(kind), int(pulled)
+            if kind == DONE:
+                active -= 1
+                continue
+            if kind == SAVE:
+                checkpoint(int(lr))  # a SAVE's third value is the step
+                yield ops.Send([header(meta, 1)], source, tag=SAVED)
+                continue
+            if kind == GRADIENT:
+                staleness = self.version - pulled
+                applied = self.max_staleness is None or staleness <= self.max_staleness
+                if applied:
+                    for parameter, gradient in zip(learner.parameters, gradients):
+                        parameter.grad = gradient.clone()
+                    yield from learner.update(lr / (1 + staleness) if self.staleness_lr else lr)
+                    self.version += 1
+                    if self.version >= MAX_VERSION:
+                        raise ValueError(f"asgd: over {MAX_VERSION} server updates; a float32 header counts no further")
+                self.records.append((source - self.servers, pulled, self.version, staleness, applied))
+            yield ops.Send([*learner.state, header(meta, self.version)], source, tag=MODEL)

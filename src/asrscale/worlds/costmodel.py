@@ -1,0 +1,284 @@
+"""The cost model of the simulated world, in one place: how long each request takes on a modelled
+cluster. Every parameter comes from a named hardware profile in config.yaml (`hardware:`) or from
+a calibration measured on the machine that runs the simulation.
+
+Compute. A forward and backward pass over a minibatch of F input frames takes a + b·F seconds,
+an optimizer update u seconds and NG-SGD preconditioning n seconds. A profile's `device` says
+whose compute that is:
+- "shared": the learners of one machine of the profile share the machine that runs the
+  simulation, as MPI ranks here do, at its calibrated rates (`calibrate`, on the device that
+  `train.device` gives the process). On the CPU, R ranks on C cores have max(1, C // R) threads
+  each (the calibration at that thread count) and run max(1, R / C) times slower when the cores
+  are oversubscribed; on G GPUs they run max(1, R / G) times slower.
+- "dedicated": each learner has a device of its own (a GPU), whose rates the profile states in
+  absolute terms (`compute`: measured by `asrscale calibrate` on such a device, with the model it
+  was measured with), times `compute.relative_speed` for a device assumed faster or slower than
+  the one measured. For another model the rates are carried over by the ratio of forward FLOPs
+  per frame (a, b) and of parameters (u, n). So a dedicated profile's modelled times do not
+  depend on the machine that runs the simulation.
+Data. Building a minibatch of F frames takes F / `data_frames_per_s` seconds (calibrated when
+null). With prefetch (train.prefetch = D > 0) a loader builds batches back to back while the
+learner computes, at most D ahead; without, the learner waits for the whole build.
+
+Communication, over a link of latency α and bandwidth β: the node link between ranks on one
+machine of the profile (`learners_per_node` learners each), the network link otherwise (a
+collective uses the network link if it spans machines).
+- point to point, n bytes: α + n/β; a rank's link carries one message in and one out at a time,
+  so messages to one rank (ASGD's parameter server) queue behind each other: contention.
+- allreduce over R ranks (ring): 2(R-1)·α + 2(R-1)/R · n/β;
+- broadcast (binomial tree): ⌈log₂R⌉·(α + n/β);
+- barrier and the small reductions of statistics: 2⌈log₂R⌉·α.
+"""
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from asrscale.provenance import available_cores
+from asrscale.training.loop import Learner, make_optimizer
+from asrscale.training.models import build_model, flops_per_frame
+from asrscale.training.natural_gradient import NaturalGradient
+from asrscale.worlds.devices import describe, resolve_device, synchronize
+
+DEVICES = ("shared", "dedicated")
+RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "precondition_s")
+
+
+@dataclass(frozen=True)
+class Link:
+    latency_us: float
+    bandwidth_gbps: float  # gigabits per second
+
+    def __post_init__(self):
+        if self.latency_us < 0 or self.bandwidth_gbps <= 0:
+            raise ValueError(f"a link needs latency_us >= 0 and bandwidth_gbps > 0, not {self}")
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * 1e-6
+
+    def seconds(self, nbytes: int) -> float:
+        return nbytes * 8 / (self.bandwidth_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """A dedicated device's compute, measured on one device for one model (`asrscale calibrate`
+    prints it for the machine it runs on)."""
+
+    measured_on: str
+    flops_per_frame: float  # of the model measured
+    parameters: int
+    backward_s_per_batch: float
+    backward_s_per_frame: float
+    update_s: float
+    precondition_s: float
+    relative_speed: float = 1.0  # the profile's device against the one measured
+
+    def __post_init__(self):
+        if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
+            raise ValueError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
+
+    def rates_for(self, model: dict) -> dict:
+        """The rates for `model` ({flops_per_frame, parameters}), at this device's speed."""
+        work = model["flops_per_frame"] / self.flops_per_frame / self.relative_speed
+        size = model["parameters"] / self.parameters / self.relative_speed
+        return {"backward_s_per_batch": self.backward_s_per_batch * work,
+                "backward_s_per_frame": self.backward_s_per_frame * work,
+                "update_s": self.update_s * size, "precondition_s": self.precondition_s * size}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A named hardware profile (config.yaml `hardware.<name>`); see the module docstring."""
+
+    name: str
+    device: str = "shared"
+    learners_per_node: int = 1024
+    compute: Compute | None = None
+    data_frames_per_s: float | None = None
+    node_link: Link = field(default_factory=lambda: Link(3.3, 35.0))
+    network_link: Link = field(default_factory=lambda: Link(20.0, 10.0))
+    jitter: float = 0.0
+    stragglers: dict = field(default_factory=dict)  # learner rank -> slowdown factor
+
+    @classmethod
+    def from_config(cls, name: str, settings: dict) -> "Hardware":
+        settings = {key: value for key, value in settings.items() if key != "description"}
+        for key in ("node_link", "network_link"):
+            if key in settings:
+                settings[key] = Link(**settings[key])
+        if settings.get("compute") is not None:
+            try:
+                settings["compute"] = Compute(**settings["compute"])
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"hardware.{name}.compute: {error}") from None
+        settings["stragglers"] = {int(rank): float(f) for rank, f in settings.get("stragglers", {}).items()}
+        return cls(name=name, **settings)
+
+    def __post_init__(self):
+        if self.device not in DEVICES:
+            raise ValueError(f"hardware.{self.name}.device must be one of {DEVICES}, not {self.device!r}")
+        if (self.device == "dedicated") != (self.compute is not None):
+            raise ValueError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
+                             "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
+        if self.learners_per_node < 1 or self.jitter < 0:
+            raise ValueError(f"hardware.{self.name}: learners_per_node >= 1 and jitter >= 0 expected")
+
+
+def _drain(program) -> None:
+    """Run a learner's generator alone, ignoring what it asks of a world."""
+    for _ in program:
+        pass
+
+
+def _seconds(function, repeat: int = 1, warmup: int = 0) -> float:
+    """Mean seconds of `repeat` calls after `warmup` untimed ones (a GPU loads a kernel's code
+    at its first launch, and a library at its first call)."""
+    for _ in range(warmup):
+        function()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        function()
+    return (time.perf_counter() - start) / repeat
+
+
+def calibrate(train_config, model_config, feature_config, train_set, batches: int = 12) -> dict:
+    """Time this model on this process's device (`train.device`): forward-backward seconds
+    a + b·frames (least squares over minibatches of the training data), update and
+    preconditioning seconds; on the CPU at one thread and at all cores. Also the single-thread
+    data loading rate, and the model's size, by which a profile's measured compute carries over."""
+    device = resolve_device(train_config.device)
+    groups = train_set.batches(sorted(train_set.frames), train_config.batch_size, seed=train_config.seed)
+    groups = groups[: batches + 2]
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    load_s = [_seconds(lambda g=g: train_set.collate(g)) for g in groups]
+    minibatches = [train_set.collate(g) for g in groups]
+    frames = sum(b.frames for b in minibatches)
+    calibration = {"device": device.type, "device_name": describe(device), "cores": available_cores(),
+                   "gpus": torch.cuda.device_count() if device.type == "cuda" else 0,
+                   "data_frames_per_s": frames / sum(load_s), "by_threads": {}}  # fmt: skip
+    thread_counts = sorted({1, available_cores()}) if device.type == "cpu" else [available_cores()]
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        torch.manual_seed(train_config.seed)
+        model = build_model(model_config, feature_config.dim, len(train_set.tokens)).to(device)
+        learner = Learner(model, make_optimizer(train_config, model), train_config.clip_grad_norm, "calibration")
+        calibration["by_threads"][str(threads)] = _time_learner(learner, minibatches, train_config.lr)
+    calibration["model"] = {"flops_per_frame": flops_per_frame(model_config, feature_config.dim, len(train_set.tokens)),
+                            "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
+    torch.set_num_threads(threads_before)
+    return calibration
+
+
+def measured_compute(calibration: dict, environment: dict) -> dict:
+    """A dedicated profile's `compute` from a calibration: what to paste into config.yaml."""
+    fastest = calibration["by_threads"][str(max(int(t) for t in calibration["by_threads"]))]
+    packages = environment.get("packages", {})
+    return {"measured_on": f"{calibration['device_name']}, torch {packages.get('torch')}, by asrscale calibrate "
+                           f"on {time.strftime('%Y-%m-%d')}",
+            **calibration["model"], **{rate: float(f"{fastest[rate]:.4g}") for rate in RATES}}  # fmt: skip
+
+
+def _time_learner(learner, minibatches, lr: float) -> dict:
+    for batch in minibatches[:2]:  # warm-up
+        _drain(learner.backward(batch))
+    timed = minibatches[2:]
+    frames = np.array([b.frames for b in timed], dtype=float)
+    seconds = np.array([_seconds(lambda b=b: _drain(learner.backward(b))) for b in timed])
+    slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
+    if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
+        slope, intercept = seconds.sum() / frames.sum(), 0.0
+    natural_gradient = NaturalGradient(learner.parameters, len(timed[0].utts))
+    period = natural_gradient.update_period
+
+    def precondition():
+        natural_gradient.precondition()
+        synchronize(learner.device)
+
+    return {
+        "backward_s_per_frame": float(slope),
+        "backward_s_per_batch": float(intercept),
+        "update_s": _seconds(lambda: _drain(learner.update(lr)), 5, warmup=2),
+        # two refresh periods, so the eigendecompositions weigh as they do in a run
+        "precondition_s": _seconds(precondition, 2 * period, warmup=period),
+        "frames_per_s": float(frames.sum() / seconds.sum()),
+    }
+
+
+class CostModel:
+    """Seconds for each request on a hardware profile (see the module docstring); `calibration`,
+    this machine's, gives a shared device's rates, the data loading rate a profile leaves open,
+    and the size of the model that a dedicated device's measured compute is carried over to."""
+
+    def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1):
+        self.hardware, self.calibration = hardware, calibration
+        self.rng = np.random.default_rng(seed)
+        if hardware.compute is not None:
+            if "model" not in calibration:
+                raise ValueError("the calibration predates dedicated profiles' measured compute: delete it, and "
+                                 "the workflow calibrates again")  # fmt: skip
+            self.dedicated_rates = hardware.compute.rates_for(calibration["model"])
+        self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]
+
+    def _rates(self, ranks_on_machine: int) -> tuple[dict, float]:
+        """The rates that apply to one rank, and how much slower it runs."""
+        if self.hardware.device == "dedicated":
+            return self.dedicated_rates, 1.0
+        by_threads = {int(t): rates for t, rates in self.calibration["by_threads"].items()}
+        if self.calibration.get("device", "cpu") != "cpu":  # one calibration of the GPU, shared in turn
+            return by_threads[max(by_threads)], max(1.0, ranks_on_machine / self.calibration["gpus"])
+        cores = self.calibration["cores"]
+        threads = max(1, cores // ranks_on_machine)
+        nearest = max(t for t in by_threads if t <= threads) if min(by_threads) <= threads else min(by_threads)
+        return by_threads[nearest], max(1.0, ranks_on_machine / cores)
+
+    def compute_s(self, kind: str, frames: int, learner: int | None, ranks_on_machine: int) -> float:
+        rates, slowdown = self._rates(ranks_on_machine)
+        if kind == "backward":
+            seconds = rates["backward_s_per_batch"] + rates["backward_s_per_frame"] * frames
+            if self.hardware.jitter:
+                sigma = self.hardware.jitter
+                seconds *= math.exp(sigma * self.rng.standard_normal() - sigma**2 / 2)
+        elif kind == "update":
+            seconds = rates["update_s"]
+        elif kind == "precondition":
+            seconds = rates["precondition_s"]
+        else:
+            raise ValueError(f"no cost for compute of kind {kind!r}")
+        return seconds * slowdown * self.hardware.stragglers.get(learner, 1.0)
+
+    def load_s(self, frames: int) -> float:
+        return frames / self.data_frames_per_s
+
+    def link(self, same_node: bool) -> Link:
+        return self.hardware.node_link if same_node else self.hardware.network_link
+
+    def point_to_point_s(self, nbytes: int, same_node: bool) -> float:
+        link = self.link(same_node)
+        return link.latency_s + link.seconds(nbytes)
+
+    def allreduce_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
+        link = self.link(same_node)
+        return 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * link.seconds(nbytes)
+
+    def broadcast_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
+        link = self.link(same_node)
+        return math.ceil(math.log2(ranks)) * (link.latency_s + link.seconds(nbytes))
+
+    def small_s(self, ranks: int, same_node: bool) -> float:
+        return 2 * math.ceil(math.log2(ranks)) * self.link(same_node).latency_s
+
+    def description(self) -> dict:
+        """What the modelled times rest on: the profile, and this machine's calibration where a
+        shared device's rates (or the data loading rate) come from it."""
+        described = {"hardware": asdict(self.hardware)}
+        if self.hardware.device == "dedicated":
+            described["compute"] = self.dedicated_rates
+        if self.hardware.device == "shared" or not self.hardware.data_frames_per_s:
+            described["calibration"] = self.calibration
+        return described

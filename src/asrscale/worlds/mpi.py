@@ -1,0 +1,307 @@
+"""The MPI world: learner requests (`asrscale.worlds.ops`) carried out on real ranks with mpi4py.
+
+Tensors travel through their buffers, never pickled on the hot path. Every request is timed
+into the rank's `TimeSplit`: collectives and waits as communication, barriers as idle, and the
+compute and data-wait time the learner reports.
+
+Model-sized transfers (allreduce, broadcast, ADPSGD's exchange) go by one of three `COLLECTIVES`:
+"mpi" through host buffers (a GPU tensor is copied to and from the host), "cuda-aware-mpi" with
+GPU buffers handed to MPI as they are (an MPI built with CUDA support, mpi4py built against it),
+or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on the CPU). ASGD's
+point-to-point messages to its server, barriers and small reductions always go by MPI.
+"""
+
+import ctypes
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from functools import singledispatchmethod
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+from asrscale.provenance import available_cores
+from asrscale.worlds import ops
+from asrscale.worlds.devices import gpu_identity, resolve_device
+from asrscale.worlds.ops import flatten, unflatten
+from asrscale.worlds.timing import TimeSplit
+
+COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
+
+
+def mpi_cuda_support() -> bool | None:
+    """Whether the loaded MPI library says it takes GPU buffers (MPICH and Open MPI both answer
+    `MPIX_Query_cuda_support`); None where it cannot tell."""
+    try:
+        with open("/proc/self/maps") as maps:
+            libraries = sorted(set(re.findall(r"/\S*libmpi[^/\s]*\.so[.\d]*", maps.read())))
+        for library in libraries:
+            query = getattr(ctypes.CDLL(library), "MPIX_Query_cuda_support", None)
+            if query is not None:
+                return bool(query())
+    except OSError:
+        pass
+    return None
+
+
+def choose_collectives(requested: str, gpus: list[str | None], mpi_cuda: bool | None) -> str:
+    """How model-sized transfers go, given every rank's GPU (`gpu_identity`, None on the CPU).
+    auto: NCCL (torch) where every rank has a GPU of its own, else MPI through host memory. A
+    choice that cannot work on these ranks stops here, before any training, naming the setting."""
+    if requested not in ("auto", *COLLECTIVES):
+        raise ValueError(f"mpi.collectives must be auto or one of {COLLECTIVES}, not {requested!r}")
+    on_gpus = all(g is not None for g in gpus)
+    own_gpus = on_gpus and len(set(gpus)) == len(gpus)
+    if requested == "auto":
+        return "torch" if own_gpus else "mpi"
+    if requested == "torch" and on_gpus and not own_gpus:
+        raise ValueError(
+            f"mpi.collectives is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
+            "and NCCL needs a GPU per rank: set mpi.collectives to auto or mpi"
+        )
+    if requested == "cuda-aware-mpi" and any(g is not None for g in gpus) and mpi_cuda is False:
+        library = MPI.Get_library_version().splitlines()[0].strip()
+        raise ValueError(
+            f"mpi.collectives is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
+            "set mpi.collectives to auto or mpi"
+        )
+    return requested
+
+
+class MPIWorld:
+    """The world of real MPI ranks, timed by the wall clock. Ranks below `servers` serve (e.g.
+    ASGD's parameter server); the others are learners. Every rank's layout counts the learners
+    (`size`), so a server knows whom it serves.
+
+    Learners are grouped into nodes by MPI's shared-memory split, or `learners_per_node` at a
+    time when given (so that 4 ranks on one machine can act as 2 nodes of 2). A request that
+    has not completed after `timeout_s` (a peer hangs) ends every rank with an error naming this
+    one; a peer that dies ends the job through the MPI launcher.
+
+    `device` (train.device) places the rank: on a GPU, the machine's GPU of the rank's index among
+    the ranks there; `collectives` is agreed by every rank (`choose_collectives`)."""
+
+    def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
+                 timeout_s: float | None = None, name: str = "asrscale", collectives: str = "auto",
+                 device: str = "cpu"):  # fmt: skip
+        world = mpi_comm or MPI.COMM_WORLD
+        self.world, self.clock = world, TimeSplit()
+        self.rank, self.size = world.Get_rank(), world.Get_size()
+        self.label = f"{name}: rank {self.rank} of {self.size}"
+        if self.size <= servers:
+            raise ValueError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
+        self.serving = self.rank < servers
+        learners = world.Split(1 if self.serving else 0, self.rank)
+        if learners_per_node:
+            node = learners.Split(learners.Get_rank() // learners_per_node, learners.Get_rank())
+        else:
+            node = learners.Split_type(MPI.COMM_TYPE_SHARED, learners.Get_rank())
+        node_rank = node.Get_rank()
+        leaders = learners.Split(0 if node_rank == 0 else MPI.UNDEFINED, learners.Get_rank())
+        self.groups = {"world": world, "learners": learners, "node": node, "leaders": leaders}
+        node_index = np.array([learners.Get_rank() if node_rank == 0 else 0])
+        node.Bcast(node_index, root=0)  # the node's id: its leader's learner rank
+        leader_ids = sorted(set(learners.allgather(int(node_index[0]))))
+        self.layout = ops.Layout(
+            rank=learners.Get_rank(), size=self.size - servers, node=leader_ids.index(int(node_index[0])),
+            node_rank=node_rank, node_size=node.Get_size(), nodes=len(leader_ids), servers=servers,
+        )  # fmt: skip
+
+        # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
+        here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
+        # which of the machine's GPUs is this rank's: SLURM's number for it where srun started this
+        # very rank (mpiexec's ranks inherit the numbers of the shell they were started from)
+        started_by_srun = os.environ.get("SLURM_PROCID") == str(self.rank) and "SLURM_LOCALID" in os.environ
+        self.local_rank = int(os.environ["SLURM_LOCALID"]) if started_by_srun else here.Get_rank()
+        cores = os.environ.get("SLURM_CPUS_PER_TASK")
+        self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
+        self.device = resolve_device(device, self.local_rank)
+        gpus = world.allgather(gpu_identity(self.device))
+        mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
+        self.collectives = choose_collectives(collectives, gpus, mpi_cuda)
+        self.torch_groups = self._torch_groups() if self.collectives == "torch" else None
+        self.loads_in_background = True
+        self._pending: tuple[float, object] | None = None
+        if timeout_s:
+            threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
+
+    def _torch_groups(self) -> dict:
+        """torch.distributed over the same ranks, with a process group per MPI group (every rank
+        must create every group, its own or not, in one order)."""
+        if self.rank == 0:
+            with socket.socket() as probe:  # a free port for the rendezvous
+                probe.bind(("", 0))
+                address = (socket.gethostname(), probe.getsockname()[1])
+        address = self.world.bcast(address if self.rank == 0 else None, root=0)
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method="tcp://{}:{}".format(*address), rank=self.rank,
+                                world_size=self.size)  # fmt: skip
+        groups = {"world": None}
+        for name in ("learners", "node", "leaders"):
+            mine = self.groups[name]
+            members = tuple(mine.allgather(self.rank)) if mine != MPI.COMM_NULL else ()
+            every = sorted({m for m in self.world.allgather(members) if m})
+            made = {m: dist.new_group(list(m)) for m in every}
+            groups[name] = made.get(members)
+        return groups
+
+    def _watch(self, timeout_s: float) -> None:
+        while True:
+            time.sleep(min(1.0, timeout_s / 4))
+            pending = self._pending
+            if pending is not None and time.monotonic() - pending[0] > timeout_s:
+                request = type(pending[1]).__name__
+                print(
+                    f"asrscale: {self.label}: no progress for {timeout_s:g} s "
+                    f"in {request} (a peer has hung or died); ending the job",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(1)  # let the launcher forward the message before Abort kills the ranks
+                self.world.Abort(3)
+
+    def description(self) -> dict:
+        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "collectives": self.collectives}
+
+    def launch(self, program) -> None:
+        """Run this rank's program: `program(layout, serving, clock)` makes it."""
+        self.run(program(self.layout, self.serving, self.clock))
+
+    def run(self, program):
+        """Drive a learner (or server) program to its end; returns what it returns."""
+        result = None
+        while True:
+            try:
+                request = program.send(result)
+            except StopIteration as done:
+                return done.value
+            self._pending = (time.monotonic(), request)
+            result = self.execute(request)
+            self._pending = None
+
+    @singledispatchmethod
+    def execute(self, request):
+        raise TypeError(f"the MPI world cannot carry out {request!r}")
+
+    @execute.register
+    def _(self, request: ops.Compute):
+        self.clock.add("compute", request.seconds)
+
+    @execute.register
+    def _(self, request: ops.DataWait):
+        self.clock.add("data_wait", request.seconds)
+
+    def _buffer(self, flat: torch.Tensor):
+        """What MPI reads and writes for `flat`: its memory, or a host copy of a GPU tensor."""
+        if not flat.is_cuda:
+            return flat.numpy()
+        return flat if self.collectives == "cuda-aware-mpi" else flat.cpu().numpy()
+
+    def _through_one_buffer(self, request, mpi_transfer, torch_transfer) -> None:
+        """The request's tensors flattened into one buffer, transferred in place."""
+        group = self.groups[request.group]
+        if group.Get_size() == 1:
+            return
+        with self.clock.measure("communication"):
+            flat = flatten(request.tensors)
+            if self.torch_groups is not None:
+                torch_transfer(self.torch_groups[request.group], flat)
+            else:
+                buffer = self._buffer(flat)
+                mpi_transfer(group, buffer)
+                if flat.is_cuda and self.collectives == "mpi":
+                    flat.copy_(torch.as_tensor(buffer))
+            unflatten(flat, request.tensors)
+
+    @execute.register
+    def _(self, request: ops.Allreduce):
+        def mpi_mean(group, buffer):
+            group.Allreduce(MPI.IN_PLACE, buffer, op=MPI.SUM)
+            buffer /= group.Get_size()
+
+        def torch_mean(group, flat):
+            dist.all_reduce(flat, group=group)
+            flat /= dist.get_world_size(group)
+
+        self._through_one_buffer(request, mpi_mean, torch_mean)
+
+    @execute.register
+    def _(self, request: ops.Broadcast):
+        def torch_broadcast(group, flat):
+            dist.broadcast(flat, group=group, group_src=request.root)
+
+        self._through_one_buffer(request, lambda group, buffer: group.Bcast(buffer, root=request.root), torch_broadcast)
+
+    @execute.register
+    def _(self, request: ops.Barrier):
+        group = self.groups[request.group]
+        if group.Get_size() > 1:
+            with self.clock.measure("idle"):
+                group.Barrier()
+
+    @execute.register
+    def _(self, request: ops.Reduce):
+        array = np.asarray(request.values, dtype=np.float64)
+        if self.groups[request.group].Get_size() > 1:
+            operation = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}[request.op]
+            self.groups[request.group].Allreduce(MPI.IN_PLACE, array, op=operation)
+        return array
+
+    @execute.register
+    def _(self, request: ops.StartExchange):
+        group, send = self.groups[request.group], flatten(request.send)
+        received = torch.empty_like(send)
+        if self.torch_groups is not None:
+            torch_group = self.torch_groups[request.group]
+            operations = [dist.P2POp(dist.isend, send, group=torch_group, group_peer=request.peer),
+                          dist.P2POp(dist.irecv, received, group=torch_group, group_peer=request.peer)]  # fmt: skip
+            return dist.batch_isend_irecv(operations), received, request.receive
+        # A thread makes the swap progress while the learner computes: MPI moves a large message
+        # only inside MPI calls, and the learner makes none while it computes.
+        send_buffer, receive_buffer = self._buffer(send), self._buffer(received)
+        thread = threading.Thread(
+            target=group.Sendrecv, args=(send_buffer, request.peer, 7, receive_buffer, request.peer, 7)
+        )
+        thread.start()
+        return [thread], torch.as_tensor(receive_buffer), request.receive
+
+    @execute.register
+    def _(self, request: ops.Wait):
+        pending, received, tensors = request.handle
+        with self.clock.measure("communication"):
+            for transfer in pending:  # MPI's thread, or torch.distributed's requests
+                if isinstance(transfer, threading.Thread):
+                    transfer.join()
+                else:
+                    transfer.wait()
+        unflatten(received, tensors)
+
+    @execute.register
+    def _(self, request: ops.Send):
+        with self.clock.measure("communication"):
+            self.world.Send(flatten(request.tensors).cpu().numpy(), dest=request.to, tag=request.tag)
+
+    @execute.register
+    def _(self, request: ops.Receive):
+        flat = flatten(request.tensors).cpu()
+        status = MPI.Status()
+        source = MPI.ANY_SOURCE if request.source is None else request.source
+        tag = MPI.ANY_TAG if request.tag is None else request.tag
+        with self.clock.measure("communication"):
+            self.world.Recv(flat.numpy(), source=source, tag=tag, status=status)
+        unflatten(flat, request.tensors)
+        return status.Get_source(), status.Get_tag()
+
+    @execute.register
+    def _(self, request: ops.Gather):
+        return self.groups[request.group].gather(request.value, root=0)
+
+    def abort(self, code: int = 1) -> None:
+        """End every rank: one rank's error must not leave the others waiting forever."""
+        if self.size > 1:
+            self.world.Abort(code)

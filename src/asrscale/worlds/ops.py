@@ -1,0 +1,143 @@
+"""What a learner asks of its world: the one way algorithms communicate and spend time.
+
+An algorithm's step is a generator: it yields these requests and receives their results. The
+MPI world (`asrscale.worlds.mpi.MPIWorld`) carries them out on real ranks with mpi4py; a simulated
+world (`asrscale.worlds.simulated.SimWorld`) carries out the same requests for P learners in one process
+against a modelled clock.
+So each algorithm has one implementation, whichever world runs it.
+
+Groups: "world" is every rank, "learners" every rank but servers, "node" the learners of one
+node, "leaders" one learner per node (the node's rank 0).
+Tensors travel through their buffers and are changed in place.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+COMPUTE_KINDS = ("backward", "update", "precondition")
+
+
+@dataclass
+class Compute:
+    """The learner has just spent `seconds` computing: a forward and backward pass over `frames`
+    input frames, an optimizer update, or preconditioning (one of `COMPUTE_KINDS`). A simulated
+    world charges its modelled time for the kind and frames instead of the seconds measured."""
+
+    seconds: float
+    frames: int = 0
+    kind: str = "backward"
+
+
+@dataclass
+class DataWait:
+    """The learner has just waited `seconds` for its next batch, of `frames` input frames."""
+
+    seconds: float
+    frames: int = 0
+
+
+@dataclass
+class Allreduce:
+    """Replace each tensor by its mean over the group."""
+
+    tensors: list[torch.Tensor]
+    group: str = "world"
+
+
+@dataclass
+class Broadcast:
+    """Every member of the group receives the tensors of the group's rank `root`."""
+
+    tensors: list[torch.Tensor]
+    root: int = 0
+    group: str = "world"
+
+
+@dataclass
+class Barrier:
+    """Wait for every member of the group (time counted as idle)."""
+
+    group: str = "world"
+
+
+@dataclass
+class Reduce:
+    """Element-wise "sum", "min" or "max" of a small vector of statistics over the group;
+    returns a NumPy array."""
+
+    values: list[float]
+    group: str = "world"
+    op: str = "sum"
+
+
+@dataclass
+class StartExchange:
+    """Begin swapping `send` for the peer's copy, received into `receive`, while the learner
+    goes on computing; returns a handle to `Wait` on. Both peers must start the exchange."""
+
+    send: list[torch.Tensor]
+    receive: list[torch.Tensor]
+    peer: int
+    group: str = "world"
+
+
+@dataclass
+class Wait:
+    """Block until a started exchange has completed (time counted as communication)."""
+
+    handle: object
+
+
+@dataclass
+class Send:
+    """Send tensors to rank `to` of the world (blocking until they are on their way)."""
+
+    tensors: list[torch.Tensor]
+    to: int
+    tag: int = 0
+
+
+@dataclass
+class Receive:
+    """Receive into `tensors` from rank `source` of the world, or from whoever sends first
+    when `source` is None; returns (source, tag)."""
+
+    tensors: list[torch.Tensor]
+    source: int | None = None
+    tag: int | None = None
+
+
+@dataclass
+class Gather:
+    """Small Python objects (metrics rows) from every member to the group's rank 0, which
+    receives the list; the others receive None. Pickled: never on the hot path."""
+
+    value: object
+    group: str = "learners"
+
+
+@dataclass
+class Layout:
+    """Where a rank stands: `rank` and `size` among the learners, its node, its rank within the
+    node, and how many server ranks (not learners) the world has."""
+
+    rank: int
+    size: int
+    node: int = 0
+    node_rank: int = 0
+    node_size: int = 1
+    nodes: int = 1
+    servers: int = 0
+
+
+def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' values in one new 1-D tensor (one buffer to send)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def unflatten(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    """Copy a flat buffer back into the tensors, in place."""
+    with torch.no_grad():
+        for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            tensor.copy_(part.view_as(tensor))

@@ -1,0 +1,299 @@
+"""The simulated world: P learners (and any server rank) live in one process and really train, on
+real data with real gradients, while time is kept by a discrete-event virtual clock that charges
+each request what the cost model (`asrscale.worlds.costmodel`) says it costs on a hardware profile.
+
+Each rank runs the same program as in the MPI world (a generator of `asrscale.worlds.ops` requests)
+and has its own virtual time. The simulator always advances the rank whose time is earliest
+(ties by rank), so requests are carried out in the order of virtual time: a message goes to
+whichever sender reached it first in modelled time, a collective completes when its last member
+arrives, and ASGD's staleness or ADPSGD's pairings arise from the modelled timings. Jitter is
+drawn from the run's seed, so a run is deterministic. A program that waits for something that
+can never come (a deadlock) ends the run with an error naming every blocked rank's request.
+"""
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+from functools import singledispatchmethod
+
+import numpy as np
+import torch
+
+from asrscale.provenance import available_cores
+from asrscale.worlds import ops
+from asrscale.worlds.costmodel import CostModel
+from asrscale.worlds.devices import resolve_device
+from asrscale.worlds.ops import flatten, unflatten
+from asrscale.worlds.timing import TimeSplit
+
+
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class _Rank:
+    """One simulated rank: its program, virtual time and the state of its modelled data loader."""
+
+    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int):
+        # `node` groups learners for the algorithm (the layout); `machine` is where the rank runs
+        # on the modelled hardware: links and shared cores go by machine
+        self.rank, self.layout, self.serving, self.node, self.machine = rank, layout, serving, node, machine
+        self.time, self.result, self.blocked_in, self.done = 0.0, None, None, False
+        self.clock = TimeSplit(now=lambda: self.time)
+        self.loader_free, self.taken = 0.0, deque()
+        self.link_in_free = self.link_out_free = 0.0
+        self.program = None
+
+    @property
+    def name(self) -> str:
+        return f"{'server' if self.serving else 'rank'} {self.rank if self.serving else self.layout.rank}"
+
+
+@dataclass
+class _Exchange:
+    owner: _Rank
+    payload: torch.Tensor  # what the owner sends, as it was when the exchange started
+    receive: list[torch.Tensor]
+    started: float
+    peer: "_Exchange | None" = None
+    ends: float | None = None
+    waiting: bool = False
+
+
+class SimWorld:
+    """`learners` learners after `servers` server ranks. The hardware profile puts its
+    `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
+    `learners_per_node` learners when given (as MPI ranks of one machine can act as several
+    nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
+    its GPU where it has one); the modelled devices are the profile's."""
+
+    loads_in_background = False  # batches are built in line; their time is modelled
+
+    def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu"):  # fmt: skip
+        if learners < 1:
+            raise ValueError(f"a simulated world needs at least one learner, not {learners}")
+        self.costs, self.prefetch, self.name = costs, prefetch, name
+        self.device = resolve_device(device)
+        self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
+        self.threads_per_rank = available_cores()  # one rank computes at a time
+        per_machine = costs.hardware.learners_per_node
+        per_node = learners_per_node or per_machine
+        nodes = -(-learners // per_node)
+        self.ranks: list[_Rank] = []
+        for rank in range(servers + learners):
+            serving = rank < servers
+            learner = rank - servers
+            node = 0 if serving else learner // per_node
+            machine = 0 if serving else learner // per_machine
+            node_size = min(per_node, learners - node * per_node)
+            layout = ops.Layout(rank=rank if serving else learner, size=learners, node=node,
+                                node_rank=0 if serving else learner % per_node, node_size=node_size, nodes=nodes,
+                                servers=servers)  # fmt: skip
+            self.ranks.append(_Rank(rank, layout, serving, node, machine))
+        self.sharing = [sum(r.machine == rank.machine for r in self.ranks) for rank in self.ranks]
+        learner_ranks = [r for r in self.ranks if not r.serving]
+        self._groups = {
+            "world": self.ranks,
+            "learners": learner_ranks,
+            "leaders": [r for r in learner_ranks if r.layout.node_rank == 0],
+            **{("node", n): [r for r in learner_ranks if r.node == n] for n in range(nodes)},
+        }
+        self._ready: list[tuple[float, int]] = []
+        self._collectives: dict[object, list[tuple[_Rank, object]]] = {}
+        self._exchanges: dict[tuple[int, int], deque[_Exchange]] = {}
+        self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
+        self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
+
+    def description(self) -> dict:
+        servers = sum(r.serving for r in self.ranks)
+        return {"kind": "simulated", "ranks": len(self.ranks), "servers": servers, **self.costs.description()}
+
+    def abort(self, code: int = 1) -> None:
+        """Nothing else to end: every simulated rank lives in this process."""
+
+    # driving the programs in virtual-time order
+    def launch(self, program) -> None:
+        """Run every rank's program to its end: `program(layout, serving, clock)` makes each."""
+        for rank in self.ranks:
+            rank.program = program(rank.layout, rank.serving, rank.clock)
+            self._resume(rank, 0.0)
+        while self._ready:
+            _, index = heapq.heappop(self._ready)
+            rank = self.ranks[index]
+            result, rank.result = rank.result, None
+            try:
+                request = rank.program.send(result)
+            except StopIteration:
+                rank.done = True
+                continue
+            self.execute(request, rank)
+        stuck = [f"{r.name} in {type(r.blocked_in).__name__}" for r in self.ranks if not r.done]
+        if stuck:
+            raise RuntimeError(f"{self.name}: simulated ranks wait forever (deadlock): {'; '.join(stuck)}")
+
+    def _resume(self, rank: _Rank, at: float, result=None) -> None:
+        rank.time, rank.result, rank.blocked_in = at, result, None
+        heapq.heappush(self._ready, (at, rank.rank))
+
+    def _group(self, rank: _Rank, name: str) -> tuple[object, list[_Rank]]:
+        key = ("node", rank.node) if name == "node" else name
+        return key, self._groups[key]
+
+    def _same_machine(self, members) -> bool:
+        return len({m.machine for m in members}) == 1
+
+    @singledispatchmethod
+    def execute(self, request, rank: _Rank):
+        raise TypeError(f"the simulated world cannot carry out {request!r}")
+
+    @execute.register
+    def _(self, request: ops.Compute, rank: _Rank):
+        learner = None if rank.serving else rank.layout.rank
+        seconds = self.costs.compute_s(request.kind, request.frames, learner, self.sharing[rank.rank])
+        rank.clock.add("compute", seconds)
+        self._resume(rank, rank.time + seconds)
+
+    @execute.register
+    def _(self, request: ops.DataWait, rank: _Rank):
+        load = self.costs.load_s(request.frames)
+        if self.prefetch == 0:
+            wait = load
+        else:
+            room = rank.taken[0] if len(rank.taken) == self.prefetch else 0.0  # the queue holds `prefetch`
+            ready = max(rank.loader_free, room) + load
+            rank.loader_free, wait = ready, max(0.0, ready - rank.time)
+            if len(rank.taken) == self.prefetch:
+                rank.taken.popleft()
+            rank.taken.append(rank.time + wait)
+        rank.clock.add("data_wait", wait)
+        self._resume(rank, rank.time + wait)
+
+    # collectives: complete when the last member arrives
+    @execute.register(ops.Allreduce)
+    @execute.register(ops.Broadcast)
+    @execute.register(ops.Barrier)
+    @execute.register(ops.Reduce)
+    @execute.register(ops.Gather)
+    def _(self, request, rank: _Rank):
+        key, members = self._group(rank, request.group)
+        arrived = self._collectives.setdefault(key, [])
+        if arrived and type(arrived[0][1]) is not type(request):
+            other = arrived[0]
+            raise RuntimeError(
+                f"{self.name}: {rank.name} entered {type(request).__name__} on group {request.group!r} while "
+                f"{other[0].name} is in {type(other[1]).__name__}: the ranks' programs disagree"
+            )
+        arrived.append((rank, request))
+        rank.blocked_in = request
+        if len(arrived) == len(members):
+            del self._collectives[key]
+            arrived.sort(key=lambda pair: members.index(pair[0]))
+            self._complete(arrived, self._same_machine(members))
+
+    def _complete(self, arrived, same_node: bool) -> None:
+        ranks, requests = [r for r, _ in arrived], [q for _, q in arrived]
+        first, size, last = requests[0], len(arrived), max(r.time for r in ranks)
+        results, category = [None] * size, "communication"
+        if isinstance(first, ops.Allreduce):
+            total = sum(flatten(q.tensors) for q in requests) / size
+            for q in requests:
+                unflatten(total, q.tensors)
+            seconds = self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+        elif isinstance(first, ops.Broadcast):
+            source = flatten(requests[first.root].tensors)
+            for q in requests:
+                unflatten(source, q.tensors)
+            seconds = self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+        else:
+            seconds, category = (self.costs.small_s(size, same_node) if size > 1 else 0.0), "idle"
+            if isinstance(first, ops.Reduce):
+                combine = {"sum": np.sum, "min": np.min, "max": np.max}[first.op]
+                value = combine(np.array([q.values for q in requests], dtype=np.float64), axis=0)
+                results = [value.copy() for _ in requests]
+            elif isinstance(first, ops.Gather):
+                results[0] = [q.value for q in requests]
+        if size == 1:
+            category = None
+        for rank, result in zip(ranks, results):
+            if category == "communication":
+                rank.clock.add(category, last + seconds - rank.time)
+            self._resume(rank, last + seconds, result)
+
+    # point to point: a message occupies the sender's outgoing and the receiver's incoming link
+    def _transfer(self, sender: _Rank, receiver: _Rank, nbytes: int, posted: float) -> float:
+        start = max(posted, sender.link_out_free, receiver.link_in_free)
+        ends = start + self.costs.point_to_point_s(nbytes, sender.machine == receiver.machine)
+        sender.link_out_free = receiver.link_in_free = ends
+        return ends
+
+    @execute.register
+    def _(self, request: ops.StartExchange, rank: _Rank):
+        _, members = self._group(rank, request.group)
+        peer = members[request.peer]
+        mine = _Exchange(rank, flatten(request.send), request.receive, rank.time)
+        theirs_waiting = self._exchanges.get((peer.rank, rank.rank))
+        if theirs_waiting:
+            theirs = theirs_waiting.popleft()
+            mine.peer, theirs.peer = theirs, mine
+            posted = max(mine.started, theirs.started)
+            ends = max(self._transfer(rank, peer, _nbytes([mine.payload]), posted),
+                       self._transfer(peer, rank, _nbytes([theirs.payload]), posted))  # fmt: skip
+            mine.ends = theirs.ends = ends
+            if theirs.waiting:
+                self._finish_exchange(theirs)
+        else:
+            self._exchanges.setdefault((rank.rank, peer.rank), deque()).append(mine)
+        self._resume(rank, rank.time, mine)
+
+    def _finish_exchange(self, exchange: _Exchange) -> None:
+        owner = exchange.owner
+        if exchange.payload.numel() != exchange.peer.payload.numel():
+            raise RuntimeError(f"{self.name}: {owner.name} and {exchange.peer.owner.name} exchange different sizes")
+        unflatten(exchange.peer.payload, exchange.receive)
+        wait = max(0.0, exchange.ends - owner.time)
+        owner.clock.add("communication", wait)
+        self._resume(owner, owner.time + wait)
+
+    @execute.register
+    def _(self, request: ops.Wait, rank: _Rank):
+        exchange: _Exchange = request.handle
+        if exchange.ends is None:
+            exchange.waiting, rank.blocked_in = True, request
+        else:
+            self._finish_exchange(exchange)
+
+    @execute.register
+    def _(self, request: ops.Send, rank: _Rank):
+        receiver = self.ranks[request.to]
+        waiting = self._receiving.get(receiver.rank)
+        rank.blocked_in = request
+        if waiting and waiting[1].source in (None, rank.rank) and waiting[1].tag in (None, request.tag):
+            del self._receiving[receiver.rank]
+            self._deliver(rank, request, rank.time, receiver, waiting[1])
+        else:
+            self._mail.setdefault(receiver.rank, []).append((rank.time, rank.rank, rank, request))
+
+    @execute.register
+    def _(self, request: ops.Receive, rank: _Rank):
+        mail = self._mail.get(rank.rank, [])
+        matching = [m for m in mail if request.source in (None, m[1]) and request.tag in (None, m[3].tag)]
+        rank.blocked_in = request
+        if matching:
+            first = min(matching, key=lambda m: (m[0], m[1]))  # the earliest sender in virtual time
+            mail.remove(first)
+            self._deliver(first[2], first[3], first[0], rank, request)
+        else:
+            self._receiving[rank.rank] = (rank, request)
+
+    def _deliver(self, sender: _Rank, send: ops.Send, sent_at: float, receiver: _Rank, receive: ops.Receive):
+        payload = flatten(send.tensors)
+        if payload.numel() != sum(t.numel() for t in receive.tensors):
+            raise RuntimeError(f"{self.name}: {sender.name} sent {payload.numel()} values, {receiver.name} expects "
+                               f"{sum(t.numel() for t in receive.tensors)}")  # fmt: skip
+        unflatten(payload, receive.tensors)
+        ends = self._transfer(sender, receiver, _nbytes(send.tensors), max(sent_at, receiver.time))
+        for rank in (sender, receiver):
+            rank.clock.add("communication", ends - rank.time)
+        self._resume(sender, ends)
+        self._resume(receiver, ends, (sender.rank, send.tag))
