@@ -1,7 +1,7 @@
 # asrscale: how acoustic-model training scales across learners.
 # Corpus -> features -> shards -> training under each algorithm and learner count -> decoding
 # -> WER -> one HTML report. Edit config.yaml; `snakemake --cores all` runs the study.
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -9,10 +9,9 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
 include: "workflow/rules/common.smk"
+include: "workflow/rules/slurm.smk"
+include: "workflow/rules/settings.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/train.smk"
@@ -22,4 +21,4 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        f"reports/{STUDY}.html",
+        f"reports/{STUDY.name}.html",

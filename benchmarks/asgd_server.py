@@ -22,14 +22,14 @@ def step_seconds(work: Path) -> float:
     from asrscale.training.loop import Learner, make_optimizer
 
     study = Study.of(work)
-    train_set, model = study.train_set(), study.build_model()
-    batch = train_set.collate(sorted(train_set.frames)[: study.train.batch_size])
-    learner = Learner(model, make_optimizer(study.train, model), study.train.clip_grad_norm, "step")
+    train_set, model, train = study.train_set(), study.build_model(), study.seq.train
+    batch = train_set.collate(sorted(train_set.frames)[: train.batch_size])
+    learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
     torch.set_flush_denormal(True)
     times = []
     for _ in range(6):
         start = time.perf_counter()
-        for program in (learner.backward(batch), learner.update(study.train.lr)):
+        for program in (learner.backward(batch), learner.update(train.lr)):
             for _ in program:
                 pass
         times.append(time.perf_counter() - start)
@@ -79,14 +79,15 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
             return 0.0
 
     study = Study.of(work)
-    train_config = study.train
+    train_config = study.seq.train
     torch.set_num_threads(1)
     torch.manual_seed(1)
     world = MPIWorld(servers=1, name="asgd benchmark")
     model = study.build_model()
     algorithm = make_algorithm("asgd", world.layout, {})
     learner_class = Learner if world.serving else ReadyLearner
-    learner = learner_class(model, make_optimizer(train_config, model), train_config.clip_grad_norm, "asgd")
+    optimizer = make_optimizer(train_config.optimizer, train_config.momentum, model)
+    learner = learner_class(model, optimizer, train_config.clip_grad_norm, "asgd")
     for parameter in learner.parameters:
         parameter.grad = 1e-3 * torch.randn_like(parameter)
 

@@ -100,35 +100,44 @@ def settings(work: Path) -> dict:
 
 @dataclass(frozen=True)
 class Study:
-    """A prepared corpus and its study settings as asrscale's own objects, for child processes."""
+    """A prepared corpus and its study as the workflow resolves it (`asrscale.study`), for child
+    processes: `seq` is SEQ's run as the study trains it."""
 
     results: Path
-    train: object  # TrainConfig
-    model: object  # ModelConfig
-    features: object  # FeatureConfig
+    resolved: object  # asrscale.study.Study
+    seq: object  # asrscale.training.loop.RunConfig
     tokens: object  # Tokens
 
     @classmethod
     def of(cls, work: Path) -> "Study":
-        from asrscale.data.features import FeatureConfig
         from asrscale.data.tokens import Tokens
-        from asrscale.training.loop import TrainConfig
-        from asrscale.training.models import ModelConfig
+        from asrscale.study import Run
+        from asrscale.study import Study as Resolved
+        from asrscale.training.loop import RunConfig
 
-        config, results = settings(work), Path(work) / "results" / CORPUS
-        features = FeatureConfig(**{k: v for k, v in config["features"].items() if k != "jobs"})
-        tokens = Tokens.read(results / "tokens.txt")
-        return cls(results, TrainConfig(**config["train"]), ModelConfig(**config["model"]), features, tokens)
+        resolved, results = Resolved(settings(work)), Path(work) / "results" / CORPUS
+        seq = RunConfig.from_settings(resolved.run_settings(Run("simulated", "seq", "default", 1, 1)))
+        return cls(results, resolved, seq, Tokens.read(results / "tokens.txt"))
+
+    def settings_file(self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train) -> Path:
+        """A run's settings file, as the workflow writes it, with `train` changes."""
+        from asrscale.io import atomic_write_json
+        from asrscale.study import Run
+
+        settings = self.resolved.run_settings(Run(world, algorithm, "default", learners, 1))
+        settings["train"].update(train)
+        atomic_write_json(folder / "settings.json", settings)
+        return folder / "settings.json"
 
     def train_set(self):
         from asrscale.data.batches import Subset
 
-        return Subset.of(self.results / "data", self.results / "feats", "train", self.features.cmvn, self.tokens)
+        return Subset.of(self.results / "data", self.results / "feats", "train", self.seq.cmvn, self.tokens)
 
     def build_model(self):
         from asrscale.training.models import build_model
 
-        return build_model(self.model, self.features.dim, len(self.tokens))
+        return build_model(self.seq.model, self.seq.features.dim, len(self.tokens))
 
 
 def median(values) -> float:

@@ -3,39 +3,42 @@
 plain single-process loop over python_speech_features' `logfbank` on the same files, in audio
 seconds per wall second (x real time)."""
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, Bench, child, child_main, median, one_thread_environment
+from benchmarks.common import ROOT, Bench, Study, child, child_main, median, one_thread_environment
 
 JOBS = (1, 2)
 
 
-def plain_loop(wav_scp: Path, settings: dict) -> dict:
+def plain_loop(wav_scp: Path) -> dict:
     """Seconds of audio, and wall seconds to read it and compute its log-mel filterbanks."""
     import python_speech_features as psf
     import soundfile
 
-    window, shift = settings["window_ms"] / 1000, settings["shift_ms"] / 1000
-    nfft = 1 << (int(window * settings["sample_rate"]) - 1).bit_length()
+    settings = Study.of(Path.cwd()).seq.features  # a child runs in the corpus's folder
+    window, shift = settings.window_ms / 1000, settings.shift_ms / 1000
+    nfft = 1 << (int(window * settings.sample_rate) - 1).bit_length()
     audio_s = 0.0
     start = time.perf_counter()
     for line in wav_scp.read_text().splitlines():
         signal, rate = soundfile.read(line.split(maxsplit=1)[1])
-        psf.logfbank(signal, rate, window, shift, settings["bins"], nfft)
+        psf.logfbank(signal, rate, window, shift, settings.bins, nfft)
         audio_s += len(signal) / rate
     return {"audio_s": audio_s, "seconds": time.perf_counter() - start}
 
 
-def workflow_stage(bench: Bench, data: Path, extraction: dict, jobs: int) -> float:
+def workflow_stage(bench: Bench, data: Path, jobs: int) -> float:
     """Wall seconds of the stage with `jobs` extraction jobs at once, then the combination."""
+    from asrscale.io import atomic_write_json
+
     out = bench.scratch(f"features-{jobs}")
+    atomic_write_json(out / "settings.json", Study.of(bench.work).resolved.stage_settings("features"))
     stage = [sys.executable, "-m", "asrscale"]
     env = dict(one_thread_environment(), PYTHONPATH=str(ROOT / "src"))
-    options = ["--config", json.dumps(extraction), "--data", str(data), "--parts", str(jobs)]
+    options = ["--settings", str(out / "settings.json"), "--data", str(data), "--parts", str(jobs)]
     start = time.perf_counter()
     parts = [
         subprocess.Popen([*stage, "features", *options, "--part", str(part), "--out", out / f"part{part}"], env=env)
@@ -49,21 +52,18 @@ def workflow_stage(bench: Bench, data: Path, extraction: dict, jobs: int) -> flo
 
 
 def run(bench: Bench) -> None:
-    from asrscale.data.features import FeatureConfig
-
     data = bench.results / "data" / "train"
-    extraction = {k: v for k, v in bench.config["features"].items() if k not in ("jobs", "cmvn")}
-    settings = FeatureConfig(**extraction)
+    settings = Study.of(bench.work).seq.features
     if settings.kind != "fbank":
         raise ValueError("the plain loop computes config.yaml's default features: kind fbank")
     repetitions = 1 if bench.quick else 3
     loop, stage = [], {jobs: [] for jobs in JOBS}
     for _ in range(repetitions):
-        measured = child(bench, "features", data / "wav.scp", json.dumps(vars(settings)), env=one_thread_environment())
+        measured = child(bench, "features", data / "wav.scp", env=one_thread_environment())
         audio_s = measured["audio_s"]
         loop.append(measured["seconds"])
         for jobs in JOBS:
-            stage[jobs].append(workflow_stage(bench, data, extraction, jobs))
+            stage[jobs].append(workflow_stage(bench, data, jobs))
     loop_rate = audio_s / median(loop)
     for jobs in JOBS:
         rate = audio_s / median(stage[jobs])
@@ -76,4 +76,4 @@ def run(bench: Bench) -> None:
 
 
 if __name__ == "__main__":
-    child_main(plain_loop, wav_scp=Path, settings=json.loads)
+    child_main(plain_loop, wav_scp=Path)

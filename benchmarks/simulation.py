@@ -3,11 +3,10 @@ simulated learners on the study's hardware profile, against SEQ really training 
 same data; wall time and peak memory, each run `asrscale train` as the workflow calls it, in a
 process of its own."""
 
-import json
 import shutil
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb, settings
+from benchmarks.common import CORPUS, Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
@@ -19,10 +18,11 @@ def padded_frames(bench: Bench, learners: int) -> int:
     from asrscale.data.shard import read_shard
 
     study = Study.of(bench.work)
-    config, train_set = study.train, study.train_set()
+    config, train_set = study.seq.train, study.train_set()
     shards = [read_shard(bench.results / "shards" / f"P{learners}" / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
-    groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, config.seed * 1000 + 1, steps)]
+    seed = study.seq.seed
+    groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, seed * 1000 + 1, steps)]
     return sum(len(group) * max(train_set.frames[u] for u in group) for group in groups)
 
 
@@ -48,21 +48,15 @@ def run(bench: Bench) -> None:
 def measure(work: Path, algorithm: str, learners: int) -> dict:
     from asrscale import cli
 
-    config, results = settings(work), work / "results" / CORPUS
+    results = work / "results" / CORPUS
     out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}"
     shutil.rmtree(out, ignore_errors=True)
-    features = {k: v for k, v in config["features"].items() if k != "jobs"}
-    train = dict(config["train"], algorithm=algorithm, epochs=1)
-    argv = ["train", "--train", json.dumps(train), "--model", json.dumps(config["model"]),
-            "--features", json.dumps(features), "--data", results / "data", "--feats", results / "feats",
-            "--shards", results / "shards" / f"P{learners}", "--tokens", results / "tokens.txt",
-            "--out", out]  # fmt: skip
+    # SEQ really trains alone; the others are simulated on the study's hardware profile
+    settings = Study.of(work).settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi", epochs=1)
+    argv = ["train", "--settings", settings, "--data", results / "data", "--feats", results / "feats",
+            "--shards", results / "shards" / f"P{learners}", "--tokens", results / "tokens.txt", "--out", out]
     if learners > 1:
-        name = config["study"]["hardware"]
-        profile = {k: v for k, v in config["hardware"][name].items() if k != "description"}
-        calibration = results / "studies" / CORPUS / "calibration.json"
-        argv += ["--hardware", json.dumps(dict(profile, name=name)), "--learners", learners,
-                 "--calibration", calibration]  # fmt: skip
+        argv += ["--calibration", results / "studies" / CORPUS / "calibration.json"]
     with Stopwatch() as watch:
         cli.main(list(map(str, argv)))
     epoch = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]

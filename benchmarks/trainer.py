@@ -44,8 +44,8 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     from asrscale.worlds.mpi import MPIWorld
 
     study = Study.of(work)
-    results, features, model_config = study.results, study.features, study.model
-    train_config = replace(study.train, algorithm="seq", epochs=1)
+    results, run = study.results, study.seq
+    train_config = replace(run.train, epochs=1)
     if train_config.optimizer != "adam":
         raise ValueError("the plain loop is written for config.yaml's optimizer: adam")
     train_set = study.train_set()
@@ -55,7 +55,7 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     shutil.rmtree(scratch, ignore_errors=True)
     write_shards({u: train_set.frames[u] for u in utts}, 1, scratch / "shards")
     # the batches the trainer's first epoch takes
-    groups = train_set.batches(utts, train_config.batch_size, seed=train_config.seed * 1000 + 1, count=steps)
+    groups = train_set.batches(utts, train_config.batch_size, seed=run.seed * 1000 + 1, count=steps)
     batches = [train_set.collate(group) for group in groups]
     world = MPIWorld()
 
@@ -63,7 +63,7 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
         out = scratch / f"run-prefetch{prefetch}"
         shutil.rmtree(out, ignore_errors=True)
         paths = RunPaths(results / "data", results / "feats", scratch / "shards", results / "tokens.txt", out)
-        train(replace(train_config, prefetch=prefetch), model_config, features, paths, world)
+        train(replace(run, train=replace(train_config, prefetch=prefetch)), paths, world)
         with open(out / "metrics.tsv") as file:
             rows = list(csv.DictReader(file, delimiter="\t"))
         intervals = [r for r in rows if r["kind"] == "interval"]
@@ -74,7 +74,7 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
         return float(epoch["wall_s"]), wait, mean_loss
 
     def plain_loop(timed_batches) -> tuple[float, float]:
-        torch.manual_seed(train_config.seed)
+        torch.manual_seed(run.seed)
         model = study.build_model()
         optimizer = torch.optim.Adam(model.parameters(), lr=train_config.lr)
         losses = []

@@ -1,16 +1,22 @@
+import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from asrscale.data.badinput import BadInputPolicy
 from asrscale.data.corpus.synthetic import SyntheticConfig, synthesise_part
 from asrscale.data.datadir import read_table
 from asrscale.data.features import FeatureConfig, combine_parts, extract_part, read_frame_counts
 from asrscale.data.shard import write_shards
 from asrscale.data.tokens import Tokens
+from asrscale.settings import build, defaults
+from asrscale.training.loop import RunConfig, TrainConfig
+from asrscale.training.models import ModelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -31,12 +37,38 @@ def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
     for subset, data in synthesise_part(tiny_corpus_config(), 0, 1, root / "audio").items():
         data.write(root / "data" / subset)
-        extract_part(data, FeatureConfig(), 0, 1, root / "feats" / subset / "part0")
+        extract_part(data, build(FeatureConfig, "features"), 0, 1, root / "feats" / subset / "part0",
+                     build(BadInputPolicy, "corpus.bad_input"))  # fmt: skip
         combine_parts([root / "feats" / subset / "part0"], root / "feats" / subset)
     Tokens.from_texts(read_table(root / "data" / "train" / "text").values()).write(root / "tokens.txt")
     for learners in (1, 2, 4):
         write_shards(read_frame_counts(root / "feats" / "train"), learners, root / "shards" / f"P{learners}")
     return root
+
+
+SMALL_MODEL = {"layers": 1, "units": 32}
+QUICK = {"epochs": 2, "batch_size": 8, "lr": 3e-3, "log_interval": 4, "threads": 1, "device": "cpu"}
+MPI_WORLD = {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "learners_per_node": None}
+
+
+def model_config(**changes) -> ModelConfig:
+    return build(ModelConfig, "model", **changes)
+
+
+def run_config(algorithm: str = "seq", seed: int = 3, options: dict | None = None, model: dict = SMALL_MODEL,
+               **train) -> RunConfig:  # fmt: skip
+    """A run's settings as the study resolver makes them, over the schema's defaults: by default a
+    small model trained quickly on the CPU."""
+    return RunConfig(algorithm, options or {}, seed, build(TrainConfig, "train", **{**QUICK, **train}),
+                     build(ModelConfig, "model", **model), build(FeatureConfig, "features"),
+                     defaults("features")["cmvn"])  # fmt: skip
+
+
+def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
+    """A run's settings file, as the workflow writes it for `asrscale train --settings`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**asdict(run), "world": world}))
+    return path
 
 
 def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:

@@ -28,7 +28,7 @@ def test_adpsgd_pairs_are_mutual_bipartite_and_rotate(size, graph):
         ("kavg", {"period": 0}, "period must be at least 1"),
         ("kavg", {"period_policy": "sometimes"}, "period_policy must be one of"),
         ("adpsgd", {"graph": "star"}, "graph must be one of"),
-        ("hadpsgd", {"learners_per_node": 0}, "learners_per_node must be at least 1"),
+        ("hadpsgd", {"learners_per_node": 2}, "unexpected keyword argument .learners_per_node."),  # a world setting
         ("asgd", {"max_staleness": -1}, "max_staleness must be at least 0"),
         ("ssgd", {"period": 2}, "unexpected keyword argument 'period'"),
     ],

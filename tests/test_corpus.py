@@ -36,8 +36,9 @@ def test_plan_holds_out_voices_for_dev_and_test():
 
 
 def synthesise_in_fresh_process(config, part, parts, out):
-    settings = {**config.__dict__, "snr_db": list(config.snr_db)}
-    command = [sys.executable, "-m", "asrscale", "synth", "--config", json.dumps(settings, default=list),
+    settings = out.parent / f"{out.name}.settings.json"
+    settings.write_text(json.dumps(config.__dict__, default=list))
+    command = [sys.executable, "-m", "asrscale", "synth", "--settings", str(settings),
                "--part", str(part), "--parts", str(parts), "--out", str(out)]  # fmt: skip
     subprocess.run(command, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     return {subset: read_data_dir(out / subset) for subset in ("train", "dev", "test")}

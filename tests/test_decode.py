@@ -1,7 +1,8 @@
 import torch
 
 from asrscale.data.tokens import Tokens
-from asrscale.decoding.decode import error_counts, greedy, unknown_characters
+from asrscale.decoding.decode import unknown_characters
+from asrscale.training.evaluation import error_counts, greedy
 
 
 def test_greedy_collapses_repeats_and_drops_blanks():

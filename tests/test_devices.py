@@ -10,14 +10,15 @@ import torch
 from asrscale.data.batches import Batch
 from asrscale.training.algorithms import ALGORITHMS, make_algorithm
 from asrscale.training.loop import Learner
-from asrscale.training.models import ModelConfig, build_model
+from asrscale.training.models import build_model
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
 from asrscale.worlds.devices import resolve_device
 from asrscale.worlds.mpi import choose_collectives
+from conftest import model_config
 
 META = torch.device("meta")
-CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=16)]
+CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=16)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
@@ -73,7 +74,7 @@ def test_every_algorithms_requests_keep_to_the_learners_device(algorithm):
     """Two learners' worth of one learner's program: start, steps with every exchange, consensus."""
     size = 1 if algorithm == "seq" else 2
     layout = ops.Layout(rank=0, size=size, node_size=size)
-    model = build_model(ModelConfig(units=8), 40, 12).to(META)
+    model = build_model(model_config(units=8), 40, 12).to(META)
     learner = MetaLearner(model, torch.optim.Adam(model.parameters(), lr=1e-3), 5.0, "meta")
     chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
     lengths = torch.tensor([30, 24])

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from asrscale.training.fused import fused_forward
-from asrscale.training.models import ModelConfig, build_model
+from asrscale.training.models import build_model
+from conftest import model_config
 
-CONFIGS = [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False), ModelConfig(kind="dnn", units=32)]
+CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=32)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])

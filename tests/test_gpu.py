@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 
 import pandas as pd
 import pytest
 import torch
 
-from conftest import ROOT, mpiexec, run_snakemake
+from conftest import MPI_WORLD, ROOT, mpiexec, run_config, run_snakemake
 from test_mpi import train_command
 
 pytestmark = [
@@ -59,17 +60,34 @@ def test_collectives_auto_takes_mpi_where_ranks_share_a_gpu(corpus, tmp_path):
         pytest.skip("every rank can have a GPU of its own here")
     mpiexec(2, *train_command(corpus, tmp_path, corpus / "shards" / "P2", "ssgd", epochs=1, device="cuda"))
     assert json.loads((tmp_path / "run.json").read_text())["world"]["collectives"] == "mpi"
-    result = mpiexec(2, *train_command(corpus, tmp_path / "nccl", corpus / "shards" / "P2", "ssgd", epochs=1,
-                                       device="cuda"), "--collectives", "torch", check=False)  # fmt: skip
+    nccl = dict(MPI_WORLD, collectives="torch")
+    command = train_command(corpus, tmp_path / "nccl", corpus / "shards" / "P2", "ssgd", world=nccl, epochs=1,
+                            device="cuda")  # fmt: skip
+    result = mpiexec(2, *command, check=False)
     assert result.returncode != 0 and "NCCL needs a GPU per rank: set mpi.collectives to auto or mpi" in result.stderr
 
 
 def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_path):
-    train = json.dumps({"device": "cuda", "batch_size": 8})
-    command = [sys.executable, "-m", "asrscale", "calibrate", "--train", train,
-               "--model", json.dumps({"layers": 1, "units": 32}), "--features", json.dumps({"kind": "fbank"}),
-               "--data", corpus / "data", "--feats", corpus / "feats", "--tokens", corpus / "tokens.txt",
-               "--out", tmp_path / "calibration.json"]  # fmt: skip
+    run = run_config(device="cuda")
+    settings = tmp_path / "calibrate.json"
+    settings.write_text(json.dumps({"train": asdict(run.train), "model": asdict(run.model),
+                                    "features": asdict(run.features), "cmvn": run.cmvn}))  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "asrscale",
+        "calibrate",
+        "--settings",
+        settings,
+        "--data",
+        corpus / "data",
+        "--feats",
+        corpus / "feats",
+        "--tokens",
+        corpus / "tokens.txt",
+        "--out",
+        tmp_path / "calibration.json",
+    ]
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))  # fmt: skip
     assert result.returncode == 0, result.stderr

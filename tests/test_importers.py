@@ -7,9 +7,26 @@ import soundfile
 from asrscale.data.corpus.sources import BadInput, BadInputPolicy, ImportSettings, TextNormalisation, import_subset
 from asrscale.data.datadir import read_data_dir, read_table
 from asrscale.data.features import FeatureConfig, extract_part, read_frame_counts
+from asrscale.settings import build
 from conftest import write_own_corpora
 
-SKIP_ALL = ImportSettings(bad_input=BadInputPolicy("skip", max_fraction=1.0))
+
+def settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None) -> ImportSettings:
+    """Import settings: the configuration's defaults with changes."""
+    return ImportSettings(build(FeatureConfig, "features", **(features or {})),
+                          build(TextNormalisation, "corpus.text", **(text or {})),
+                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})))  # fmt: skip
+
+
+def features(**changes) -> FeatureConfig:
+    return build(FeatureConfig, "features", **changes)
+
+
+def policy(name: str, max_fraction: float = 0.05) -> BadInputPolicy:
+    return BadInputPolicy(name, max_fraction)
+
+
+SKIP_ALL = settings(bad_input={"max_fraction": 1.0})
 
 
 @pytest.fixture(scope="module")
@@ -24,25 +41,25 @@ def skipped(folder) -> dict[str, str]:
 
 def test_each_format_imports_every_utterance_normalised(corpus, sources, tmp_path):
     original = {s: read_data_dir(corpus / "data" / s) for s in ("train", "dev", "test")}
-    kaldi = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], ImportSettings(), tmp_path / "train")
+    kaldi = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], settings(), tmp_path / "train")
     assert kaldi.text == original["train"].text  # upper case and punctuation normalised away
     assert len(kaldi.segments) == len(kaldi.text) and set(kaldi.wav) > {"long"}
     assert any(spec.endswith("|") for spec in kaldi.wav.values())
     for utt in kaldi.text:  # segments cut the right span: durations agree with the original files
         assert kaldi.utt2dur[utt] == pytest.approx(original["train"].utt2dur[utt], abs=2e-3)
-    libri = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], ImportSettings(), tmp_path / "d")
+    libri = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], settings(), tmp_path / "d")
     assert sorted(libri.text.values()) == sorted(original["dev"].text.values())
     assert all(utt.startswith(speaker + "-") for utt, speaker in libri.utt2spk.items())
     manifests = [{"format": "manifest", "path": sources["tsv"]}, {"format": "manifest", "path": sources["jsonl"]}]
-    test = import_subset(manifests, ImportSettings(), tmp_path / "test")
+    test = import_subset(manifests, settings(), tmp_path / "test")
     assert test.text == original["test"].text and test.utt2spk == original["test"].utt2spk
     written = read_data_dir(tmp_path / "train")
     assert (written.wav, written.segments, written.text) == (kaldi.wav, kaldi.segments, kaldi.text)
 
 
 def test_features_of_segments_pipes_flac_and_sphere_equal_the_originals(corpus, sources, tmp_path):
-    import_subset([{"format": "kaldi", "path": sources["kaldi"]}], ImportSettings(), tmp_path / "data")
-    extract_part(read_data_dir(tmp_path / "data"), FeatureConfig(), 0, 1, tmp_path / "part0")
+    import_subset([{"format": "kaldi", "path": sources["kaldi"]}], settings(), tmp_path / "data")
+    extract_part(read_data_dir(tmp_path / "data"), features(), 0, 1, tmp_path / "part0", policy("skip"))
     ours = read_frame_counts_of_part(tmp_path / "part0")
     theirs = read_frame_counts(corpus / "feats" / "train")
     assert ours == theirs
@@ -53,7 +70,7 @@ def read_frame_counts_of_part(prefix):
 
 
 def test_text_normalisation():
-    normalise = TextNormalisation()
+    normalise = build(TextNormalisation, "corpus.text")
     assert normalise("  HELLO, World!  it's \"fine\" -- 'quoted' ") == "hello world it's fine quoted"
     assert TextNormalisation(lowercase=False, punctuation="keep")("A, b") == "A, b"
 
@@ -109,14 +126,14 @@ def test_bad_input_at_import_is_skipped_with_its_file_line_and_reason(tmp_path):
     assert reasons["latin"].startswith(f"{tmp_path / 'kaldi' / 'text'}:")  # names the file and line
     with pytest.raises(BadInput, match="channel"):  # a mono file has no second channel
         write_kaldi(tmp_path / "mono", {"m": audio / "good.wav"}, {"m": "mono"})
-        second_channel = ImportSettings(FeatureConfig(channel=1))
+        second_channel = settings(features=dict(channel=1))
         import_subset([{"format": "kaldi", "path": tmp_path / "mono"}], second_channel, tmp_path / "o2")
 
 
 def test_stop_policy_names_the_file_and_line(tmp_path):
     soundfile.write(tmp_path / "good.wav", tone(), 16000)
     write_kaldi(tmp_path / "k", {"a": tmp_path / "good.wav", "b": tmp_path / "gone.wav"}, {"a": "x", "b": "y"})
-    stop = ImportSettings(bad_input=BadInputPolicy("stop"))
+    stop = settings(bad_input={"policy": "stop"})
     with pytest.raises(BadInput, match=r"wav.scp:2: audio file .*gone.wav does not exist"):
         import_subset([{"format": "kaldi", "path": tmp_path / "k"}], stop, tmp_path / "out")
 
@@ -127,7 +144,7 @@ def test_too_many_bad_utterances_stop_after_writing_the_report(tmp_path):
     write_kaldi(tmp_path / "k", wav, {u: "x" for u in wav})
     with pytest.raises(BadInput, match=r"2 of 3 utterances are bad, more than corpus.bad_input.max_fraction \(0.5\)"):
         import_subset([{"format": "kaldi", "path": tmp_path / "k"}],
-                      ImportSettings(bad_input=BadInputPolicy("skip", 0.5)), tmp_path / "out")  # fmt: skip
+                      settings(bad_input={"max_fraction": 0.5}), tmp_path / "out")  # fmt: skip
     assert set(skipped(tmp_path / "out")) == {"b", "c"} and not (tmp_path / "out" / "text").exists()
 
 
@@ -172,7 +189,7 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
     import_subset([{"format": "kaldi", "path": tmp_path / "k"}], SKIP_ALL, tmp_path / "data")
     data = read_data_dir(tmp_path / "data")
     prefix = tmp_path / "feats" / "part0"
-    extract_part(data, FeatureConfig(), 0, 1, prefix, BadInputPolicy("skip", max_fraction=1.0))
+    extract_part(data, features(), 0, 1, prefix, policy("skip", max_fraction=1.0))
     assert sorted(read_frame_counts_of_part(prefix)) == ["good_wav", "low_wav", "stereo_wav"]
     reasons = {line.split("\t")[0]: line for line in prefix.with_suffix(".skipped").read_text().splitlines()[1:]}
     assert "silent audio" in reasons["silent_wav"] and "fewer than 10" in reasons["short_wav"]
@@ -181,28 +198,28 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
     frames = read_frame_counts_of_part(prefix)
     assert frames["low_wav"] == frames["good_wav"]  # 8 kHz audio resampled: the same frame rate
     # the channel chosen in config: the stereo file's second channel is twice its first
-    extract_part(data, FeatureConfig(channel=1), 0, 1, tmp_path / "ch1", BadInputPolicy("skip", max_fraction=1.0))
+    extract_part(data, features(channel=1), 0, 1, tmp_path / "ch1", policy("skip", max_fraction=1.0))
     import kaldiio
 
     first = kaldiio.load_scp(str(prefix.with_suffix(".scp")))["stereo_wav"]
     second = kaldiio.load_scp(str((tmp_path / "ch1").with_suffix(".scp")))["stereo_wav"]
     assert np.median(second - first) == pytest.approx(2 * np.log(2), abs=1e-3)  # log-mel of twice the amplitude
     with pytest.raises(BadInput, match=r"cut.flac: unreadable audio"):
-        extract_part(data, FeatureConfig(), 0, 1, tmp_path / "stop", BadInputPolicy("stop"))
+        extract_part(data, features(), 0, 1, tmp_path / "stop", policy("stop"))
 
 
 def test_kaldi_features_instead_of_audio(corpus, sources, tmp_path):
     import kaldiio
 
-    settings = ImportSettings(FeatureConfig(kind="kaldi", bins=40))
-    data = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], settings, tmp_path / "data")
+    kaldi = settings(features=dict(kind="kaldi", bins=40))
+    data = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], kaldi, tmp_path / "data")
     assert not data.wav and len(data.feats) == len(data.text) and (tmp_path / "data" / "feats.scp").is_file()
-    extract_part(read_data_dir(tmp_path / "data"), settings.features, 0, 1, tmp_path / "part0")
+    extract_part(read_data_dir(tmp_path / "data"), kaldi.features, 0, 1, tmp_path / "part0", policy("skip"))
     ours, theirs = (
         kaldiio.load_scp(str(scp)) for scp in (tmp_path / "part0.scp", corpus / "feats" / "train" / "feats.scp")
     )
     assert sorted(ours) == sorted(theirs) and all(np.array_equal(ours[u], theirs[u]) for u in ours)
-    wrong = ImportSettings(FeatureConfig(kind="kaldi", bins=13), bad_input=BadInputPolicy("stop"))
+    wrong = settings(features=dict(kind="kaldi", bins=13), bad_input={"policy": "stop"})
     with pytest.raises(BadInput, match=r"features .* are \(\d+, 40\); features.bins is 13"):
         import_subset([{"format": "kaldi", "path": sources["kaldi"]}], wrong, tmp_path / "wrong")
 

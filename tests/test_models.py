@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from asrscale.training.models import ModelConfig, build_model, reverse_within_lengths
+from asrscale.training.models import build_model, reverse_within_lengths
+from conftest import model_config
 
 
 def test_reverse_within_lengths_keeps_padding_in_place():
@@ -11,8 +12,8 @@ def test_reverse_within_lengths_keeps_padding_in_place():
     assert out[1, :, 0].tolist() == [7, 6, 5, 8, 9]
 
 
-@pytest.mark.parametrize("config", [ModelConfig(units=16), ModelConfig(units=16, bidirectional=False),
-                                    ModelConfig(kind="dnn", units=32)])  # fmt: skip
+@pytest.mark.parametrize("config", [model_config(units=16), model_config(units=16, bidirectional=False),
+                                    model_config(kind="dnn", units=32)])  # fmt: skip
 def test_outputs_do_not_depend_on_padding(config):
     torch.manual_seed(0)
     model = build_model(config, 40, 12).eval()
@@ -30,4 +31,4 @@ def test_outputs_do_not_depend_on_padding(config):
 
 def test_unknown_kind_is_named():
     with pytest.raises(ValueError, match="model.kind"):
-        build_model(ModelConfig(kind="transformer"), 40, 10)
+        build_model(model_config(kind="transformer"), 40, 10)

@@ -14,18 +14,16 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import ROOT, mpiexec
-
-TRAIN = {"epochs": 2, "batch_size": 8, "lr": 0.003, "log_interval": 2, "threads": 1, "seed": 3, "device": "cpu"}
-MODEL = {"kind": "lstm", "layers": 1, "units": 32}
+from conftest import MPI_WORLD, ROOT, mpiexec, run_config, write_settings
 
 
-def train_command(corpus, out, shards, algorithm="ssgd", **changes):
+def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI_WORLD, **train):
+    """`asrscale train` of a quick run on the tiny corpus, its settings written beside its folder."""
+    run = run_config(algorithm, options=options, **{"log_interval": 2, **train})
+    settings = write_settings(out.parent / f"{out.name}.settings.json", run, world)
     return [
-        sys.executable, "-m", "asrscale", "train", "--train", json.dumps(dict(TRAIN, algorithm=algorithm, **changes)),
-        "--model", json.dumps(MODEL), "--features", json.dumps({"kind": "fbank"}),
-        "--data", corpus / "data", "--feats", corpus / "feats", "--shards", shards,
-        "--tokens", corpus / "tokens.txt", "--out", out,
+        sys.executable, "-m", "asrscale", "train", "--settings", settings, "--data", corpus / "data",
+        "--feats", corpus / "feats", "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
     ]  # fmt: skip
 
 
@@ -130,14 +128,14 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
     assert json.loads((killed / "run.json").read_text())["resumed"]
 
 
-@pytest.mark.parametrize("algorithm, options", [("ssgd", {}), ("adpsgd", {}), ("hadpsgd", {"learners_per_node": 1})])
-def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, options):
+@pytest.mark.parametrize("algorithm, learners_per_node", [("ssgd", None), ("adpsgd", None), ("hadpsgd", 1)])
+def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, learners_per_node):
     """The path NCCL takes between GPUs (torch.distributed set up from the MPI ranks), here with
     Gloo between CPUs: the same run as through MPI."""
     models = {}
     for collectives in ("mpi", "torch"):
         out = tmp_path / collectives
-        command = train_command(corpus, out, corpus / "shards" / "P2", algorithm, epochs=1, options=options)
-        mpiexec(2, *command, "--collectives", collectives)
+        world = dict(MPI_WORLD, collectives=collectives, learners_per_node=learners_per_node)
+        mpiexec(2, *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1))
         models[collectives] = torch.load(out / "model.pt", weights_only=False)["model"]
     assert all(torch.equal(models["mpi"][name], models["torch"][name]) for name in models["mpi"])

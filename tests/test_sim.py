@@ -1,17 +1,16 @@
 """The simulated world: virtual-time order, the cost model, and real training in one process."""
 
-import dataclasses
-
 import pandas as pd
 import pytest
 import torch
 
-from asrscale.data.features import FeatureConfig
-from asrscale.training.loop import RunPaths, TrainConfig, train
-from asrscale.training.models import ModelConfig
+from asrscale.settings import defaults
+from asrscale.training.calibration import calibrate
+from asrscale.training.loop import RunPaths, train
 from asrscale.worlds import ops
-from asrscale.worlds.costmodel import Compute, CostModel, Hardware, Link, calibrate
+from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
+from conftest import run_config
 
 # this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
 # for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
@@ -30,15 +29,20 @@ CALIBRATION = {
     },
     "model": MODEL,
 }  # fmt: skip
-DEVICE = Compute(measured_on="a test device", **MODEL, backward_s_per_batch=0.0, backward_s_per_frame=5e-4,
-                 update_s=0.005, precondition_s=0.05)  # fmt: skip
-GPU = dict(device="dedicated", compute=DEVICE, node_link=Link(0, 1.0), network_link=Link(0, 1.0))
+DEVICE = {"measured_on": "a test device", **MODEL, "backward_s_per_batch": 0.0, "backward_s_per_frame": 5e-4,
+          "update_s": 0.005, "precondition_s": 0.05, "relative_speed": 1.0}  # fmt: skip
+LINK = {"latency_us": 0, "bandwidth_gbps": 1.0}
+GPU = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8)
 MEGABYTE = 250_000  # float32 values
 
 
-def world(learners, servers=0, seed=1, prefetch=4, learners_per_node=8, **hardware):
-    hardware = Hardware(name="test", learners_per_node=learners_per_node, **{**GPU, **hardware})
-    costs = CostModel(hardware, CALIBRATION, seed=seed)
+def profile(**changes) -> Hardware:
+    """A hardware profile: a dedicated device per learner, 8 to a node, unless changed."""
+    return Hardware.from_config("test", defaults("hardware.this-machine", **{**GPU, **changes}))
+
+
+def world(learners, servers=0, seed=1, prefetch=4, **hardware):
+    costs = CostModel(profile(**hardware), CALIBRATION, seed=seed)
     return SimWorld(learners, costs, servers=servers, prefetch=prefetch, name="test")
 
 
@@ -172,15 +176,15 @@ def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
     grouped = SimWorld(10, sim.costs, servers=1, learners_per_node=4)
     assert [r.layout.node for r in grouped.ranks[1:]] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert [r.machine for r in grouped.ranks] == [0] * 9 + [1, 1] and grouped.sharing[1] == 9
-    shared = CostModel(Hardware(name="cpu", device="shared"), CALIBRATION)
+    shared = CostModel(profile(device="shared", compute=None), CALIBRATION)
     # two ranks on two cores: one thread each; four: one thread each at half speed
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=1) == pytest.approx(0.05)
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=2) == pytest.approx(0.1)
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=4) == pytest.approx(0.2)
     # ranks sharing a machine's GPUs take turns on them
     on_gpus = dict(CALIBRATION, device="cuda", gpus=2, by_threads={"2": CALIBRATION["by_threads"]["2"]})
-    assert CostModel(Hardware(name="gpu", device="shared"), on_gpus).compute_s("backward", 100, 0, 8) == 0.2
-    dedicated = CostModel(Hardware(name="gpu", **GPU), CALIBRATION)
+    assert CostModel(profile(device="shared", compute=None), on_gpus).compute_s("backward", 100, 0, 8) == 0.2
+    dedicated = CostModel(profile(), CALIBRATION)
     assert dedicated.compute_s("backward", 100, 0, ranks_on_machine=8) == pytest.approx(0.05)
 
 
@@ -189,29 +193,28 @@ def test_a_dedicated_device_computes_the_same_whatever_machine_simulates_it():
     nothing; another model is carried over by FLOPs and parameters; relative_speed scales both."""
     slow_host = dict(CALIBRATION, by_threads={t: {k: 3 * v for k, v in r.items()} for t, r in
                                               CALIBRATION["by_threads"].items()})  # fmt: skip
-    costs = [CostModel(Hardware(name="gpu", **GPU), calibration) for calibration in (CALIBRATION, slow_host)]
+    costs = [CostModel(profile(), calibration) for calibration in (CALIBRATION, slow_host)]
     for kind in ("backward", "update", "precondition"):
         assert costs[0].compute_s(kind, 1000, 0, 8) == costs[1].compute_s(kind, 1000, 0, 8) > 0
     bigger = dict(CALIBRATION, model={"flops_per_frame": 4e6, "parameters": 200_000})
-    half_speed = Hardware(name="gpu", **dict(GPU, compute=dataclasses.replace(DEVICE, relative_speed=0.5)))
-    costs = CostModel(half_speed, bigger)
+    costs = CostModel(profile(compute=dict(DEVICE, relative_speed=0.5)), bigger)
     assert costs.compute_s("backward", 1000, 0, 8) == pytest.approx(0.5 * 4 / 0.5)
     assert costs.compute_s("update", 1000, 0, 8) == pytest.approx(0.005 * 2 / 0.5)
 
 
 def test_a_bad_profile_is_named():
+    lab = defaults("hardware.this-machine")
     with pytest.raises(ValueError, match="hardware.lab.device must be one of"):
-        Hardware.from_config("lab", {"device": "tpu"})
+        Hardware.from_config("lab", dict(lab, device="tpu"))
     with pytest.raises(ValueError, match="latency_us >= 0"):
-        Hardware.from_config("lab", {"node_link": {"latency_us": -1, "bandwidth_gbps": 1}})
+        Hardware.from_config("lab", dict(lab, node_link={"latency_us": -1, "bandwidth_gbps": 1}))
     with pytest.raises(ValueError, match="hardware.lab.compute: a dedicated device states its compute"):
-        Hardware.from_config("lab", {"device": "dedicated"})
+        Hardware.from_config("lab", dict(lab, device="dedicated"))
     with pytest.raises(ValueError, match="hardware.lab.compute: .*unexpected keyword argument 'speed'"):
-        Hardware.from_config("lab", {"device": "dedicated", "compute": {"speed": 2}})
+        Hardware.from_config("lab", dict(lab, device="dedicated", compute={"speed": 2}))
 
 
-SMALL_MODEL = ModelConfig(layers=1, units=32)
-QUICK = TrainConfig(algorithm="asgd", epochs=1, batch_size=4, lr=3e-3, log_interval=4, seed=3, device="cpu")
+QUICK = run_config("asgd", epochs=1, batch_size=4)
 
 
 def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings(corpus, tmp_path):
@@ -219,15 +222,15 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     from asrscale.data.tokens import Tokens
 
     train_set = Subset.of(corpus / "data", corpus / "feats", "train", "global", Tokens.read(corpus / "tokens.txt"))
-    calibration = calibrate(QUICK, SMALL_MODEL, FeatureConfig(), train_set, batches=3)
+    calibration = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
     for rates in calibration["by_threads"].values():
         assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0
 
     def staleness(out, **hardware):
         # the fixed calibration, not this machine's of the moment, keeps the schedule deterministic
-        costs = CostModel(Hardware(name="test", **dict(GPU, **hardware)), CALIBRATION, seed=QUICK.seed)
+        costs = CostModel(profile(**hardware), CALIBRATION, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
-        train(QUICK, SMALL_MODEL, FeatureConfig(), paths, SimWorld(4, costs, servers=1, name="asgd"))
+        train(QUICK, paths, SimWorld(4, costs, servers=1, name="asgd"))
         metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
         assert sorted(metrics[metrics.kind == "interval"]["rank"].unique()) == [0, 1, 2, 3]
         assert metrics[metrics.kind == "epoch"].dev_loss.notna().all()
@@ -246,13 +249,13 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
 ):
     from test_train import TIMES, Killed, kill_at_loss, same_models
 
-    config = dataclasses.replace(QUICK, algorithm=algorithm, batch_size=4, log_interval=2, checkpoint_steps=4)
+    config = run_config(algorithm, epochs=1, batch_size=4, log_interval=2, checkpoint_steps=4)
     servers = 1 if algorithm == "asgd" else 0
 
     def run(out):
-        costs = CostModel(Hardware(name="test", **GPU), CALIBRATION, seed=QUICK.seed)
+        costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P2", corpus / "tokens.txt", out)
-        train(config, SMALL_MODEL, FeatureConfig(), paths, SimWorld(2, costs, servers=servers, name=algorithm))
+        train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm))
         return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
 
     whole, whole_metrics = run(tmp_path / "whole")
@@ -278,13 +281,13 @@ def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(
     how fast the machine that simulates it ran its calibration."""
     slow_host = dict(CALIBRATION, by_threads={t: {k: 5 * v for k, v in r.items()} for t, r in
                                               CALIBRATION["by_threads"].items()})  # fmt: skip
-    config = dataclasses.replace(QUICK, algorithm=algorithm)
+    config = run_config(algorithm, epochs=1, batch_size=4)
     results = []
     for index, calibration in enumerate((CALIBRATION, slow_host)):
         out = tmp_path / str(index)
-        costs = CostModel(Hardware(name="test", **dict(GPU, jitter=0.1)), calibration, seed=QUICK.seed)
+        costs = CostModel(profile(jitter=0.1), calibration, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
         world = SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm)
-        train(config, SMALL_MODEL, FeatureConfig(), paths, world)
+        train(config, paths, world)
         results.append(pd.read_csv(out / "metrics.tsv", sep="\t"))
     assert results[0].equals(results[1])

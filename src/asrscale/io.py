@@ -27,3 +27,11 @@ def atomic_torch_save(value, path: Path) -> None:
 
 def atomic_write_json(path: Path, value) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_settings(path: Path) -> dict:
+    """A settings file the workflow wrote (`asrscale.study`)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a settings file the workflow wrote ({error})") from None

@@ -14,8 +14,9 @@ from mpi4py import MPI
 from asrscale.data.batches import Subset
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
+from asrscale.settings import build
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.loop import Learner
+from asrscale.training.learner import Learner
 from asrscale.training.models import ModelConfig, build_model
 from asrscale.worlds.mpi import MPIWorld
 
@@ -30,7 +31,7 @@ STEPS = 3
 
 def fresh_learner(name="learner"):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(layers=1, units=16), 40, len(tokens))
+    model = build_model(build(ModelConfig, "model", layers=1, units=16), 40, len(tokens))
     return Learner(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), 0, name)
 
 
@@ -112,7 +113,7 @@ elif case == "asgd_applies_every_gradient_once":
 
 elif case == "hadpsgd_keeps_nodes_identical":
     world = MPIWorld(learners_per_node=2)
-    learner, _ = train(world, "hadpsgd", {"learners_per_node": 2})
+    learner, _ = train(world, "hadpsgd")
     mine, leader = flat(learner), flat(learner).clone()
     world.groups["node"].Bcast(leader.numpy(), root=0)
     assert torch.equal(mine, leader), "models inside a node differ"

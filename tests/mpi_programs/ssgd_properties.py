@@ -13,8 +13,9 @@ from mpi4py import MPI
 from asrscale.data.batches import Subset
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
+from asrscale.settings import build
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.loop import Learner
+from asrscale.training.learner import Learner
 from asrscale.training.models import ModelConfig, build_model
 from asrscale.worlds.mpi import MPIWorld
 
@@ -29,7 +30,7 @@ groups = [utts[i : i + 4] for i in range(0, 8 * world.size, 4)]
 
 def fresh(world, algorithm):
     torch.manual_seed(0)
-    model = build_model(ModelConfig(layers=1, units=16), 40, len(tokens))
+    model = build_model(build(ModelConfig, "model", layers=1, units=16), 40, len(tokens))
     learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), 0, algorithm)
     return learner, make_algorithm(algorithm, world.layout)
 

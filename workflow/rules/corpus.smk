@@ -1,8 +1,9 @@
-if IMPORTED:
+if STUDY.imported:
 
     rule import_subset:
         input:
             source_tables,
+            settings="results/{corpus}/settings/import-{subset}.json",
         output:
             multiext(
                 "results/{corpus}/data/{subset}/",
@@ -19,18 +20,15 @@ if IMPORTED:
             "../../envs/corpus.yaml"
         resources:
             **JOB_RESOURCES,
-        params:
-            sources=lambda wildcards: as_json(
-                config["corpus"]["subsets"][wildcards.subset]
-            ),
-            settings=import_settings,
         shell:
-            "python -m asrscale import-data --sources {params.sources} --settings {params.settings}"
+            "python -m asrscale import-data --settings {input.settings}"
             " --out results/{wildcards.corpus}/data/{wildcards.subset} > {log} 2>&1"
 
 else:
 
     rule synthesise:
+        input:
+            settings="results/{corpus}/settings/synthesise.json",
         output:
             directory("results/{corpus}/synth/part{part}"),
         log:
@@ -42,10 +40,9 @@ else:
         resources:
             **JOB_RESOURCES,
         params:
-            config=as_json(config["corpus"]["builtin"]),
             parts=config["corpus"]["builtin"]["jobs"],
         shell:
-            "python -m asrscale synth --config {params.config} --part {wildcards.part} --parts {params.parts}"
+            "python -m asrscale synth --settings {input.settings} --part {wildcards.part} --parts {params.parts}"
             " --out {output} > {log} 2>&1"
 
     rule data_dir:

@@ -1,11 +1,11 @@
 FEATURE_JOBS = config["features"]["jobs"]
-# normalisation is applied when features are loaded: changing it must not re-extract them
-EXTRACTION = {key: value for key, value in config["features"].items() if key != "cmvn"}
 
 
 rule features:
     input:
-        multiext(
+        # extraction and bad input only: normalisation (features.cmvn) is applied as features load
+        settings="results/{corpus}/settings/features.json",
+        data=multiext(
             "results/{corpus}/data/{subset}/",
             "wav.scp",
             "utt2spk",
@@ -31,14 +31,12 @@ rule features:
     resources:
         **JOB_RESOURCES,
     params:
-        config=as_json(EXTRACTION),
-        bad_input=as_json(config["corpus"]["bad_input"]),
         # your own corpus: a rerun after a fix computes only the utterances that changed
-        cache=f"--cache results/{CORPUS}/cache/features" if IMPORTED else "",
+        cache=f"--cache results/{STUDY.corpus}/cache/features" if STUDY.imported else "",
         parts=FEATURE_JOBS,
     shell:
-        "python -m asrscale features --config {params.config} --data results/{wildcards.corpus}/data/{wildcards.subset}"
-        " --part {wildcards.part} --parts {params.parts} --bad-input {params.bad_input} {params.cache}"
+        "python -m asrscale features --settings {input.settings} --data results/{wildcards.corpus}/data/{wildcards.subset}"
+        " --part {wildcards.part} --parts {params.parts} {params.cache}"
         " --out results/{wildcards.corpus}/feats/{wildcards.subset}/part{wildcards.part} > {log} 2>&1"
 
 

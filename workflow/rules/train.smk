@@ -1,5 +1,6 @@
 rule calibrate:
     input:
+        settings="results/{corpus}/studies/{study}/settings/calibrate.json",
         data="results/{corpus}/data/train/text",
         feats="results/{corpus}/feats/train/feats.scp",
         tokens="results/{corpus}/tokens.txt",
@@ -15,20 +16,16 @@ rule calibrate:
     threads: lambda wildcards: job_cores()
     resources:
         **JOB_RESOURCES,
-        gres=f"{SLURM['gpu_gres']}:1" if SLURM["gpu_gres"] else None,  # times the GPU learners train on
-    params:
-        train=as_json(config["train"]),
-        model=as_json(config["model"]),
-        features=as_json(config["features"]),
+        gres=ONE_GPU,  # times the GPU learners train on
     shell:
-        "python -m asrscale calibrate --train {params.train} --model {params.model}"
-        " --features {params.features} --data results/{wildcards.corpus}/data"
+        "python -m asrscale calibrate --settings {input.settings} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
 rule train:
     input:
         unpack(simulation_inputs),
+        settings=f"{RUN}/settings.json",
         data=expand("results/{{corpus}}/data/{subset}/text", subset=["train", "dev"]),
         feats=expand(
             "results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]
@@ -36,9 +33,9 @@ rule train:
         shards="results/{corpus}/shards/P{learners}",
         tokens="results/{corpus}/tokens.txt",
     output:
-        model="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/model.pt",
-        metrics="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/metrics.tsv",
-        record="results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}/run.json",
+        model=f"{RUN}/model.pt",
+        metrics=f"{RUN}/metrics.tsv",
+        record=f"{RUN}/run.json",
     log:
         "logs/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
     benchmark:
@@ -51,15 +48,13 @@ rule train:
         **TRAIN_RESOURCES,
     params:
         launch=lambda wildcards: launcher(wildcards) or "",
-        train=train_settings,
-        model=as_json(config["model"]),
-        features=as_json(config["features"]),
         out=lambda wildcards, output: Path(output.model).parent,
-        timeout=config["mpi"]["timeout_s"],
-        collectives=config["mpi"]["collectives"],
-        world=world_arguments,
+        calibration=lambda wildcards, input: (
+            f"--calibration {input.calibration}"
+            if "calibration" in input.keys()
+            else ""
+        ),
     shell:
-        "{params.launch} python -m asrscale train --train {params.train} --model {params.model}"
-        " --features {params.features} --data results/{wildcards.corpus}/data"
+        "{params.launch} python -m asrscale train --settings {input.settings} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} --timeout {params.timeout} --collectives {params.collectives} {params.world} > {log} 2>&1"
+        " --out {params.out} {params.calibration} > {log} 2>&1"

@@ -1,4 +1,4 @@
-"""The studies' claims (shared/reference/algorithms.md), each decided from a study's own runs by a
+"""The studies' claims (docs/studies.md), each decided from a study's own runs by a
 rule written out here and shown in the report: reproduced, not reproduced, or not measured in this
 study (saying what run is missing).
 
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-WER_TOLERANCE = 0.01  # one WER point, absolute
+from asrscale.analysis.measures import WER_TOLERANCE, baseline, below, matches_seq, mean_spread, runs_of
+
 SPEEDUP_SHARE = 0.9
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured in this study"
 
@@ -38,28 +39,14 @@ class Claim:
 NAMES = {"hadpsgd": "H-ADPSGD"}
 
 
-def runs_of(table: pd.DataFrame, algorithm: str, learners: int) -> pd.DataFrame:
-    return table[(table.algorithm == algorithm) & (table.learners == learners)]
-
-
-def _wer(runs: pd.DataFrame) -> tuple[float, float]:
-    """Mean test WER over seeds, and half its range (the spread)."""
-    return runs.wer.mean(), (runs.wer.max() - runs.wer.min()) / 2
-
-
-def matches_seq(table: pd.DataFrame, runs: pd.DataFrame) -> bool:
-    (wer, spread), (seq_wer, seq_spread) = _wer(runs), _wer(table[table.algorithm == "seq"])
-    return wer <= seq_wer + WER_TOLERANCE + spread + seq_spread
-
-
 def _reaches(runs: pd.DataFrame, claimed: float) -> bool:
     """Whether the runs' time speedup reaches `SPEEDUP_SHARE` of a claimed one, within their spread."""
-    mean, spread = _mean_spread(runs.time_speedup)
+    mean, spread = mean_spread(runs.time_speedup)
     return mean + spread >= SPEEDUP_SHARE * claimed
 
 
 def _describe(runs: pd.DataFrame, name: str) -> str:
-    wer, spread = _wer(runs)
+    wer, spread = mean_spread(runs.wer)
     seeds = f" ± {100 * spread:.1f} over {len(runs)} seeds" if len(runs) > 1 else ""
     return f"{name} P={runs.learners.iloc[0]}: WER {100 * wer:.1f}%{seeds}, {runs.time_speedup.mean():.2f}×"
 
@@ -70,16 +57,6 @@ def _speed(table: pd.DataFrame) -> str:
 
 def _missing(what: str) -> Verdict:
     return Verdict("", f"{NOT_MEASURED}: {what}")
-
-
-def _mean_spread(values: pd.Series) -> tuple[float, float]:
-    return values.mean(), (values.max() - values.min()) / 2
-
-
-def _below(a: pd.Series, b: pd.Series) -> bool:
-    """Whether the mean of `a` is below that of `b` by more than both spreads."""
-    (mean_a, spread_a), (mean_b, spread_b) = _mean_spread(a), _mean_spread(b)
-    return mean_a + spread_a < mean_b - spread_b
 
 
 def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
@@ -94,7 +71,7 @@ def _by_value(points: pd.DataFrame, column: str, fmt: str) -> str:
 
 
 def _format_spread(values: pd.Series, fmt: str) -> str:
-    mean, spread = _mean_spread(values)
+    mean, spread = mean_spread(values)
     return format(mean, fmt) + (f" ± {format(spread, fmt)}" if len(values) > 1 else "")
 
 
@@ -106,7 +83,7 @@ def _optimal_period(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     losses = {v: swept[swept.value == v].final_dev_loss for v in values}
     best = min(values, key=lambda v: losses[v].mean())
     ends = (values[0], values[-1])
-    inside = best not in ends and all(_below(losses[best], losses[end]) for end in ends)
+    inside = best not in ends and all(below(losses[best], losses[end]) for end in ends)
     by_value = _by_value(swept, "final_dev_loss", ".3f")
     measured = f"MA P={swept.learners.iloc[0]}, final dev loss by frames per job: {by_value}; lowest at {best}"
     return Verdict(measured, REPRODUCED if inside else NOT_REPRODUCED)
@@ -123,7 +100,7 @@ def _setting_helps(algorithm: str, setting: str, better: Callable, column: str, 
             return _missing(f"needs a sweep of {algorithm} {setting} with it on and off (study.sweeps)")
         by_value = _by_value(swept, column, fmt)
         measured = f"{algorithm.upper()} P={swept.learners.iloc[0]}, {what} by {setting}: {by_value}"
-        return Verdict(measured + _speed(swept), REPRODUCED if _below(on[column], off[column]) else NOT_REPRODUCED)
+        return Verdict(measured + _speed(swept), REPRODUCED if below(on[column], off[column]) else NOT_REPRODUCED)
 
     return decide
 
@@ -161,10 +138,10 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
 
     def decide(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
         present = [p for p in learners if not runs_of(table, algorithm, p).empty]
-        if not present or (table.algorithm == "seq").sum() == 0:
+        if not present or baseline(table).empty:
             return _missing(f"no {name} run at {' or '.join(map(str, learners))} learners, or no SEQ run")
-        runs, seq = runs_of(table, algorithm, max(present)), table[table.algorithm == "seq"]
-        measured = _describe(runs, name) + f"; SEQ WER {100 * _wer(seq)[0]:.1f}%" + _speed(runs)
+        runs = runs_of(table, algorithm, max(present))
+        measured = _describe(runs, name) + f"; SEQ WER {100 * baseline(table).wer.mean():.1f}%" + _speed(runs)
         fast = claimed is None or _reaches(runs, claimed)
         return Verdict(measured, REPRODUCED if fast and matches_seq(table, runs) else NOT_REPRODUCED)
 
@@ -179,7 +156,7 @@ def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     worse = []
     for p in common:
         asgd, kavg = runs_of(table, "asgd", p), runs_of(table, "kavg", p)
-        (asgd_wer, asgd_spread), (kavg_wer, kavg_spread) = _wer(asgd), _wer(kavg)
+        (asgd_wer, asgd_spread), (kavg_wer, kavg_spread) = mean_spread(asgd.wer), mean_spread(kavg.wer)
         less_accurate = asgd_wer > kavg_wer + WER_TOLERANCE + asgd_spread + kavg_spread
         worse.append(less_accurate and asgd.time_speedup.mean() < kavg.time_speedup.mean())
     measured = "; ".join(

@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from asrscale.analysis.measures import trained
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
 SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
@@ -69,8 +70,7 @@ def communication_vs_learners(table, palette):
 
 def learning_curves(table, epochs, palette):
     # one curve per run trained (an algorithm reported with SEQ's run would repeat SEQ's curve)
-    trained = table[table.algorithm == table.trained_as][["algorithm", "run"]]
-    curves = epochs.merge(trained, on=["algorithm", "run"])
+    curves = epochs.merge(trained(table)[["algorithm", "run"]], on=["algorithm", "run"])
     curves = curves.assign(learners=curves.learners.astype(str),
                            frames_seen=curves.groupby("run").frames.cumsum() / 1e6)  # fmt: skip
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)

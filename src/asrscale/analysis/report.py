@@ -1,9 +1,6 @@
-"""Gather every run of a study into tidy tables, and render them as one self-contained HTML page.
-
-Speedups are measured against SEQ with the same seed (the mean over SEQ's seeds when it has
-none): time speedup T(SEQ) / T(run) for the same number of epochs, and throughput speedup
-(frames/s ratio). The figures are also written as PNGs for Snakemake's own report.
-"""
+"""A study's report: its gathered tables (`asrscale.analysis.gather`), analysed by
+`asrscale.analysis.measures` and `asrscale.analysis.claims`, rendered as one self-contained HTML
+page. The figures are also written as PNGs for Snakemake's own report."""
 
 import hashlib
 import html
@@ -12,141 +9,29 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.claims import SPEEDUP_SHARE, WER_TOLERANCE, matches_seq, runs_of, verdicts
+from asrscale.analysis.claims import SPEEDUP_SHARE, verdicts
 from asrscale.analysis.figures import figures, sweep_name
+from asrscale.analysis.measures import (
+    KEYS,
+    WER_TOLERANCE,
+    baseline,
+    by_learners,
+    learner_hours,
+    matches_seq,
+    modelled_against_measured,
+    runs_of,
+    trained,
+)  # fmt: skip
 from asrscale.io import atomic_write_text
-from asrscale.worlds.timing import CATEGORIES
-
-SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
-
-
-KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
-
-
-def compute_basis(world: dict) -> str:
-    """What a simulated run's compute times rest on."""
-    compute = world["hardware"].get("compute")
-    if compute is None:
-        calibration = world.get("calibration", {})
-        return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
-    speed = compute.get("relative_speed", 1.0)
-    assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
-    return f"compute measured on {compute['measured_on']}{assumed}"
-
-
-def _run_tables(algorithm: str, variant: str, run: Path):
-    record = json.loads((run / "run.json").read_text())
-    scores = json.loads((run / "test" / "scores.json").read_text())
-    metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
-    keys = {"algorithm": algorithm, "variant": variant, "learners": record["learners"], "seed": record["seed"]}
-    epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
-    intervals = metrics[metrics.kind == "interval"].assign(**keys, run=str(run))
-    split = intervals[SPLIT_COLUMNS].sum()
-    environment, train = record["environment"], record["train"]
-    world = record.get("world", {"kind": "mpi"})
-    simulated = world["kind"] == "simulated"
-    row = {
-        **keys,
-        "wer": scores["wer"],
-        "cer": scores["cer"],
-        "train_s": epochs.time_s.iloc[-1],
-        "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
-        "final_dev_loss": epochs.dev_loss.iloc[-1],
-        "final_dev_ter": epochs.dev_ter.iloc[-1],
-        **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
-        "epochs": len(epochs),
-        "global_batch": train["batch_size"] * record["learners"],
-        "lr": train["lr"],
-        "optimizer": train["optimizer"],
-        "parameters": record["parameters"],
-        "threads_per_learner": record["threads_per_learner"],
-        "world": world["kind"],
-        "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
-        "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
-        "compute_basis": compute_basis(world) if simulated else "measured",
-        "cpu": environment["cpu"],
-        "cores": environment["cpu_count"],
-        "gpu": environment["gpu"] or "none",
-        "hostname": environment["hostname"],
-        "torch": environment["packages"]["torch"],
-        "mpi": environment["mpi"],
-        "commit": environment["commit"] or "unknown",
-        "trained_as": record["algorithm"],
-        "run": str(run),
-    }
-    return row, epochs, intervals
-
-
-def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
-    """One run-level record file (`name` in a run's folder) of every run that wrote one, keyed."""
-    found = [(row, Path(row["run"]) / name) for row in rows if (Path(row["run"]) / name).is_file()]
-    return pd.concat(
-        [pd.read_csv(path, sep="\t").assign(**{k: row[k] for k in KEYS}) for row, path in found]
-        or [pd.DataFrame(columns=KEYS + columns)]
-    )
-
-
-def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None = None) -> None:
-    """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
-    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
-    rows, epochs, intervals = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
-    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
-    pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
-    pd.concat(intervals).to_csv(out_dir / "intervals.tsv", sep="\t", index=False)
-    # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
-    _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
-    _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
-    points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
-    points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)
-
-
-def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
-    """Each run's training time until its dev loss first reached the target (NaN: never), MLPerf
-    style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds)."""
-    if target is None:
-        seq = table[(table.algorithm == "seq") & (table.variant == "default")]
-        target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
-    seconds = table.run.map(epochs[epochs.dev_loss <= target].groupby("run").time_s.min())
-    # learner-hours: GPU-hours on a dedicated profile; on shared CPUs, times the cores per learner
-    return table.assign(target_dev_loss=target, time_to_target_s=seconds,
-                        device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
-
-
-def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
-    """Speedups against SEQ timed the same way (measured, or modelled on the same hardware)."""
-    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
-
-
-def _speedups(table: pd.DataFrame) -> pd.DataFrame:
-    seq = table[(table.algorithm == "seq") & (table.variant == "default")]
-    if seq.empty:
-        return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
-                                            float("nan")))  # fmt: skip
-    by_seed = seq.set_index("seed")
-
-    def baseline(column):
-        return table.seed.map(by_seed[column]).fillna(seq[column].mean())
-
-    return table.assign(
-        time_speedup=baseline("train_s") / table.train_s,
-        throughput_speedup=table.frames_per_s / baseline("frames_per_s"),
-        target_speedup=baseline("time_to_target_s") / table.time_to_target_s,
-        efficiency=baseline("train_s") / table.train_s / table.learners,
-    )
 
 
 def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     """The best WER; SEQ; per P the fastest algorithm to the target and in time, and which keep
     SEQ's accuracy (the claims' rule: within the tolerance plus the spreads over seeds)."""
-    trained = table[table.algorithm == table.trained_as]  # SEQ's run once, not under every alias
-    means = trained.groupby(["algorithm", "learners"]).agg(wer=("wer", "mean"), speedup=("time_speedup", "mean"),
-                                                           to_target=("target_speedup", "mean"),
-                                                           hours=("device_hours_to_target", "mean"))  # fmt: skip
+    means = by_learners(table)
     best = means.wer.idxmin()
     lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
-    seq = table[table.algorithm == "seq"]
+    seq = baseline(table)
     if not seq.empty:
         target = table.target_dev_loss.iloc[0]
         lines.append(f"SEQ (the baseline): test WER {100 * seq.wer.mean():.1f}%, trained in {seq.train_s.mean():.3g} "
@@ -162,7 +47,7 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
         if first:
             hours = group.hours[first]
             to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {hours:.2g} learner-hours)"
-        kept = [a for a, _ in group.index if not seq.empty and matches_seq(table, runs_of(trained, a, p))]
+        kept = [a for a, _ in group.index if matches_seq(table, runs_of(trained(table), a, p))]
         lines.append(
             f"P={p}: {to_target}; fastest in time {fastest} ({group.speedup.max():.2f}×); "
             f"keep SEQ's accuracy: {', '.join(kept) or 'none'}; WER change against SEQ: "
@@ -176,12 +61,9 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
 
 
 def _cost(table: pd.DataFrame) -> str:
-    """What the study's training took: learners × training time, summed over every run trained
-    (GPU-hours where each learner has a GPU; dev evaluation not counted)."""
-    trained = table[table.algorithm == table.trained_as]
-    hours = (trained.train_s * trained.learners / 3600).groupby(trained.speedup_kind).sum()
-    parts = [f"<b>{h:.3g}</b> learner-hours {kind}" for kind, h in hours.items()]
-    return f"<li>Training this study took {' and '.join(parts)} ({len(trained)} runs; learners × training time).</li>"
+    parts = [f"<b>{h:.3g}</b> learner-hours {kind}" for kind, h in learner_hours(table).items()]
+    return (f"<li>Training this study took {' and '.join(parts)} ({len(trained(table))} runs; learners × training "
+            "time).</li>")  # fmt: skip
 
 
 TABLE_COLUMNS = {
@@ -231,16 +113,6 @@ def _timing_note(table: pd.DataFrame) -> str:
     return " ".join(notes)
 
 
-def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
-    """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
-    keys = KEYS
-    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*keys, "world", "epoch_s", "final_dev_loss"]]
-    measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
-    modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
-    pairs = measured.merge(modelled, on=keys, suffixes=("_measured", "_modelled"))
-    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(keys)
-
-
 def _claims_html(rows: pd.DataFrame) -> str:
     body = "".join(
         f'<tr><td>{html.escape(r.study)}</td><td class="text">{html.escape(r.claim)}</td>'
@@ -249,7 +121,7 @@ def _claims_html(rows: pd.DataFrame) -> str:
         for r in rows.itertuples()
     )
     return (
-        '<h2>The studies\' claims</h2><p class="note">Each claim of shared/reference/algorithms.md, decided from '
+        '<h2>The studies\' claims</h2><p class="note">Each claim of docs/studies.md, decided from '
         f"this study's runs by the rule beside it (src/asrscale/analysis/claims.py). Accuracy matches SEQ's within "
         f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds (half their range); a claimed speedup is "
         f"reached at {100 * SPEEDUP_SHARE:.0f}% of it, within the spread (other models, other hardware); a setting "

@@ -19,8 +19,8 @@ class BadInput(ValueError):
 
 @dataclass(frozen=True)
 class BadInputPolicy:
-    policy: str = "skip"  # "skip": leave the utterance out and report it; "stop": stop at the first
-    max_fraction: float = 0.05  # more than this fraction of a subset bad stops the run even when skipping
+    policy: str  # "skip": leave the utterance out and report it; "stop": stop at the first
+    max_fraction: float  # more than this fraction of a subset bad stops the run even when skipping
 
     def __post_init__(self):
         if self.policy not in ("skip", "stop"):

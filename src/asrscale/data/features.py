@@ -26,15 +26,17 @@ from asrscale.io import atomic_write_text
 
 @dataclass(frozen=True)
 class FeatureConfig:
+    """config.yaml's `features` as extracted (their normalisation, `features.cmvn`, is applied when
+    they are loaded, so that changing it extracts nothing again)."""
+
     # "fbank" (log-mel), "mfcc" (13 cepstra plus deltas and double deltas), or "kaldi": each
     # utterance's features from its Kaldi data dir's feats.scp (`bins` of them), not its audio
-    kind: str = "fbank"
-    bins: int = 40
-    sample_rate: int = 16000
-    window_ms: float = 25.0
-    shift_ms: float = 10.0
-    cmvn: str = "global"  # "global", "speaker" or "none"
-    channel: int = 0  # of multi-channel audio
+    kind: str
+    bins: int
+    sample_rate: int
+    window_ms: float
+    shift_ms: float
+    channel: int  # of multi-channel audio
 
     @property
     def dim(self) -> int:
@@ -138,7 +140,7 @@ def _features(data: DataDir, utt: str, config: FeatureConfig, resampled: set) ->
 
 
 def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, out_prefix: Path,
-                 bad_input: BadInputPolicy | None = None, cache: FeatureCache | None = None) -> None:  # fmt: skip
+                 bad_input: BadInputPolicy, cache: FeatureCache | None = None) -> None:  # fmt: skip
     """Features of the speakers `part`, `part + parts`, ... into `<prefix>.ark/.scp` plus CMVN
     stats; utterances whose audio cannot be used are left out and listed in `<prefix>.skipped`."""
     out_prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +148,7 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
     speakers = sorted(data.spk2utt.items())[part::parts]
     stats, frames, resampled, reused = {}, {}, set(), 0
     skipped = Skipped(
-        bad_input or BadInputPolicy(), Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
+        bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
     )
     ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
     with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:

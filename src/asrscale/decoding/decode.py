@@ -1,34 +1,16 @@
-"""Greedy CTC decoding and WER/CER scoring with jiwer."""
+"""Decoding a test set with a trained model (greedy CTC) and its WER/CER (jiwer)."""
 
 from pathlib import Path
 
-import jiwer
 import torch
 
 from asrscale.data.batches import Subset
 from asrscale.data.features import FeatureConfig
 from asrscale.data.tokens import Tokens
 from asrscale.io import atomic_write_json, atomic_write_text
+from asrscale.training.evaluation import error_counts, greedy
 from asrscale.training.models import ModelConfig, build_model
 from asrscale.worlds.devices import resolve_device
-
-
-def greedy(log_probs: torch.Tensor, lengths: torch.Tensor, tokens: Tokens) -> list[str]:
-    """Best token per frame, repeats collapsed, blanks removed."""
-    best = log_probs.argmax(-1)
-    texts = []
-    for path, length in zip(best, lengths):
-        path = torch.unique_consecutive(path[:length]).tolist()
-        texts.append(" ".join(tokens.decode(path).split()))
-    return texts
-
-
-def error_counts(references: list[str], hypotheses: list[str], unit: str) -> tuple[int, int]:
-    """(edit errors, reference length) in words or characters, for rates summed over many batches."""
-    process = jiwer.process_words if unit == "word" else jiwer.process_characters
-    out = process(references, hypotheses)
-    errors = out.substitutions + out.deletions + out.insertions
-    return errors, out.hits + out.substitutions + out.deletions
 
 
 def unknown_characters(references: list[str], tokens: Tokens) -> int:
@@ -46,7 +28,7 @@ def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, bat
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
     model.to(resolve_device(device)).eval()
-    subset = Subset(data_dir, feats_dir, train_feats_dir, features.cmvn, tokens)
+    subset = Subset(data_dir, feats_dir, train_feats_dir, saved["cmvn"], tokens)
     hypotheses = {}
     with torch.no_grad():
         for group in subset.batches(list(subset.frames), batch_size, seed=None):

@@ -2,7 +2,7 @@
 
 Both stack `stack` consecutive frames and keep every `stack`-th (frame-rate reduction), then map
 each output frame to log-probabilities over the tokens. The studies used 4×800 LSTMs and
-6-layer BLSTMs; the defaults here are sized for a CPU (see shared/reference/sizing.md).
+6-layer BLSTMs; the defaults here are sized for a CPU (docs/sizing.md).
 """
 
 from dataclasses import dataclass
@@ -13,12 +13,12 @@ from torch import nn
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = "lstm"  # "lstm" or "dnn"
-    layers: int = 2
-    units: int = 256
-    bidirectional: bool = True
-    stack: int = 3
-    context: int = 2  # dnn only: stacked frames spliced on each side
+    kind: str  # "lstm" or "dnn"
+    layers: int
+    units: int
+    bidirectional: bool
+    stack: int
+    context: int  # dnn only: stacked frames spliced on each side
 
 
 def stack_frames(features: torch.Tensor, lengths: torch.Tensor, stack: int):

@@ -31,17 +31,9 @@ collective uses the network link if it spans machines).
 """
 
 import math
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-
-from asrscale.provenance import available_cores
-from asrscale.training.loop import Learner, make_optimizer
-from asrscale.training.models import build_model, flops_per_frame
-from asrscale.training.natural_gradient import NaturalGradient
-from asrscale.worlds.devices import describe, resolve_device, synchronize
 
 DEVICES = ("shared", "dedicated")
 RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "precondition_s")
@@ -76,7 +68,7 @@ class Compute:
     backward_s_per_frame: float
     update_s: float
     precondition_s: float
-    relative_speed: float = 1.0  # the profile's device against the one measured
+    relative_speed: float  # the profile's device against the one measured
 
     def __post_init__(self):
         if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
@@ -96,18 +88,19 @@ class Hardware:
     """A named hardware profile (config.yaml `hardware.<name>`); see the module docstring."""
 
     name: str
-    device: str = "shared"
-    learners_per_node: int = 1024
-    compute: Compute | None = None
-    data_frames_per_s: float | None = None
-    node_link: Link = field(default_factory=lambda: Link(3.3, 35.0))
-    network_link: Link = field(default_factory=lambda: Link(20.0, 10.0))
-    jitter: float = 0.0
-    stragglers: dict = field(default_factory=dict)  # learner rank -> slowdown factor
+    device: str
+    learners_per_node: int
+    data_frames_per_s: float | None
+    node_link: Link
+    network_link: Link
+    jitter: float
+    stragglers: dict  # learner rank -> slowdown factor
+    compute: Compute | None = None  # a dedicated device's
 
     @classmethod
     def from_config(cls, name: str, settings: dict) -> "Hardware":
-        settings = {key: value for key, value in settings.items() if key != "description"}
+        """Profile `name` from its validated settings (config.yaml `hardware.<name>`, defaults filled)."""
+        settings = {key: value for key, value in settings.items() if key not in ("description", "name")}
         for key in ("node_link", "network_link"):
             if key in settings:
                 settings[key] = Link(**settings[key])
@@ -127,87 +120,6 @@ class Hardware:
                              "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
         if self.learners_per_node < 1 or self.jitter < 0:
             raise ValueError(f"hardware.{self.name}: learners_per_node >= 1 and jitter >= 0 expected")
-
-
-def _drain(program) -> None:
-    """Run a learner's generator alone, ignoring what it asks of a world."""
-    for _ in program:
-        pass
-
-
-def _seconds(function, repeat: int = 1, warmup: int = 0) -> float:
-    """Mean seconds of `repeat` calls after `warmup` untimed ones (a GPU loads a kernel's code
-    at its first launch, and a library at its first call)."""
-    for _ in range(warmup):
-        function()
-    start = time.perf_counter()
-    for _ in range(repeat):
-        function()
-    return (time.perf_counter() - start) / repeat
-
-
-def calibrate(train_config, model_config, feature_config, train_set, batches: int = 12) -> dict:
-    """Time this model on this process's device (`train.device`): forward-backward seconds
-    a + b·frames (least squares over minibatches of the training data), update and
-    preconditioning seconds; on the CPU at one thread and at all cores. Also the single-thread
-    data loading rate, and the model's size, by which a profile's measured compute carries over."""
-    device = resolve_device(train_config.device)
-    groups = train_set.batches(sorted(train_set.frames), train_config.batch_size, seed=train_config.seed)
-    groups = groups[: batches + 2]
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    load_s = [_seconds(lambda g=g: train_set.collate(g)) for g in groups]
-    minibatches = [train_set.collate(g) for g in groups]
-    frames = sum(b.frames for b in minibatches)
-    calibration = {"device": device.type, "device_name": describe(device), "cores": available_cores(),
-                   "gpus": torch.cuda.device_count() if device.type == "cuda" else 0,
-                   "data_frames_per_s": frames / sum(load_s), "by_threads": {}}  # fmt: skip
-    thread_counts = sorted({1, available_cores()}) if device.type == "cpu" else [available_cores()]
-    for threads in thread_counts:
-        torch.set_num_threads(threads)
-        torch.manual_seed(train_config.seed)
-        model = build_model(model_config, feature_config.dim, len(train_set.tokens)).to(device)
-        learner = Learner(model, make_optimizer(train_config, model), train_config.clip_grad_norm, "calibration")
-        calibration["by_threads"][str(threads)] = _time_learner(learner, minibatches, train_config.lr)
-    calibration["model"] = {"flops_per_frame": flops_per_frame(model_config, feature_config.dim, len(train_set.tokens)),
-                            "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
-    torch.set_num_threads(threads_before)
-    return calibration
-
-
-def measured_compute(calibration: dict, environment: dict) -> dict:
-    """A dedicated profile's `compute` from a calibration: what to paste into config.yaml."""
-    fastest = calibration["by_threads"][str(max(int(t) for t in calibration["by_threads"]))]
-    packages = environment.get("packages", {})
-    return {"measured_on": f"{calibration['device_name']}, torch {packages.get('torch')}, by asrscale calibrate "
-                           f"on {time.strftime('%Y-%m-%d')}",
-            **calibration["model"], **{rate: float(f"{fastest[rate]:.4g}") for rate in RATES}}  # fmt: skip
-
-
-def _time_learner(learner, minibatches, lr: float) -> dict:
-    for batch in minibatches[:2]:  # warm-up
-        _drain(learner.backward(batch))
-    timed = minibatches[2:]
-    frames = np.array([b.frames for b in timed], dtype=float)
-    seconds = np.array([_seconds(lambda b=b: _drain(learner.backward(b))) for b in timed])
-    slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
-    if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
-        slope, intercept = seconds.sum() / frames.sum(), 0.0
-    natural_gradient = NaturalGradient(learner.parameters, len(timed[0].utts))
-    period = natural_gradient.update_period
-
-    def precondition():
-        natural_gradient.precondition()
-        synchronize(learner.device)
-
-    return {
-        "backward_s_per_frame": float(slope),
-        "backward_s_per_batch": float(intercept),
-        "update_s": _seconds(lambda: _drain(learner.update(lr)), 5, warmup=2),
-        # two refresh periods, so the eigendecompositions weigh as they do in a run
-        "precondition_s": _seconds(precondition, 2 * period, warmup=period),
-        "frames_per_s": float(frames.sum() / seconds.sum()),
-    }
 
 
 class CostModel:

@@ -304,4 +304,5 @@ class MPIWorld:
     def abort(self, code: int = 1) -> None:
         """End every rank: one rank's error must not leave the others waiting forever."""
         if self.size > 1:
+            time.sleep(1)  # let the launcher forward this rank's last words before Abort kills the ranks
             self.world.Abort(code)

@@ -11,7 +11,9 @@ node, "leaders" one learner per node (the node's rank 0).
 Tensors travel through their buffers and are changed in place.
 """
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -141,3 +143,23 @@ def unflatten(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
     with torch.no_grad():
         for tensor, part in zip(tensors, flat.split([t.numel() for t in tensors])):
             tensor.copy_(part.view_as(tensor))
+
+
+class World(Protocol):
+    """What the trainer asks of a world, besides carrying out every request of this module: both
+    `asrscale.worlds.mpi.MPIWorld` and `asrscale.worlds.simulated.SimWorld` serve it."""
+
+    device: torch.device  # where this process's learners compute
+    threads_per_rank: int  # torch threads a learner may use
+    loads_in_background: bool  # whether batches are built by a thread while learners compute
+    label: str  # names the world (and this rank) in error messages
+
+    def launch(self, program: Callable[[Layout, bool, object], Generator]) -> None:
+        """Run every rank's program that lives in this process: `program(layout, serving, clock)`
+        makes one (a server's where `serving`), `clock` its `asrscale.worlds.timing.TimeSplit`."""
+
+    def description(self) -> dict:
+        """What a run's timings rest on (recorded with the run, part of a checkpoint's identity)."""
+
+    def abort(self, code: int = 1) -> None:
+        """End every rank of the run: one rank's error must not leave the others waiting."""

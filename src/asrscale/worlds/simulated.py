@@ -67,14 +67,13 @@ class SimWorld:
     nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
     its GPU where it has one); the modelled devices are the profile's."""
 
-    loads_in_background = False  # batches are built in line; their time is modelled
-
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
                  prefetch: int = 4, name: str = "asrscale", device: str = "cpu"):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.device = resolve_device(device)
+        self.loads_in_background = False  # batches are built in line; their time is modelled
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = available_cores()  # one rank computes at a time
         per_machine = costs.hardware.learners_per_node

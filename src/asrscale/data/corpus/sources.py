@@ -13,7 +13,7 @@ subset bad stops it too (the report is written first).
 
 import re
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import kaldiio
@@ -43,8 +43,8 @@ class Entry:
 class TextNormalisation:
     """Applied to every transcript on import, so training targets and scoring references agree."""
 
-    lowercase: bool = True
-    punctuation: str = "strip"  # "strip": drop it (apostrophes inside words stay); "keep"
+    lowercase: bool
+    punctuation: str  # "strip": drop it (apostrophes inside words stay); "keep"
 
     def __call__(self, text: str) -> str:
         if self.lowercase:
@@ -94,9 +94,9 @@ def probe(spec: str) -> soundfile._SoundFileInfo:
 
 @dataclass(frozen=True)
 class ImportSettings:
-    features: FeatureConfig = field(default_factory=FeatureConfig)  # rate, channel; kind "kaldi": feats.scp
-    text: TextNormalisation = field(default_factory=TextNormalisation)
-    bad_input: BadInputPolicy = field(default_factory=BadInputPolicy)
+    features: FeatureConfig  # rate, channel; kind "kaldi": feats.scp
+    text: TextNormalisation
+    bad_input: BadInputPolicy
 
 
 def _features_duration(entry: Entry, features: FeatureConfig) -> float:

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from asrscale.training.algorithms.base import Algorithm
+from asrscale.training.algorithms.base import Averaging
 from asrscale.worlds import ops
 
 GRAPHS = ("ring", "exponential")
@@ -45,14 +45,14 @@ def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> Non
             mine.add_(other).mul_(0.5)
 
 
-class DecentralizedSGD(Algorithm):
+class DecentralizedSGD(Averaging):
     name = "adpsgd"
     alone_is_seq = True
 
     def __init__(self, layout, graph: str = "ring"):
         super().__init__(layout)
         if graph not in GRAPHS:
-            raise ValueError(f"adpsgd: graph must be one of {GRAPHS}, not {graph!r}")
+            raise ValueError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps = graph, 0
 
     def step(self, learner, batch, lr):
@@ -68,6 +68,3 @@ class DecentralizedSGD(Algorithm):
             self.exchanges.append((self.steps, self.layout.rank, peer))
         yield from learner.update(lr)
         return loss
-
-    def consensus(self, learner):
-        yield ops.Allreduce(learner.state, "learners")

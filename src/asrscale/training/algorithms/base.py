@@ -89,3 +89,26 @@ class Algorithm:
     def finish(self, learner):
         """After the last epoch (e.g. tell the server to stop)."""
         yield from ()
+
+
+class Averaging(Algorithm):
+    """An algorithm whose learners hold different models between averagings: the model it
+    evaluates and saves is their average."""
+
+    def consensus(self, learner):
+        yield ops.Allreduce(learner.state, "learners")
+
+
+class PeriodicAveraging(Averaging):
+    """Local steps, and at every `period`-th the average of every learner's model (KAVG, MA)."""
+
+    local_steps: int  # set by the algorithm, as is its period
+    period: int
+
+    def count_step(self, learner):
+        """One local step done: average the models if it ends a period."""
+        self.local_steps += 1
+        if self.local_steps % self.period == 0:
+            yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
+            yield ops.Allreduce(learner.state, "learners")
+

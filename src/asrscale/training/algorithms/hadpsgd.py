@@ -4,27 +4,19 @@ learning system for automatic speech recognition", Interspeech 2019.
 Learners on one node form a super learner: they allreduce gradients every step inside the node
 and so hold identical models. The node leaders (node rank 0) run ADPSGD among themselves: the
 leader swaps the node's model with another leader's while the node computes its gradients,
-averages ½–½, and shares the average back inside the node before the common update. Nodes come
-from MPI's shared-memory split, or `learners_per_node` at a time (so that one machine can act
-as several nodes; learners that do not fill the last node form a smaller one).
+averages ½–½, and shares the average back inside the node before the common update. Nodes are
+the world's (study.learners_per_node, or the machines: MPI's shared-memory split, the hardware
+profile's nodes); learners that do not fill the last node form a smaller one.
 """
 
-from asrscale.training.algorithms.adpsgd import GRAPHS, average_with, partner
-from asrscale.training.algorithms.base import Algorithm
+from asrscale.training.algorithms.adpsgd import DecentralizedSGD, average_with, partner
 from asrscale.worlds import ops
 
 
-class HierarchicalDecentralizedSGD(Algorithm):
-    name = "hadpsgd"
-    alone_is_seq = True
+class HierarchicalDecentralizedSGD(DecentralizedSGD):
+    """ADPSGD's graph and consensus, among nodes instead of learners."""
 
-    def __init__(self, layout, graph: str = "ring", learners_per_node: int | None = None):
-        super().__init__(layout)
-        if graph not in GRAPHS:
-            raise ValueError(f"hadpsgd: graph must be one of {GRAPHS}, not {graph!r}")
-        if learners_per_node is not None and learners_per_node < 1:
-            raise ValueError(f"hadpsgd: learners_per_node must be at least 1, not {learners_per_node}")
-        self.graph, self.steps = graph, 0
+    name = "hadpsgd"
 
     def step(self, learner, batch, lr):
         peer = partner(self.layout.node, self.layout.nodes, self.steps, self.graph)
@@ -43,6 +35,3 @@ class HierarchicalDecentralizedSGD(Algorithm):
             yield ops.Broadcast(learner.state, root=0, group="node")
         yield from learner.update(lr)
         return loss
-
-    def consensus(self, learner):
-        yield ops.Allreduce(learner.state, "learners")

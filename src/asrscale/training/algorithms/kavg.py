@@ -18,13 +18,12 @@ are documented choices, selected by `period_policy` and `lr_scaling`:
 
 import math
 
-from asrscale.training.algorithms.base import LR_SCALINGS, Algorithm, lr_scale
-from asrscale.worlds import ops
+from asrscale.training.algorithms.base import LR_SCALINGS, PeriodicAveraging, lr_scale
 
 PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 
 
-class KStepAveraging(Algorithm):
+class KStepAveraging(PeriodicAveraging):
     name = "kavg"
     alone_is_seq = True
 
@@ -47,14 +46,8 @@ class KStepAveraging(Algorithm):
     def step(self, learner, batch, lr):
         loss = yield from learner.backward(batch)
         yield from learner.update(lr * self.lr_multiplier)
-        self.local_steps += 1
-        if self.local_steps % self.period == 0:
-            yield ops.Barrier("learners")
-            yield ops.Allreduce(learner.state, "learners")
+        yield from self.count_step(learner)
         return loss
-
-    def consensus(self, learner):
-        yield ops.Allreduce(learner.state, "learners")
 
     def end_epoch(self, learner, dev_loss):
         improved = (self.last_dev_loss - dev_loss) / abs(self.last_dev_loss) if math.isfinite(self.last_dev_loss) else 1

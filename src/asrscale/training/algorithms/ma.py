@@ -18,12 +18,12 @@ import time
 
 import torch
 
-from asrscale.training.algorithms.base import Algorithm
+from asrscale.training.algorithms.base import PeriodicAveraging
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
 
 
-class ModelAveraging(Algorithm):
+class ModelAveraging(PeriodicAveraging):
     name = "ma"
 
     def __init__(self, layout, frames_per_job: int = 400_000, natural_gradient: bool = True,
@@ -57,10 +57,7 @@ class ModelAveraging(Algorithm):
         yield from learner.update(lr * self.layout.size)
         if before is not None:
             self._cap_change(learner.parameters, before)
-        self.local_steps += 1
-        if self.local_steps % self.period == 0:
-            yield ops.Barrier("learners")
-            yield ops.Allreduce(learner.state, "learners")
+        yield from self.count_step(learner)
         return loss
 
     @torch.no_grad()
@@ -81,5 +78,3 @@ class ModelAveraging(Algorithm):
         self._restored = state.pop("natural_gradient", None)  # applied when the statistics are made
         super().load_state_dict(state)
 
-    def consensus(self, learner):
-        yield ops.Allreduce(learner.state, "learners")

@@ -1,0 +1,89 @@
+"""A study's runs gathered from their folders into tables (runs.tsv, epochs.tsv, the ASGD servers'
+staleness, the ADPSGD pairings, the sweeps' points), with each run's speedups and time to target."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from asrscale.analysis.measures import KEYS, add_speedups, time_to_target
+from asrscale.worlds.timing import CATEGORIES
+
+SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
+
+
+def compute_basis(world: dict) -> str:
+    """What a simulated run's compute times rest on."""
+    compute = world["hardware"].get("compute")
+    if compute is None:
+        calibration = world.get("calibration", {})
+        return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
+    speed = compute.get("relative_speed", 1.0)
+    assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
+    return f"compute measured on {compute['measured_on']}{assumed}"
+
+
+def _run_tables(algorithm: str, variant: str, run: Path):
+    record = json.loads((run / "run.json").read_text())
+    scores = json.loads((run / "test" / "scores.json").read_text())
+    metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
+    keys = {"algorithm": algorithm, "variant": variant, "learners": record["learners"], "seed": record["seed"]}
+    epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
+    split = metrics[metrics.kind == "interval"][SPLIT_COLUMNS].sum()
+    environment, train = record["environment"], record["train"]
+    world = record.get("world", {"kind": "mpi"})
+    simulated = world["kind"] == "simulated"
+    row = {
+        **keys,
+        "wer": scores["wer"],
+        "cer": scores["cer"],
+        "train_s": epochs.time_s.iloc[-1],
+        "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
+        "final_dev_loss": epochs.dev_loss.iloc[-1],
+        "final_dev_ter": epochs.dev_ter.iloc[-1],
+        **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
+        "epochs": len(epochs),
+        "global_batch": train["batch_size"] * record["learners"],
+        "lr": train["lr"],
+        "optimizer": train["optimizer"],
+        "parameters": record["parameters"],
+        "threads_per_learner": record["threads_per_learner"],
+        "world": world["kind"],
+        "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
+        "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
+        "compute_basis": compute_basis(world) if simulated else "measured",
+        "cpu": environment["cpu"],
+        "cores": environment["cpu_count"],
+        "gpu": environment["gpu"] or "none",
+        "hostname": environment["hostname"],
+        "torch": environment["packages"]["torch"],
+        "mpi": environment["mpi"],
+        "commit": environment["commit"] or "unknown",
+        "trained_as": record["algorithm"],
+        "run": str(run),
+    }
+    return row, epochs
+
+
+def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
+    """One run-level record file (`name` in a run's folder) of every run that wrote one, keyed."""
+    found = [(row, Path(row["run"]) / name) for row in rows if (Path(row["run"]) / name).is_file()]
+    return pd.concat(
+        [pd.read_csv(path, sep="\t").assign(**{k: row[k] for k in KEYS}) for row, path in found]
+        or [pd.DataFrame(columns=KEYS + columns)]
+    )
+
+
+def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None = None) -> None:
+    """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
+    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
+    rows, epochs = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
+    pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
+    # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
+    _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
+    _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
+    points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
+    points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)

@@ -1,0 +1,101 @@
+"""The analysis of a study's runs, in one place: which runs are SEQ's baseline, which were trained
+(not reported under another name), means and spreads over seeds, speedups, time to target, and
+the simulator against measurement. The claims, the figures and the report all read them here."""
+
+import pandas as pd
+
+KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
+WER_TOLERANCE = 0.01  # one WER point, absolute: accuracy that "matches" SEQ's
+
+
+def baseline(table: pd.DataFrame) -> pd.DataFrame:
+    """SEQ's runs as configured (no sweep's variant): every speedup and accuracy is against them."""
+    return table[(table.algorithm == "seq") & (table.variant == "default")]
+
+
+def trained(table: pd.DataFrame) -> pd.DataFrame:
+    """Each run trained once: not SEQ's run again under every algorithm that is SEQ alone."""
+    return table[table.algorithm == table.trained_as]
+
+
+def runs_of(table: pd.DataFrame, algorithm: str, learners: int) -> pd.DataFrame:
+    return table[(table.algorithm == algorithm) & (table.learners == learners)]
+
+
+def mean_spread(values: pd.Series) -> tuple[float, float]:
+    """The mean over seeds, and half their range (the spread: none for one seed)."""
+    return values.mean(), (values.max() - values.min()) / 2
+
+
+def below(a: pd.Series, b: pd.Series) -> bool:
+    """Whether the mean of `a` is below that of `b` by more than both spreads."""
+    (mean_a, spread_a), (mean_b, spread_b) = mean_spread(a), mean_spread(b)
+    return mean_a + spread_a < mean_b - spread_b
+
+
+def matches_seq(table: pd.DataFrame, runs: pd.DataFrame) -> bool:
+    """Accuracy that matches SEQ's: mean test WER at most SEQ's plus the tolerance and both spreads."""
+    (wer, spread), (seq_wer, seq_spread) = mean_spread(runs.wer), mean_spread(baseline(table).wer)
+    return wer <= seq_wer + WER_TOLERANCE + spread + seq_spread
+
+
+def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | None) -> pd.DataFrame:
+    """Each run's training time until its dev loss first reached the target (NaN: never), MLPerf
+    style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds). Also in
+    learner-hours: GPU-hours on a dedicated profile."""
+    if target is None:
+        seq = baseline(table)
+        target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
+    seconds = table.run.map(epochs[epochs.dev_loss <= target].groupby("run").time_s.min())
+    return table.assign(target_dev_loss=target, time_to_target_s=seconds,
+                        device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
+
+
+def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """Speedups against SEQ timed the same way (measured, or modelled on the same hardware), with
+    the same seed (the mean over SEQ's seeds where it has none): time speedup T(SEQ) / T(run) for
+    the same epochs, throughput (frames/s) speedup, time-to-target speedup, and efficiency."""
+    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
+
+
+def _speedups(table: pd.DataFrame) -> pd.DataFrame:
+    seq = baseline(table)
+    if seq.empty:
+        return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
+                                            float("nan")))  # fmt: skip
+    by_seed = seq.set_index("seed")
+
+    def of_seq(column):
+        return table.seed.map(by_seed[column]).fillna(seq[column].mean())
+
+    return table.assign(
+        time_speedup=of_seq("train_s") / table.train_s,
+        throughput_speedup=table.frames_per_s / of_seq("frames_per_s"),
+        target_speedup=of_seq("time_to_target_s") / table.time_to_target_s,
+        efficiency=of_seq("train_s") / table.train_s / table.learners,
+    )
+
+
+def by_learners(table: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm and learner count (runs trained, as configured): mean WER, time speedup,
+    time-to-target speedup and learner-hours to target."""
+    return trained(table).groupby(["algorithm", "learners"]).agg(
+        wer=("wer", "mean"), speedup=("time_speedup", "mean"), to_target=("target_speedup", "mean"),
+        hours=("device_hours_to_target", "mean"),
+    )  # fmt: skip
+
+
+def learner_hours(table: pd.DataFrame) -> pd.Series:
+    """What a study's training took, per kind of timing: learners × training time over every run
+    trained (GPU-hours where each learner has a GPU; dev evaluation not counted)."""
+    runs = trained(table)
+    return (runs.train_s * runs.learners / 3600).groupby(runs.speedup_kind).sum()
+
+
+def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
+    """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
+    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*KEYS, "world", "epoch_s", "final_dev_loss"]]
+    measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
+    modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
+    pairs = measured.merge(modelled, on=KEYS, suffixes=("_measured", "_modelled"))
+    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(KEYS)

@@ -1,0 +1,62 @@
+"""config.yaml's schema (config.schema.yaml, beside this module): the one source of every
+setting's default, and the check of a configuration that names the key that is wrong."""
+
+import copy
+import dataclasses
+from importlib import resources
+
+import jsonschema
+import yaml
+
+SCHEMA = yaml.safe_load(resources.files("asrscale").joinpath("config.schema.yaml").read_text())
+# the least a configuration holds: every other setting has a default
+MINIMAL = {"corpus": {"name": "defaults"}, "study": {"runs": [{"algorithm": "seq"}]}}
+
+
+class ConfigError(ValueError):
+    """A configuration the schema does not allow, or whose keys disagree."""
+
+
+def _filling_defaults(validator_class):
+    """A validator that puts each missing property's default in place before checking it."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from check_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": properties})
+
+
+VALIDATOR = _filling_defaults(jsonschema.Draft202012Validator)(SCHEMA)
+
+
+def validate(config: dict) -> dict:
+    """Check `config` against the schema, filling in every default (in place); returns it."""
+    errors = sorted(VALIDATOR.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
+    if errors:
+        first = errors[0]
+        where = ".".join(str(part) for part in first.absolute_path) or "(top level)"
+        raise ConfigError(f"config: {where}: {first.message}")
+    return config
+
+
+def defaults(section: str, **changes) -> dict:
+    """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin",
+    "hardware.this-machine"), with `changes` over them."""
+    settings = validate(copy.deepcopy(MINIMAL))
+    for key in section.split("."):
+        settings = settings[key]
+    return {**settings, **changes}
+
+
+def build(cls, section: str, **changes):
+    """The dataclass `cls` of a section's settings: its defaults with `changes` over them; the
+    section's keys that are the workflow's (such as `jobs`) are left out."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    if unknown := set(changes) - names:
+        raise TypeError(f"{cls.__name__} has no setting {sorted(unknown)}")
+    return cls(**{key: value for key, value in defaults(section, **changes).items() if key in names})

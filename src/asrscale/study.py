@@ -1,0 +1,218 @@
+"""The one place that turns a configuration (config.yaml and the files over it) into a study: its
+runs, each run's complete settings, and the settings of every other stage. The workflow writes
+each into a file (a run's `settings.json` is also its record of what it was asked to do), and
+`asrscale <stage> --settings` reads it; nothing else resolves the configuration.
+
+A run is one algorithm at one learner count and seed, in one world, as configured or in a
+variant: the configuration with one setting changed by a sweep, named "<setting>=<value>" (an
+option of algorithms.<name>, or train.<key>). An algorithm that is SEQ with one learner reports
+SEQ's run (trained once)."""
+
+import copy
+import inspect
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from asrscale.settings import ConfigError, validate
+from asrscale.training.algorithms import algorithm_class
+from asrscale.training.loop import TrainConfig
+
+SUBSETS = ("train", "dev", "test")
+TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
+SOURCE_TABLES = {"kaldi": ("wav.scp", "text", "utt2spk", "segments", "feats.scp")}
+
+
+@dataclass(frozen=True)
+class Run:
+    world: str  # "simulated" or "mpi"
+    algorithm: str
+    variant: str  # "default", or "<setting>=<value as JSON>"
+    learners: int
+    seed: int
+
+
+class Study:
+    """A configuration, checked (every key against the schema, defaults filled in; keys that
+    disagree named), and what follows from it."""
+
+    def __init__(self, config: dict):
+        self.config = validate(copy.deepcopy(config))
+        self.corpus = self.config["corpus"]["name"]
+        self.name = self.config["study"].get("name") or self.corpus
+        self.imported = "subsets" in self.config["corpus"]
+        self.hardware = self.config["study"]["hardware"]
+        self._check()
+
+    def _check(self) -> None:
+        config, study = self.config, self.config["study"]
+        if self.hardware not in config["hardware"]:
+            raise ConfigError(f"config: study.hardware is {self.hardware!r}, but hardware: defines only "
+                              f"{sorted(config['hardware'])}")  # fmt: skip
+        kaldi_features = config["features"]["kind"] == "kaldi"
+        if kaldi_features and not self.imported:
+            raise ConfigError("config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets")
+        for subset, sources in config["corpus"].get("subsets", {}).items():
+            for index, source in enumerate(sources):
+                key = f"config: corpus.subsets.{subset}[{index}]"
+                if not Path(source["path"]).exists():
+                    raise ConfigError(f"{key}.path: {source['path']} does not exist")
+                if kaldi_features and source["format"] != "kaldi":
+                    raise ConfigError(f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
+                                      f"not {source['format']}")  # fmt: skip
+        for index, entry in enumerate(study["runs"]):
+            if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
+                raise ConfigError(f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
+                                  f"not {entry['learners']}")  # fmt: skip
+        for index, sweep in enumerate(study["sweeps"]):
+            key = f"config: study.sweeps[{index}]"
+            if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
+                raise ConfigError(f"{key}.learners: seq is one learner, not {sweep['learners']}")
+            settings = sorted(_options(sweep["algorithm"])) + [f"train.{key}" for key in TRAIN_KEYS]
+            if sweep["vary"] not in settings:
+                raise ConfigError(f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
+                                  f"one of {settings}")  # fmt: skip
+
+    # the runs
+    def _learners(self, entry: dict) -> list[int]:
+        """An entry's learner counts: its own, else study.learners (SEQ: always one)."""
+        default = [1] if entry["algorithm"] == "seq" else self.config["study"]["learners"]
+        return entry.get("learners", default)
+
+    def _seeds(self, entry: dict) -> list[int]:
+        return entry.get("seeds", self.config["study"]["seeds"])
+
+    def _points(self) -> list[tuple[dict, dict]]:
+        """Every point of every sweep, with its sweep: the setting varied, algorithm, learners,
+        value, variant and world (sweeps run in study.world)."""
+        world = self.config["study"]["world"]
+        return [
+            (sweep, {"sweep": sweep["vary"], "algorithm": sweep["algorithm"], "learners": sweep["learners"],
+                     "value": value, "variant": self._variant(sweep["algorithm"], sweep["vary"], value),
+                     "world": world})
+            for sweep in self.config["study"]["sweeps"] for value in sweep["values"]
+        ]  # fmt: skip
+
+    def sweep_points(self) -> list[dict]:
+        return [point for _, point in self._points()]
+
+    def runs(self) -> list[Run]:
+        """Every run the study reports, in the order of the configuration."""
+        study = self.config["study"]
+        runs = [
+            Run(entry.get("world", study["world"]), entry["algorithm"], "default", learners, seed)
+            for entry in study["runs"] for learners in self._learners(entry) for seed in self._seeds(entry)
+        ]  # fmt: skip
+        runs += [
+            Run(point["world"], point["algorithm"], point["variant"], point["learners"], seed)
+            for sweep, point in self._points() for seed in self._seeds(sweep)
+        ]  # fmt: skip
+        return list(dict.fromkeys(runs))
+
+    def trained_as(self, run: Run) -> Run:
+        """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner
+        (with the same train settings: an option of the algorithm changes nothing there)."""
+        if run.learners == 1 and algorithm_class(run.algorithm).alone_is_seq:
+            variant = run.variant if run.variant.startswith("train.") else "default"
+            return Run(run.world, "seq", variant, 1, run.seed)
+        return run
+
+    def world_folder(self, world: str) -> str:
+        """A run's world names its results folder: "mpi", or "sim-<profile>" when simulated."""
+        return "mpi" if world == "mpi" else f"sim-{self.hardware}"
+
+    def folder(self, run: Run) -> str:
+        """Where `run` is trained (SEQ's folder for an algorithm that is SEQ alone)."""
+        run = self.trained_as(run)
+        return (f"results/{self.corpus}/studies/{self.name}/runs/{self.world_folder(run.world)}/{run.algorithm}/"
+                f"{run.variant}/P{run.learners}/seed{run.seed}")  # fmt: skip
+
+    def run_of(self, world_folder: str, algorithm: str, variant: str, learners, seed) -> Run:
+        """The run a folder's names stand for."""
+        return Run("mpi" if world_folder == "mpi" else "simulated", algorithm, variant, int(learners), int(seed))
+
+    def ranks(self, run: Run) -> int:
+        """A run's processes: its learners and any server ranks on real ranks; one when simulated."""
+        return run.learners + algorithm_class(run.algorithm).servers if run.world == "mpi" else 1
+
+    # each run's settings
+    def _variant(self, algorithm: str, setting: str, value) -> str:
+        return "default" if value == self._in_effect(algorithm, setting) else f"{setting}={json.dumps(value)}"
+
+    def _in_effect(self, algorithm: str, setting: str):
+        """The value `setting` takes in `algorithm`'s runs as configured."""
+        options = self.config["algorithms"].get(algorithm, {})
+        if setting.startswith("train."):
+            key = setting.removeprefix("train.")
+            return options.get("train", {}).get(key, self.config["train"][key])
+        return options[setting] if setting in options else _options(algorithm)[setting]
+
+    def run_settings(self, run: Run) -> dict:
+        """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
+        seed, the train, model and features settings (the algorithm's own train settings and the
+        variant's change over config's), and its world."""
+        config = self.config
+        options = copy.deepcopy(config["algorithms"].get(run.algorithm, {}))
+        train = dict(config["train"], **options.pop("train", {}))
+        if run.variant != "default":
+            setting, value = run.variant.split("=", 1)
+            if setting.startswith("train."):
+                train[setting.removeprefix("train.")] = json.loads(value)
+            else:
+                options[setting] = json.loads(value)
+        features = {key: value for key, value in config["features"].items() if key not in ("jobs", "cmvn")}
+        learners_per_node = config["study"]["learners_per_node"]
+        if run.world == "mpi":
+            world = {"kind": "mpi", "collectives": config["mpi"]["collectives"],
+                     "timeout_s": config["mpi"]["timeout_s"], "learners_per_node": learners_per_node}  # fmt: skip
+        else:
+            profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}
+            world = {"kind": "simulated", "learners": run.learners, "hardware": dict(profile, name=self.hardware),
+                     "learners_per_node": learners_per_node}  # fmt: skip
+        return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
+                "model": config["model"], "features": features, "cmvn": config["features"]["cmvn"],
+                "world": world}  # fmt: skip
+
+    # every other stage's settings
+    def stage_settings(self, stage: str) -> dict:
+        """The settings of a stage that is not a run: `synthesise`, `import-<subset>`, `features`,
+        `calibrate`, `gather` or `report`."""
+        config, corpus = self.config, self.config["corpus"]
+        features = {key: value for key, value in config["features"].items() if key not in ("jobs", "cmvn")}
+        if stage == "synthesise":
+            return {key: value for key, value in corpus["builtin"].items() if key != "jobs"}
+        if stage.startswith("import-") and stage.removeprefix("import-") in corpus.get("subsets", {}):
+            sources = corpus["subsets"][stage.removeprefix("import-")]
+            return {"sources": sources, "features": features, "text": corpus["text"], "bad_input": corpus["bad_input"]}
+        if stage == "features":
+            return {"features": features, "bad_input": corpus["bad_input"]}
+        if stage == "calibrate":
+            return {"train": config["train"], "model": config["model"], "features": features,
+                    "cmvn": config["features"]["cmvn"]}  # fmt: skip
+        if stage == "gather":
+            reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
+                        for run in self.runs()]  # fmt: skip
+            target = config["report"]["target_dev_loss"]
+            return {"runs": reported, "sweeps": self.sweep_points(), "target_dev_loss": target}
+        if stage == "report":
+            return {"title": config["report"]["title"], "config": config}
+        raise ValueError(f"no settings of a stage {stage!r}")
+
+    def source_tables(self, subset: str) -> list[Path]:
+        """The files that list a subset's utterances (editing one imports the subset again)."""
+        tables = []
+        for source in self.config["corpus"]["subsets"][subset]:
+            path = Path(source["path"])
+            if source["format"] == "kaldi":
+                tables += [path / name for name in SOURCE_TABLES["kaldi"] if (path / name).is_file()]
+            elif source["format"] == "librispeech":
+                tables += sorted(path.rglob("*.trans.txt"))
+            else:
+                tables.append(path)
+        return tables
+
+
+def _options(algorithm: str) -> dict:
+    """An algorithm's options and their defaults (its constructor's keyword arguments)."""
+    parameters = inspect.signature(algorithm_class(algorithm)).parameters
+    return {name: p.default for name, p in parameters.items() if name != "layout"}

@@ -1,0 +1,88 @@
+"""The study resolver as plain Python: a configuration into runs, each run's complete settings, and
+every other stage's, with errors that name the key."""
+
+import copy
+from dataclasses import fields
+
+import pytest
+import yaml
+
+from asrscale.settings import ConfigError
+from asrscale.study import Run, Study
+from asrscale.training.loop import RunConfig, TrainConfig
+from conftest import ROOT
+
+
+def merged(*names: str) -> dict:
+    """config.yaml with other files over it, key by key, as Snakemake merges --configfile."""
+
+    def update(base: dict, over: dict) -> dict:
+        for key, value in over.items():
+            base[key] = update(base.get(key, {}), value) if isinstance(value, dict) and key in base else value
+        return base
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for name in names:
+        update(config, yaml.safe_load((ROOT / name).read_text()))
+    return config
+
+
+def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
+    study = Study(merged())
+    runs = study.runs()
+    assert len({study.folder(run) for run in runs}) == 27  # 7 × 4 counts, and SEQ once
+    ssgd_alone = Run("simulated", "ssgd", "default", 1, 1)
+    assert study.trained_as(ssgd_alone) == Run("simulated", "seq", "default", 1, 1)
+    for run in runs:
+        settings = study.run_settings(run)
+        assert set(settings["train"]) == {field.name for field in fields(TrainConfig)}
+        assert RunConfig.from_settings(settings).algorithm == run.algorithm
+        world = settings["world"]
+        assert world["kind"] == "simulated" and world["hardware"]["name"] == "zhang19b-v100"
+        assert "collectives" not in world and world["learners"] == run.learners  # not MPI's settings
+    # an algorithm's own train settings are train settings, not options
+    ma = study.run_settings(Run("simulated", "ma", "default", 4, 1))
+    assert ma["train"]["optimizer"] == "sgd" and ma["train"]["lr"] == 0.05 and "train" not in ma["options"]
+    assert ma["options"] == {"frames_per_job": 50000}
+
+
+def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run():
+    study = Study(merged("studies/reproduction.yaml"))
+    points = [p for p in study.sweep_points() if p["sweep"] == "train.batch_size" and p["algorithm"] == "ssgd"]
+    assert [p["variant"] for p in points] == ["train.batch_size=8", "default", "train.batch_size=96"]
+    variant = study.run_settings(Run("simulated", "ssgd", "train.batch_size=96", 4, 1))
+    assert variant["train"]["batch_size"] == 96
+    mpi = Study(merged("studies/algorithms.yaml"))
+    world = mpi.run_settings(Run("mpi", "hadpsgd", "default", 4, 1))["world"]
+    assert world == {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "learners_per_node": 2}
+    assert mpi.ranks(Run("mpi", "asgd", "default", 4, 1)) == 5
+
+
+def test_every_other_stage_has_its_settings():
+    study = Study(merged())
+    assert "cmvn" not in study.stage_settings("features")["features"]  # normalising extracts nothing again
+    assert "jobs" not in study.stage_settings("synthesise")
+    calibrate = study.stage_settings("calibrate")
+    assert calibrate["model"]["units"] == 128 and calibrate["cmvn"] == "speaker"
+    gather = study.stage_settings("gather")
+    assert len(gather["runs"]) == len(study.runs()) and gather["target_dev_loss"] is None
+    with pytest.raises(ValueError, match="no settings of a stage 'nope'"):
+        study.stage_settings("nope")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("study", "hardware", "lab"), r"study.hardware is 'lab', but hardware: defines only"),
+        (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
+        (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "k", "values": [1, 2]}]),
+         r"study.sweeps\[0\].vary: kavg has no setting 'k'"),
+        (("train", "lr", -1), r"config: train.lr: -1 is less than or equal to the minimum of 0"),
+    ],
+)  # fmt: skip
+def test_a_wrong_configuration_is_an_error_naming_the_key(change, message):
+    config = copy.deepcopy(merged())
+    section, key, value = change
+    config[section][key] = value
+    with pytest.raises(ConfigError, match=message):
+        Study(config)

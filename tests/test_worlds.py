@@ -1,0 +1,30 @@
+"""One implementation, two worlds: an algorithm's learners as real MPI ranks and simulated in one
+process carry out the same requests, so they end with the same model (the simulator keeps only
+another clock). ASGD aside: its server's order of updates follows the clock."""
+
+import pytest
+import torch
+
+from asrscale.settings import defaults
+from asrscale.training.loop import RunPaths, train
+from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.simulated import SimWorld
+from conftest import MPI_WORLD, mpiexec, run_config
+from test_mpi import train_command
+from test_sim import CALIBRATION
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd"])
+def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus, tmp_path, algorithm):
+    shards = corpus / "shards" / "P2"
+    options = {"period": 2} if algorithm == "kavg" else {}
+    nodes_of_one = dict(MPI_WORLD, learners_per_node=1)  # H-ADPSGD: two nodes, whose leaders gossip
+    mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, nodes_of_one, epochs=1))
+    costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine")), CALIBRATION)
+    run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's
+    paths = RunPaths(corpus / "data", corpus / "feats", shards, corpus / "tokens.txt", tmp_path / "simulated")
+    train(run, paths, SimWorld(2, costs, learners_per_node=1, prefetch=run.train.prefetch, name=algorithm))
+    mpi, simulated = (torch.load(tmp_path / world / "model.pt", weights_only=False)["model"]
+                      for world in ("mpi", "simulated"))  # fmt: skip
+    for name in mpi:
+        torch.testing.assert_close(simulated[name], mpi[name], rtol=1e-5, atol=1e-6, msg=name)

@@ -1,0 +1,41 @@
+# Every stage's settings and every run's, each in a file written from the configuration by the
+# study resolver (src/asrscale/study.py); `asrscale <stage> --settings` reads it. A change of
+# settings rewrites the file, and so reruns what reads it (and only that). These rules run in
+# Snakemake's own process (profiles/default: force-use-threads).
+localrules:
+    corpus_settings,
+    study_settings,
+    run_settings,
+
+
+rule corpus_settings:
+    output:
+        "results/{corpus}/settings/{stage}.json",
+    log:
+        "logs/{corpus}/settings/{stage}.log",
+    params:
+        settings=lambda wildcards: STUDY.stage_settings(wildcards.stage),
+    run:
+        write_settings(output[0], log[0], params.settings)
+
+
+rule study_settings:
+    output:
+        "results/{corpus}/studies/{study}/settings/{stage}.json",
+    log:
+        "logs/{corpus}/{study}/settings/{stage}.log",
+    params:
+        settings=lambda wildcards: STUDY.stage_settings(wildcards.stage),
+    run:
+        write_settings(output[0], log[0], params.settings)
+
+
+rule run_settings:
+    output:
+        f"{RUN}/settings.json",
+    log:
+        "logs/{corpus}/{study}/settings/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
+    params:
+        settings=lambda wildcards: STUDY.run_settings(run_of(wildcards)),
+    run:
+        write_settings(output[0], log[0], params.settings)
