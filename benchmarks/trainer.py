@@ -40,14 +40,13 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     import torch.nn.functional as F
 
     from asrscale.data.shard import write_shards
+    from asrscale.training.learner import make_optimizer
     from asrscale.training.loop import RunPaths, train
     from asrscale.worlds.mpi import MPIWorld
 
     study = Study.of(work)
     results, run = study.results, study.seq
     train_config = replace(run.train, epochs=1)
-    if train_config.optimizer != "adam":
-        raise ValueError("the plain loop is written for config.yaml's optimizer: adam")
     train_set = study.train_set()
     steps = min(steps, len(train_set.frames) // train_config.batch_size)
     utts = sorted(train_set.frames)[: steps * train_config.batch_size]
@@ -76,7 +75,9 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     def plain_loop(timed_batches) -> tuple[float, float]:
         torch.manual_seed(run.seed)
         model = study.build_model()
-        optimizer = torch.optim.Adam(model.parameters(), lr=train_config.lr)
+        optimizer = make_optimizer(train_config.optimizer, train_config.momentum, model)  # the study's
+        for group in optimizer.param_groups:
+            group["lr"] = train_config.lr
         losses = []
         start = time.perf_counter()
         for batch in timed_batches:

@@ -1,25 +1,37 @@
 import pytest
+import torch
 
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.algorithms.adpsgd import partner
+from asrscale.training.algorithms.adpsgd import neighbours, pairing
 from asrscale.worlds.ops import Layout
 
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
-@pytest.mark.parametrize("size", range(1, 10))
-def test_adpsgd_pairs_are_mutual_bipartite_and_rotate(size, graph):
+@pytest.mark.parametrize("size", range(1, 65))
+def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect_every_learner(size, graph):
+    links = {rank: neighbours(rank, size, graph) for rank in range(size)}
+    for rank, peers in links.items():
+        assert all(peer % 2 != rank % 2 and rank in links[peer] for peer in peers)
+    reached, frontier = {0}, [0]  # every learner reaches every other along the graph
+    while frontier:
+        frontier = [peer for rank in frontier for peer in links[rank] if peer not in reached]
+        reached.update(frontier)
+    assert reached == set(range(size))
+    if size > 2 and graph == "ring":
+        assert all(len(peers) <= 2 for peers in links.values())
+
+
+@pytest.mark.parametrize("graph", ["ring", "exponential"])
+@pytest.mark.parametrize("size", range(1, 17))
+def test_the_lock_step_pairing_is_a_matching_on_the_graph_that_meets_every_neighbour(size, graph):
     met = {rank: set() for rank in range(size)}
     for step in range(4 * size):
         for rank in range(size):
-            peer = partner(rank, size, step, graph)
-            if peer is None:
-                continue
-            assert partner(peer, size, step, graph) == rank and peer % 2 != rank % 2
-            met[rank].add(peer)
-        sitting_out = [r for r in range(size) if partner(r, size, step, graph) is None]
-        assert len(sitting_out) == size % 2 if size > 1 else sitting_out == [0]
-    if graph == "ring" and size > 1:
-        assert all(met[r] == {p for p in range(size) if p % 2 != r % 2} for r in range(size))
+            peer = pairing(rank, size, step, graph)
+            if peer is not None:
+                assert pairing(peer, size, step, graph) == rank and peer in neighbours(rank, size, graph)
+                met[rank].add(peer)
+    assert all(met[rank] == set(neighbours(rank, size, graph)) for rank in range(size))
 
 
 @pytest.mark.parametrize(
@@ -53,3 +65,50 @@ def test_the_algorithms_that_are_seq_with_one_learner():
     from asrscale.training.algorithms import ALGORITHMS
 
     assert {name for name, cls in ALGORITHMS.items() if cls.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}
+
+
+def test_asgd_messages_are_float32_on_the_wire():
+    """A gradient push is the gradient and a 3-value header, all float32: a float64 header would
+    promote the whole message and double the server's traffic on real ranks."""
+    from torch import nn
+
+    from asrscale.training.learner import Learner, make_optimizer
+    from asrscale.worlds import ops
+
+    model = nn.Linear(5, 3)
+    learner = Learner(model, make_optimizer("sgd", 0.9, model), 0.0, "asgd")
+    for parameter in learner.parameters:
+        parameter.grad = torch.ones_like(parameter)
+    asgd = make_algorithm("asgd", Layout(rank=0, size=2, servers=1))
+    program = asgd._request(learner, 0, lr=0.1, payload=learner.gradients)
+    push = next(program)
+    assert isinstance(push, ops.Send) and push.to == 0
+    wire = ops.flatten(push.tensors)
+    assert wire.dtype == torch.float32 and wire.numel() * wire.element_size() == 4 * (5 * 3 + 3 + 3)
+
+
+def test_the_consensus_is_measured_not_imposed_on_the_learners():
+    """After an epoch the averaging algorithms evaluate the learners' average, and each learner
+    goes on from its own model (no synchronisation the algorithm does not make itself)."""
+    from asrscale.worlds import ops
+
+    class Holder:
+        def __init__(self, value):
+            self.state = [torch.full((3,), float(value))]
+
+    for name in ("kavg", "ma", "adpsgd", "hadpsgd"):
+        learners = [Holder(rank) for rank in range(2)]
+        programs = [make_algorithm(name, Layout(rank=rank, size=2, node_size=1, nodes=2)).consensus(learners[rank])
+                    for rank in range(2)]  # fmt: skip
+        requests = [next(program) for program in programs]
+        assert all(isinstance(request, ops.Allreduce) for request in requests)
+        average = sum(ops.flatten(r.tensors) for r in requests) / 2
+        for request in requests:
+            ops.unflatten(average, request.tensors)
+        results = []
+        for program in programs:
+            with pytest.raises(StopIteration) as done:
+                next(program)
+            results.append(done.value.value)
+        assert all(torch.equal(result[0], torch.full((3,), 0.5)) for result in results)
+        assert [learner.state[0][0].item() for learner in learners] == [0.0, 1.0], name

@@ -9,6 +9,8 @@ import torch
 
 from asrscale.data.batches import Batch
 from asrscale.training.algorithms import ALGORITHMS, make_algorithm
+from asrscale.training.fused import fused_forward
+from asrscale.training.learner import make_optimizer
 from asrscale.training.loop import Learner
 from asrscale.training.models import build_model
 from asrscale.training.natural_gradient import NaturalGradient
@@ -29,11 +31,16 @@ def test_the_models_forward_keeps_to_the_models_device(config):
 
 
 class MetaLearner(Learner):
-    """A learner on the meta device: gradients without a loss (CTC has no meta kernel)."""
+    """A learner on the meta device: gradients of a stand-in loss (CTC has no meta kernel); with a
+    recorder (NG-SGD), through the recording forward pass."""
 
-    def backward(self, batch):
+    def backward(self, batch, recorder=None):
         for parameter in self.parameters:
             parameter.grad = torch.zeros_like(parameter)
+        if recorder is not None:
+            params = {name: p.unsqueeze(0) for name, p in self.model.named_parameters()}
+            features, lengths = torch.empty(1, 2, 30, 40, device=META), torch.empty(1, 2, dtype=torch.long, device=META)
+            fused_forward(self.model.config, params, features, lengths, recorder)[0].sum().backward()
         yield ops.Compute(0.0, batch.frames)
         return 0.0
 
@@ -73,29 +80,33 @@ def drive(program):
 def test_every_algorithms_requests_keep_to_the_learners_device(algorithm):
     """Two learners' worth of one learner's program: start, steps with every exchange, consensus."""
     size = 1 if algorithm == "seq" else 2
-    layout = ops.Layout(rank=0, size=size, node_size=size)
-    model = build_model(model_config(units=8), 40, 12).to(META)
-    learner = MetaLearner(model, torch.optim.Adam(model.parameters(), lr=1e-3), 5.0, "meta")
-    chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
-    lengths = torch.tensor([30, 24])
-    batch = Batch(torch.zeros(2, 30, 40), lengths, torch.tensor([1, 2, 3]), torch.tensor([2, 1]), ["a", "b"])
-    try:
-        drive(chosen.start(learner))
-        for _ in range(3):
-            drive(chosen.step(learner, batch, 1e-3))
-        drive(chosen.consensus(learner))
-    except ValueRead:
-        assert algorithm == "asgd"  # a learner reads the version the server replies with
+    for rank in range(size):  # ADPSGD: a passive learner, then an active one
+        layout = ops.Layout(rank=rank, size=size, node_size=size)
+        model = build_model(model_config(units=8), 40, 12).to(META)
+        learner = MetaLearner(model, make_optimizer("adam", 0.9, model), 5.0, "meta")
+        chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
+        lengths = torch.tensor([30, 24])
+        batch = Batch(torch.zeros(2, 30, 40), lengths, torch.tensor([1, 2, 3]), torch.tensor([2, 1]), ["a", "b"])
+        try:
+            drive(chosen.start(learner))
+            drive(chosen.plan(50.0))
+            for _ in range(3):
+                drive(chosen.step(learner, batch, 1e-3))
+            drive(chosen.epoch_done(learner))
+            drive(chosen.consensus(learner))
+        except ValueRead:
+            assert algorithm == "asgd"  # a learner reads the version the server replies with
 
 
 def test_natural_gradient_keeps_to_the_parameters_device():
-    parameters = [torch.nn.Parameter(torch.empty(6, 5, device=META)), torch.nn.Parameter(torch.empty(6, device=META))]
-    for parameter in parameters:
+    weight, bias = torch.nn.Parameter(torch.empty(6, 5, device=META)), torch.nn.Parameter(torch.empty(6, device=META))
+    for parameter in (weight, bias):
         parameter.grad = torch.zeros_like(parameter)
-    natural_gradient = NaturalGradient(parameters, batch_size=4, rank_in=2, rank_out=3)
-    for _ in range(5):  # refreshes included
-        natural_gradient.precondition()
-    assert parameters[0].grad.device == META
+    natural_gradient = NaturalGradient({"w": weight}, {"w": bias}, rank_in=2, rank_out=3)
+    record = {"w": (torch.empty(40, 5, device=META), torch.empty(40, 6, device=META))}
+    for _ in range(12):  # refreshes included
+        natural_gradient.precondition(record)
+    assert weight.grad.device == bias.grad.device == META
 
 
 def test_auto_collectives_never_pick_nccl_for_ranks_that_share_a_gpu():

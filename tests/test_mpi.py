@@ -128,7 +128,7 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
     assert json.loads((killed / "run.json").read_text())["resumed"]
 
 
-@pytest.mark.parametrize("algorithm, learners_per_node", [("ssgd", None), ("adpsgd", None), ("hadpsgd", 1)])
+@pytest.mark.parametrize("algorithm, learners_per_node", [("ssgd", None), ("kavg", None), ("hadpsgd", 1)])
 def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, learners_per_node):
     """The path NCCL takes between GPUs (torch.distributed set up from the MPI ranks), here with
     Gloo between CPUs: the same run as through MPI."""

@@ -1,18 +1,82 @@
+"""povey14's online natural gradient: per-frame statistics, low-rank-plus-identity factors."""
+
 import torch
 
-from asrscale.training.natural_gradient import NaturalGradient
+from asrscale.data.batches import Batch
+from asrscale.training.algorithms.ma import natural_gradient_of
+from asrscale.training.fused import Recorder
+from asrscale.training.learner import ctc_loss
+from asrscale.training.models import build_model
+from asrscale.training.natural_gradient import Factor, NaturalGradient
+from conftest import model_config
 
 
-def test_preconditioned_gradient_keeps_the_norm_and_descends():
+def test_a_factor_follows_the_covariance_of_its_rows():
+    """From rows of a stationary covariance with 3 large directions, the online factor's rank-3
+    subspace converges to theirs, its values to their excess variance and ρ to the rest's."""
     torch.manual_seed(0)
-    weight, bias = torch.nn.Parameter(torch.randn(64, 24)), torch.nn.Parameter(torch.randn(64))
-    preconditioner = NaturalGradient([weight, bias], batch_size=32, rank_in=4, rank_out=8, update_period=2)
-    for _ in range(6):
-        # gradients with a dominant direction, as real ones have
-        raw = torch.randn(64, 24) + 5 * torch.outer(torch.randn(64), torch.randn(24))
-        weight.grad, bias.grad = raw.clone(), torch.ones(64)
-        preconditioner.precondition()
-        assert torch.allclose(weight.grad.norm(), raw.norm(), rtol=1e-4)
-        assert (weight.grad * raw).sum() > 0  # a descent direction: positive inner product
-        assert not torch.allclose(weight.grad, raw)  # and really a different direction
-        assert torch.equal(bias.grad, torch.ones(64))  # vectors are left alone
+    directions = torch.linalg.qr(torch.randn(16, 3))[0]  # 16 × 3, orthonormal
+    scales = torch.tensor([10.0, 6.0, 4.0])
+    factor = Factor(16, 3, torch.device("cpu"))
+    for _ in range(60):
+        rows = torch.randn(200, 16) + (torch.randn(200, 3) * scales) @ directions.T
+        factor.refresh(rows, torch.tensor(200.0), eta=0.1)
+    captured = (factor.basis @ directions).square().sum(0)
+    assert captured.min() > 0.95
+    torch.testing.assert_close(factor.values.sort().values, (scales**2).sort().values, rtol=0.2, atol=0)
+    assert abs(factor.floor.item() - 1.0) < 0.2
+
+
+def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
+    """An input direction of large variance is scaled down in the preconditioned gradient (the
+    Fisher matrix's inverse, smoothed by α = 4 times the mean eigenvalue: about 4× here);
+    isotropic inputs leave the gradient's direction nearly as it is; the norm is always the plain
+    gradient's."""
+    torch.manual_seed(1)
+    weight = torch.nn.Parameter(torch.zeros(8, 12))
+    preconditioner = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2)
+    large = torch.zeros(12)
+    large[0] = 1.0
+    for spread, expect_down in ((torch.ones(12), False), (1 + 30 * large, True)):
+        for _ in range(12):
+            inputs, derivatives = torch.randn(500, 12) * spread, torch.randn(500, 8)
+            weight.grad = derivatives.T @ inputs
+            plain = weight.grad.clone()
+            preconditioner.precondition({"w": (inputs, derivatives)})
+        torch.testing.assert_close(weight.grad.norm(), plain.norm())
+        share = lambda g: (g[:, 0].norm() / g[:, 1:].norm()).item()  # noqa: E731
+        if expect_down:
+            assert share(weight.grad) < share(plain) / 3
+        else:
+            cosine = (weight.grad * plain).sum() / (weight.grad.norm() * plain.norm())
+            assert cosine > 0.95
+        preconditioner = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2)
+
+
+def test_every_affine_map_of_a_model_is_preconditioned_from_its_frames():
+    """The recording forward pass gives the model's own gradients and every map's statistics
+    (an LSTM direction's two maps, the output layer; a DNN's layers), and NG-SGD replaces each
+    map's gradient (weight and bias together) at the same norm."""
+    torch.manual_seed(0)
+    for config, maps in ((model_config(units=16), 2 * 2 * 2 + 1), (model_config(kind="dnn", units=16), 2 + 1)):
+        model = build_model(config, 40, 12)
+        features, lengths = torch.randn(4, 60, 40), torch.tensor([60, 45, 30, 51])
+        batch = Batch(features, lengths, torch.randint(1, 12, (12,)), torch.tensor([3, 3, 3, 3]), list("abcd"))
+        ctc_loss(model, batch)[0].backward()
+        plain = {name: p.grad.clone() for name, p in model.named_parameters()}
+        for p in model.parameters():  # each its own, as a learner's are
+            p.grad = torch.zeros_like(p)
+        recorder = Recorder()
+        ctc_loss(model, batch, recorder=recorder)[0].backward()
+        assert all(torch.allclose(p.grad, plain[name], atol=1e-5) for name, p in model.named_parameters())
+        assert len(recorder.record) == maps
+        natural = natural_gradient_of(model)
+        natural.precondition(recorder.record)
+        now = {n: p.grad for n, p in model.named_parameters()}
+
+        def joint(grads, weight):  # a map's weight and bias together
+            return torch.cat([grads[weight], grads[weight.replace("weight", "bias")][:, None]], dim=1)
+
+        for name in recorder.record:
+            torch.testing.assert_close(joint(now, name).norm(), joint(plain, name).norm())
+            assert not torch.allclose(joint(now, name), joint(plain, name))

@@ -40,10 +40,10 @@ def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
         world = settings["world"]
         assert world["kind"] == "simulated" and world["hardware"]["name"] == "zhang19b-v100"
         assert "collectives" not in world and world["learners"] == run.learners  # not MPI's settings
-    # an algorithm's own train settings are train settings, not options
-    ma = study.run_settings(Run("simulated", "ma", "default", 4, 1))
-    assert ma["train"]["optimizer"] == "sgd" and ma["train"]["lr"] == 0.05 and "train" not in ma["options"]
-    assert ma["options"] == {"frames_per_job": 50000}
+    # one policy: every algorithm trains with the study's train settings; options are its own
+    settings = [study.run_settings(run) for run in runs]
+    assert all(s["train"] == settings[0]["train"] for s in settings)
+    assert study.run_settings(Run("simulated", "ma", "default", 4, 1))["options"] == {"frames_per_job": 50000}
 
 
 def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run():

@@ -141,19 +141,18 @@ class Study:
 
     def _in_effect(self, algorithm: str, setting: str):
         """The value `setting` takes in `algorithm`'s runs as configured."""
-        options = self.config["algorithms"].get(algorithm, {})
         if setting.startswith("train."):
-            key = setting.removeprefix("train.")
-            return options.get("train", {}).get(key, self.config["train"][key])
+            return self.config["train"][setting.removeprefix("train.")]
+        options = self.config["algorithms"].get(algorithm, {})
         return options[setting] if setting in options else _options(algorithm)[setting]
 
     def run_settings(self, run: Run) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
-        seed, the train, model and features settings (the algorithm's own train settings and the
-        variant's change over config's), and its world."""
+        seed, the train (every algorithm the study's own), model and features settings, with the
+        variant's change, and its world."""
         config = self.config
         options = copy.deepcopy(config["algorithms"].get(run.algorithm, {}))
-        train = dict(config["train"], **options.pop("train", {}))
+        train = dict(config["train"])
         if run.variant != "default":
             setting, value = run.variant.split("=", 1)
             if setting.startswith("train."):

@@ -23,6 +23,15 @@ def compute_basis(world: dict) -> str:
     return f"compute measured on {compute['measured_on']}{assumed}"
 
 
+def training_rule(train: dict, rate: dict) -> str:
+    """What a run trained with, in a few words: the optimizer, the rate and how it was scaled."""
+    optimizer = f"SGD, momentum {train['momentum']:g}" if train["optimizer"] == "sgd" else "Adam"
+    warmup = f", warm-up {rate['warmup_epochs']:g} epochs" if rate["warmup_epochs"] and rate["scale"] != 1 else ""
+    decay = f", ×{rate['decay']:g} an epoch" if rate["decay"] != 1 else ""
+    clip = f", clip {train['clip_grad_norm']:g}" if train["clip_grad_norm"] else ""
+    return f"{optimizer}, lr {rate['lr']:g} × {rate['scale']:g} ({rate['rule']}){warmup}{decay}{clip}"
+
+
 def _run_tables(algorithm: str, variant: str, run: Path):
     record = json.loads((run / "run.json").read_text())
     scores = json.loads((run / "test" / "scores.json").read_text())
@@ -46,6 +55,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "global_batch": train["batch_size"] * record["learners"],
         "lr": train["lr"],
         "optimizer": train["optimizer"],
+        "training_rule": training_rule(train, record["learning_rate"]),
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
         "world": world["kind"],

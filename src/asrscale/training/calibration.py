@@ -11,10 +11,11 @@ import torch
 from asrscale.data.batches import Subset
 from asrscale.data.features import FeatureConfig
 from asrscale.provenance import available_cores
+from asrscale.training.algorithms.ma import natural_gradient_of
+from asrscale.training.fused import Recorder
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.loop import TrainConfig
 from asrscale.training.models import ModelConfig, build_model, flops_per_frame
-from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds.costmodel import RATES
 from asrscale.worlds.devices import describe, resolve_device, synchronize
 
@@ -87,19 +88,21 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
     slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
     if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
         slope, intercept = seconds.sum() / frames.sum(), 0.0
-    natural_gradient = NaturalGradient(learner.parameters, len(timed[0].utts))
+    # NG-SGD's preconditioning of one minibatch's statistics, in its steady schedule (the first
+    # ten minibatches refresh the factors every time, later ones every `update_period`)
+    natural_gradient, recorder = natural_gradient_of(learner.model), Recorder()
+    _drain(learner.backward(timed[0], recorder))
     period = natural_gradient.update_period
 
     def precondition():
-        natural_gradient.precondition()
+        natural_gradient.precondition(recorder.record)
         synchronize(learner.device)
 
     return {
         "backward_s_per_frame": float(slope),
         "backward_s_per_batch": float(intercept),
         "update_s": _seconds(lambda: _drain(learner.update(lr)), 5, warmup=2),
-        # two refresh periods, so the eigendecompositions weigh as they do in a run
-        "precondition_s": _seconds(precondition, 2 * period, warmup=period),
+        "precondition_s": _seconds(precondition, 2 * period, warmup=10),
         "frames_per_s": float(frames.sum() / seconds.sum()),
     }
 

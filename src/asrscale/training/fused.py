@@ -83,26 +83,53 @@ def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tens
     return x.gather(2, index[..., None].expand_as(x))
 
 
-def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh):
+class Recorder:
+    """Per-frame statistics of a model's affine maps, for NG-SGD (asrscale.training.natural_gradient):
+    for each weight, the frames' inputs and, once backward has run, the derivatives at its outputs
+    (one row a frame, both in one order; a map's first dimension is the learners')."""
+
+    def __init__(self):
+        self.inputs, self.record = {}, {}
+
+    def affine(self, output: torch.Tensor, weight: str, inputs: torch.Tensor) -> None:
+        self.inputs[weight] = inputs.detach()
+
+        def keep(derivatives):
+            self.record[weight] = (self.inputs[weight], derivatives.detach())
+
+        if output.requires_grad:
+            output.register_hook(keep)
+
+
+def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder | None = None, name: str = ""):
     """N one-layer LSTMs: x [N, B, T, in] -> [N, B, T, H]."""
     n, batch, steps, _ = x.shape
     time_major = x.transpose(1, 2).reshape(n, steps * batch, -1)
     bias = (bias_ih + bias_hh)[:, None, :]
     projected = torch.baddbmm(bias, time_major, weight_ih.transpose(1, 2)).view(n, steps, batch, -1)
     hidden = Recurrence.apply(projected, weight_hh.transpose(1, 2).contiguous())
+    if recorder is not None:  # the gates' derivatives are the outputs' of both maps, frame by frame
+        before = torch.cat([hidden.new_zeros(n, 1, batch, hidden.shape[-1]), hidden[:, :-1]], dim=1)
+        recorder.affine(projected, f"{name}.weight_ih_l0", time_major)
+        recorder.affine(projected, f"{name}.weight_hh_l0", before)
     return hidden.transpose(1, 2)
 
 
-def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, lengths: torch.Tensor):
+def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, lengths: torch.Tensor,
+                  recorder: Recorder | None = None):  # fmt: skip
     """Log-probabilities [N, B, T', V] and output lengths [N, B] of N models whose parameters are
-    stacked in `params` (the models' state-dict names, each [N, ...]), on features [N, B, T, D]."""
+    stacked in `params` (the models' state-dict names, each [N, ...]), on features [N, B, T, D];
+    with a `recorder`, each affine map's per-frame statistics."""
     n, batch = features.shape[:2]
     x, out_lengths = stack_frames(features.flatten(0, 1), lengths.flatten(), config.stack)
     x, out_lengths = x.view(n, batch, *x.shape[1:]), out_lengths.view(n, batch)
     if config.kind == "lstm":
+
         def direction(layer, name, inputs):
             names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-            return lstm_direction(inputs, **{k: params[f"layers.{layer}.{name}.{k}_l0"] for k in names})
+            prefix = f"layers.{layer}.{name}"
+            weights = {k: params[f"{prefix}.{k}_l0"] for k in names}
+            return lstm_direction(inputs, **weights, recorder=recorder, name=prefix)
 
         for layer in range(config.layers):
             out = direction(layer, "forward_lstm", x)
@@ -115,13 +142,22 @@ def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, len
         padded = F.pad(x, (0, 0, c, c))
         x = torch.cat([padded[:, :, i : i + x.shape[2]] for i in range(2 * c + 1)], dim=-1)
         for index in range(config.layers):
-            x = torch.relu(_linear(x, params[f"hidden.{2 * index}.weight"], params[f"hidden.{2 * index}.bias"]))
-    logits = _linear(x, params["output.weight"], params["output.bias"])
+            x = torch.relu(_linear(x, params, f"hidden.{2 * index}", recorder))
+    logits = _linear(x, params, "output", recorder)
     return logits.log_softmax(-1), out_lengths
 
 
-def _linear(x, weight, bias):
-    """x [N, B, T, in] through N linear maps weight [N, out, in], bias [N, out]."""
+def _linear(x, params: dict, name: str, recorder: Recorder | None):
+    """x [N, B, T, in] through N linear maps `name`: weight [N, out, in], bias [N, out]."""
     n, batch, steps, _ = x.shape
-    out = torch.baddbmm(bias[:, None, :], x.reshape(n, batch * steps, -1), weight.transpose(1, 2))
+    inputs = x.reshape(n, batch * steps, -1)
+    out = torch.baddbmm(params[f"{name}.bias"][:, None, :], inputs, params[f"{name}.weight"].transpose(1, 2))
+    if recorder is not None:
+        recorder.affine(out, f"{name}.weight", inputs)
     return out.view(n, batch, steps, -1)
+
+
+def biases_of(weights) -> dict:
+    """Each affine map's bias, by its weight's name (an LSTM's input-to-gates and hidden-to-gates
+    maps each count its own bias as Kaldi's components do)."""
+    return {name: name.replace("weight", "bias") for name in weights}

@@ -6,6 +6,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from asrscale.training.fused import Recorder, fused_forward
 from asrscale.worlds import ops
 from asrscale.worlds.devices import synchronize
 
@@ -14,10 +15,17 @@ class Diverged(RuntimeError):
     """A learner's loss is not finite: the run stops and keeps its last good checkpoint."""
 
 
-def ctc_loss(model, batch, reduction="mean"):
-    """CTC loss per utterance divided by its target length; the mean (or sum) over the batch."""
+def ctc_loss(model, batch, reduction="mean", recorder: Recorder | None = None):
+    """CTC loss per utterance divided by its target length; the mean (or sum) over the batch.
+    With a `recorder`, the same arithmetic one affine map at a time (asrscale.training.fused),
+    keeping each map's per-frame statistics for NG-SGD."""
     batch = batch.to(next(model.parameters()).device)
-    log_probs, lengths = model(batch.features, batch.lengths)
+    if recorder is None:
+        log_probs, lengths = model(batch.features, batch.lengths)
+    else:
+        params = {name: p.unsqueeze(0) for name, p in model.named_parameters()}
+        log_probs, lengths = fused_forward(model.config, params, batch.features[None], batch.lengths[None], recorder)
+        log_probs, lengths = log_probs[0], lengths[0]
     losses = F.ctc_loss(
         log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, reduction="none", zero_infinity=True
     )
@@ -26,21 +34,44 @@ def ctc_loss(model, batch, reduction="mean"):
 
 
 def make_optimizer(optimizer: str, momentum: float, model) -> torch.optim.Optimizer:
-    """train.optimizer over the model's parameters; the learning rate is set at every update."""
-    if optimizer == "adam":
-        return torch.optim.Adam(model.parameters())
+    """train.optimizer over the model's parameters, with its state made now (so that an averaging
+    algorithm can average it from the first step); the learning rate is set at every update.
+
+    "sgd": minibatch SGD with momentum as Kaldi has it, which does not raise the effective rate:
+    the velocity is a moving average of gradients, v = μv + (1-μ)g (torch's `dampening` = μ),
+    starting at zero. "adam": Adam with torch's defaults."""
+    parameters = list(model.parameters())
     if optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=0.0, momentum=momentum)
+        made = torch.optim.SGD(parameters, lr=0.0, momentum=momentum, dampening=momentum)
+        if momentum:
+            for p in parameters:
+                made.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        return made
+    if optimizer == "adam":
+        made = torch.optim.Adam(parameters)
+        for p in parameters:
+            made.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+        return made
     raise ValueError(f"train.optimizer must be 'adam' or 'sgd', not {optimizer!r}")
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The optimizer's per-parameter state tensors: SGD's velocities, Adam's two moments."""
+    return [state[key] for p in optimizer.param_groups[0]["params"] for state in [optimizer.state[p]]
+            for key in ("momentum_buffer", "exp_avg", "exp_avg_sq") if key in state]  # fmt: skip
 
 
 class Learner:
     """One learner's model and optimizer. `backward` and `update` are the two halves of a step;
-    they report the compute time they spent to the world."""
+    they report the compute time they spent to the world. Every algorithm clips each learner's
+    own gradient (to train.clip_grad_norm) as it is computed, before any exchange, and an averaging
+    algorithm averages `averaged`: the model with the optimizer's state."""
 
     def __init__(self, model, optimizer, clip_grad_norm: float, name: str):
         self.model, self.optimizer, self.clip_grad_norm, self.name = model, optimizer, clip_grad_norm, name
         self.parameters = list(model.parameters())
+        for parameter in self.parameters:  # each its own (autograd may hand one tensor to two)
+            parameter.grad = torch.zeros_like(parameter)
         self.state = list(model.state_dict().values())
         self.device = self.parameters[0].device
         self.steps = 0
@@ -49,19 +80,26 @@ class Learner:
     def gradients(self) -> list[torch.Tensor]:
         return [p.grad for p in self.parameters]
 
+    @property
+    def averaged(self) -> list[torch.Tensor]:
+        """What an averaging makes common: the model and the optimizer's state."""
+        return self.state + optimizer_state(self.optimizer)
+
     def seconds_since(self, start: float) -> float:
         """Compute time since `start` (perf_counter), once the device has finished what was asked."""
         synchronize(self.device)
         return time.perf_counter() - start
 
-    def backward(self, batch):
+    def backward(self, batch, recorder: Recorder | None = None):
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=False)
-        loss, _, _ = ctc_loss(self.model, batch)
+        loss, _, _ = ctc_loss(self.model, batch, recorder=recorder)
         loss.backward()
         value = loss.item()
         if not math.isfinite(value):
             raise Diverged(f"{self.name}: loss {value} at step {self.steps + 1}")
+        if self.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
         yield ops.Compute(time.perf_counter() - start, batch.frames)
         return value
 
@@ -69,8 +107,6 @@ class Learner:
         start = time.perf_counter()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        if self.clip_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
         self.optimizer.step()
         self.steps += 1
         yield ops.Compute(self.seconds_since(start), kind="update")

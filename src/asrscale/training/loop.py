@@ -8,6 +8,7 @@ so a run killed at any point (a preempted or timed-out job) resumes from the new
 losing nor duplicating rows, and a synchronous run ends with the model of an uninterrupted one.
 """
 
+import copy
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,12 +23,13 @@ from asrscale.data.tokens import Tokens
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.provenance import environment
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.algorithms.base import lr_scale
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.evaluation import evaluate
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.models import ModelConfig, build_model
+from asrscale.training.schedule import learning_rate, lr_scale
 from asrscale.worlds import ops
+from asrscale.worlds.ops import unflatten
 
 CHECKPOINT_FORMAT = 2  # a checkpoint of another format is not resumed
 
@@ -41,8 +43,8 @@ class TrainConfig:
     optimizer: str  # "adam" or "sgd" (with momentum)
     lr: float
     momentum: float
-    lr_scaling: str  # how lr grows with the global batch: "none", "linear" or "sqrt"
-    warmup_steps: int
+    lr_scaling: str  # how lr follows the learners an update combines: "linear", "sqrt" or "none"
+    warmup_epochs: float  # from lr to the scaled rate, linearly
     lr_decay: float  # multiplied into lr after every epoch
     clip_grad_norm: float  # 0 disables
     log_interval: int  # steps
@@ -106,14 +108,6 @@ class Progress:
         self.epoch, self.done, self.frames, self.elapsed, self.rows, self.exchanges = self.epoch + 1, 0, 0, 0.0, [], []
 
 
-def learning_rate(train: TrainConfig, scale: float, step: int, steps_per_epoch: int) -> float:
-    """The learning rate at global step `step` (from 1): train.lr times the algorithm's scale for
-    the global batch, warmed up linearly over train.warmup_steps, decayed by train.lr_decay at
-    every epoch's end."""
-    warmup = min(1.0, step / train.warmup_steps) if train.warmup_steps else 1.0
-    return train.lr * scale * warmup * train.lr_decay ** ((step - 1) // steps_per_epoch)
-
-
 class Interval:
     """The loss and frames of the steps since the last log line."""
 
@@ -165,8 +159,9 @@ class LearnerLoop:
         self.clock, (self.train_set, self.dev_set), self.checkpoints = clock, data, checkpoints
         self.identity, self.prefetch, self.leader = identity, prefetch, layout.rank == 0
         scale = lr_scale(run.train.lr_scaling, layout.size)  # checked even where it does not apply
-        self.scale = scale if algorithm.scales_global_batch else 1.0
+        self.scale = scale if algorithm.combines_learners else 1.0
         self.shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
+        self.evaluated = None  # the consensus model, where it is not the learner's own
 
     def run(self):
         progress = yield from self.resume_or_start()
@@ -176,12 +171,15 @@ class LearnerLoop:
         steps = int(steps)
         if steps == 0:
             raise ValueError(f"shard {self.layout.rank} of {self.paths.shards} is empty")
+        (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
+        yield from self.algorithm.plan(frames / (self.layout.size * steps))
         while progress.epoch <= self.run_config.train.epochs:
             epoch_start, lr = yield from self.train_epoch(progress, steps)
             yield from self.end_epoch(progress, steps, epoch_start, lr)
+        final = self.consensus_model((yield from self.algorithm.consensus(self.learner)))
         yield from self.algorithm.finish(self.learner)
         if self.leader:
-            self.write_outputs(progress)
+            self.write_outputs(progress, final)
             self.checkpoints.finish()
 
     def resume_or_start(self):
@@ -207,8 +205,10 @@ class LearnerLoop:
         """The epoch's remaining steps; returns when the epoch started on the clock and its last
         learning rate."""
         train, epoch = self.run_config.train, progress.epoch
-        groups = self.train_set.batches(self.shard, train.batch_size, seed=self.run_config.seed * 1000 + epoch,
-                                        count=steps)  # fmt: skip
+        # each learner its own order (so that synchronous learners do not take batches of one
+        # length together, which would hide stragglers of length); learner 0 takes SEQ's
+        seed = self.run_config.seed * 1000 + epoch + 1_000_000 * self.layout.rank
+        groups = self.train_set.batches(self.shard, train.batch_size, seed=seed, count=steps)
         loader = Prefetcher(self.train_set, groups[progress.done :], self.prefetch)
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
@@ -217,7 +217,8 @@ class LearnerLoop:
             wait_start = time.perf_counter()
             batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
-            lr = learning_rate(train, self.scale, (epoch - 1) * steps + step, steps)
+            lr = learning_rate(train.lr, self.scale, train.warmup_epochs, train.lr_decay, (epoch - 1) * steps + step,
+                               steps)  # fmt: skip
             interval.add((yield from self.algorithm.step(self.learner, batch, lr)), batch.frames)
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
@@ -228,6 +229,7 @@ class LearnerLoop:
                     progress.elapsed = self.clock.now() - epoch_start
                     yield from self.checkpoint(progress, steps)  # its time is the next interval's idle time
         loader.close()
+        yield from self.algorithm.epoch_done(self.learner)
         return epoch_start, lr
 
     def log_line(self, progress: Progress, interval: Interval, steps: int, lr: float, epoch_start: float) -> dict:
@@ -249,8 +251,8 @@ class LearnerLoop:
         (seconds, frames) = yield ops.Reduce([self.clock.now() - epoch_start, progress.frames], "learners")
         seconds /= self.layout.size
         progress.trained_s += seconds
-        yield from self.algorithm.consensus(self.learner)
-        dev_loss, dev_ter = yield from evaluate(self.learner.model, self.dev_set, self.layout)
+        weights = yield from self.algorithm.consensus(self.learner)
+        dev_loss, dev_ter = yield from evaluate(self.consensus_model(weights), self.dev_set, self.layout)
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
         gathered = yield ops.Gather((progress.rows, self.algorithm.exchanges), "learners")
         if self.leader:
@@ -267,6 +269,15 @@ class LearnerLoop:
         self.algorithm.exchanges = progress.exchanges
         yield from self.checkpoint(progress, steps)
 
+    def consensus_model(self, weights: list):
+        """A model holding the consensus `weights` (the learner's own where they are its own)."""
+        if weights is self.learner.state:
+            return self.learner.model
+        if self.evaluated is None:
+            self.evaluated = copy.deepcopy(self.learner.model)
+        unflatten(ops.flatten(weights), list(self.evaluated.state_dict().values()))
+        return self.evaluated
+
     def checkpoint(self, progress: Progress, steps: int):
         """Every rank saves its part (a replica only its progress); then learner 0 marks the
         checkpoint complete."""
@@ -280,10 +291,10 @@ class LearnerLoop:
         if self.leader:
             self.checkpoints.complete(step)
 
-    def write_outputs(self, progress: Progress) -> None:
-        """The leader's outputs, written last and the model the very last: a run killed before
-        it ends leaves nothing that looks complete."""
-        out, run, model = self.paths.out, self.run_config, self.learner.model
+    def write_outputs(self, progress: Progress, model) -> None:
+        """The leader's outputs, written last and the model (the learners' consensus) the very
+        last: a run killed before it ends leaves nothing that looks complete."""
+        out, run = self.paths.out, self.run_config
         write_metrics(out / "metrics.tsv", progress.history)
         if progress.pairings:
             lines = ["step\trank\tpeer"] + ["\t".join(map(str, pairing)) for pairing in sorted(set(progress.pairings))]
@@ -292,6 +303,8 @@ class LearnerLoop:
             "algorithm": run.algorithm, "learners": self.layout.size, "seed": run.seed, "options": run.options,
             "train": asdict(run.train), "model": asdict(run.model), "features": asdict(run.features), "cmvn": run.cmvn,
             "world": self.identity["world"], "resumed": progress.resumes,
+            "learning_rate": {"lr": run.train.lr, "scale": self.scale, "rule": run.train.lr_scaling,
+                              "warmup_epochs": run.train.warmup_epochs, "decay": run.train.lr_decay},
             "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
             "nodes": self.layout.nodes, "device": str(self.learner.device), "environment": environment(),
         }  # fmt: skip

@@ -32,6 +32,45 @@ from asrscale.worlds.ops import flatten, unflatten
 from asrscale.worlds.timing import TimeSplit
 
 COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
+EXCHANGE, GOSSIP, ANSWER, NOTIFY = 7, 11, 12, 13  # point-to-point tags among learners
+
+
+class _Responder:
+    """A passive learner's answers to gossip (`ops.Serve`), in a thread of its own so that they
+    come while the learner computes. An asking peer receives the served tensors as they are with
+    every averaging answered so far (what they owe), and half the difference makes them the
+    average; the learner's own thread adds what they owe between its requests, never under a
+    computation it has started. So averagings answered together chain as if made one after
+    another, and the model the learner computes on may lag them, as lian18 allows."""
+
+    def __init__(self, group, tensors: list[torch.Tensor], peers: list[int]):
+        self.group, self.tensors, self.waiting = group, tensors, set(peers)
+        self.lock, self.owed = threading.Lock(), torch.zeros_like(flatten(tensors), device="cpu")
+        self.thread = threading.Thread(target=self._answer, daemon=True)
+        self.thread.start()
+
+    def _answer(self) -> None:
+        theirs = torch.empty_like(self.owed)
+        status = MPI.Status()
+        while self.waiting:
+            self.group.Probe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
+            source, tag = status.Get_source(), status.Get_tag()
+            if tag == NOTIFY:
+                self.group.Recv(np.empty(0, np.float32), source=source, tag=NOTIFY)
+                self.waiting.discard(source)
+            elif tag == GOSSIP:
+                self.group.Recv(theirs.numpy(), source=source, tag=GOSSIP)
+                with self.lock:
+                    mine = flatten(self.tensors).cpu() + self.owed
+                    self.owed += (theirs - mine) / 2
+                self.group.Send(mine.numpy(), dest=source, tag=ANSWER)
+
+    def apply(self) -> None:
+        """Add what the served tensors owe (the learner's own thread)."""
+        with self.lock:
+            owed, self.owed = self.owed, torch.zeros_like(self.owed)
+            flat = flatten(self.tensors)
+            unflatten(flat + owed.to(flat.device), self.tensors)
 
 
 def mpi_cuda_support() -> bool | None:
@@ -127,6 +166,7 @@ class MPIWorld:
         self.torch_groups = self._torch_groups() if self.collectives == "torch" else None
         self.loads_in_background = True
         self._pending: tuple[float, object] | None = None
+        self._responder: _Responder | None = None
         if timeout_s:
             threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
 
@@ -181,6 +221,8 @@ class MPIWorld:
             except StopIteration as done:
                 return done.value
             self._pending = (time.monotonic(), request)
+            if self._responder is not None:
+                self._responder.apply()
             result = self.execute(request)
             self._pending = None
 
@@ -265,7 +307,7 @@ class MPIWorld:
         # only inside MPI calls, and the learner makes none while it computes.
         send_buffer, receive_buffer = self._buffer(send), self._buffer(received)
         thread = threading.Thread(
-            target=group.Sendrecv, args=(send_buffer, request.peer, 7, receive_buffer, request.peer, 7)
+            target=group.Sendrecv, args=(send_buffer, request.peer, EXCHANGE, receive_buffer, request.peer, EXCHANGE)
         )
         thread.start()
         return [thread], torch.as_tensor(receive_buffer), request.receive
@@ -280,6 +322,34 @@ class MPIWorld:
                 else:
                     transfer.wait()
         unflatten(received, tensors)
+
+    @execute.register
+    def _(self, request: ops.Gossip):
+        group, send = self.groups[request.group], flatten(request.send).cpu()
+        answer = torch.empty_like(send)
+        thread = threading.Thread(
+            target=group.Sendrecv, args=(send.numpy(), request.peer, GOSSIP, answer.numpy(), request.peer, ANSWER)
+        )
+        thread.start()
+        return [thread], answer, request.receive
+
+    @execute.register
+    def _(self, request: ops.Serve):
+        self._responder = _Responder(self.groups[request.group], request.tensors, request.peers)
+
+    @execute.register
+    def _(self, request: ops.Notify):
+        group = self.groups[request.group]
+        with self.clock.measure("communication"):
+            for peer in request.peers:
+                group.Send(np.empty(0, np.float32), dest=peer, tag=NOTIFY)
+
+    @execute.register
+    def _(self, request: ops.StopServing):
+        with self.clock.measure("idle"):
+            self._responder.thread.join()
+        self._responder.apply()
+        self._responder = None
 
     @execute.register
     def _(self, request: ops.Send):

@@ -85,8 +85,47 @@ class StartExchange:
 
 
 @dataclass
+class Gossip:
+    """Begin an averaging with `peer`, which serves (`Serve`): it answers with a copy of its
+    tensors as they are, received into `receive`, and makes its own the average of theirs and
+    `send` (a copy of `send` as it is now); returns a handle to `Wait` on. The learner goes on
+    computing meanwhile, and averages its own when the answer is in."""
+
+    send: list[torch.Tensor]
+    receive: list[torch.Tensor]
+    peer: int
+    group: str = "world"
+
+
+@dataclass
+class Serve:
+    """Until `StopServing`, answer the `Gossip` of the group's `peers` on `tensors`, without the
+    learner taking part: each asking peer receives a copy of them as they are, and they become
+    the average of that copy and the peer's (between the learner's requests, never under a
+    computation it has started)."""
+
+    tensors: list[torch.Tensor]
+    peers: list[int]
+    group: str = "world"
+
+
+@dataclass
+class Notify:
+    """Tell the group's `peers` that this learner will gossip no more (until the next epoch)."""
+
+    peers: list[int]
+    group: str = "world"
+
+
+@dataclass
+class StopServing:
+    """Block until every peer served has said (`Notify`) that it gossips no more, answering
+    meanwhile (time counted as idle)."""
+
+
+@dataclass
 class Wait:
-    """Block until a started exchange has completed (time counted as communication)."""
+    """Block until a started exchange or gossip has completed (time counted as communication)."""
 
     handle: object
 

@@ -43,10 +43,23 @@ class _Rank:
         self.loader_free, self.taken = 0.0, deque()
         self.link_in_free = self.link_out_free = 0.0
         self.program = None
+        # serving gossip (ops.Serve): the tensors answered on, the peers to hear from, their
+        # notifications' arrival times, and gossip that arrived before serving began
+        self.served, self.expecting, self.notified, self.early = None, set(), {}, []
 
     @property
     def name(self) -> str:
         return f"{'server' if self.serving else 'rank'} {self.rank if self.serving else self.layout.rank}"
+
+
+@dataclass
+class _Gossip:
+    """An averaging an active learner asked for: the peer's answer and when it is in."""
+
+    receive: list[torch.Tensor]
+    answer: torch.Tensor | None = None
+    ends: float | None = None
+    waiting: bool = False
 
 
 @dataclass
@@ -256,11 +269,72 @@ class SimWorld:
 
     @execute.register
     def _(self, request: ops.Wait, rank: _Rank):
-        exchange: _Exchange = request.handle
-        if exchange.ends is None:
-            exchange.waiting, rank.blocked_in = True, request
+        handle = request.handle
+        if handle.ends is None:
+            handle.waiting, rank.blocked_in = True, request
+        elif isinstance(handle, _Gossip):
+            self._finish_gossip(rank, handle)
         else:
-            self._finish_exchange(exchange)
+            self._finish_exchange(handle)
+
+    # gossip: a passive learner's world answers while the learner goes on (ADPSGD)
+    @execute.register
+    def _(self, request: ops.Gossip, rank: _Rank):
+        _, members = self._group(rank, request.group)
+        peer, gossip = members[request.peer], _Gossip(request.receive)
+        if peer.served is None:  # not serving yet: answered when it begins
+            peer.early.append((rank, flatten(request.send), gossip))
+        else:
+            self._answer(peer, rank, flatten(request.send), gossip, rank.time)
+        self._resume(rank, rank.time, gossip)
+
+    def _answer(self, peer: _Rank, asking: _Rank, sent: torch.Tensor, gossip: _Gossip, at: float) -> None:
+        """The peer answers with its tensors as they are, and takes the average for itself: the
+        simulator runs requests in virtual-time order, so what it has computed so far is done."""
+        gossip.answer = flatten(peer.served)
+        unflatten((gossip.answer + sent) / 2, peer.served)
+        nbytes = gossip.answer.numel() * gossip.answer.element_size()
+        arrived = self._transfer(asking, peer, nbytes, at)
+        gossip.ends = self._transfer(peer, asking, nbytes, arrived)
+        if gossip.waiting:
+            self._finish_gossip(asking, gossip)
+
+    def _finish_gossip(self, rank: _Rank, gossip: _Gossip) -> None:
+        unflatten(gossip.answer, gossip.receive)
+        wait = max(0.0, gossip.ends - rank.time)
+        rank.clock.add("communication", wait)
+        self._resume(rank, rank.time + wait)
+
+    @execute.register
+    def _(self, request: ops.Serve, rank: _Rank):
+        _, members = self._group(rank, request.group)
+        rank.served, rank.expecting, rank.notified = request.tensors, {members[p].rank for p in request.peers}, {}
+        early, rank.early = rank.early, []
+        for asking, sent, gossip in early:
+            self._answer(rank, asking, sent, gossip, rank.time)
+        self._resume(rank, rank.time)
+
+    @execute.register
+    def _(self, request: ops.Notify, rank: _Rank):
+        _, members = self._group(rank, request.group)
+        for peer in (members[p] for p in request.peers):
+            peer.notified[rank.rank] = rank.time + self.costs.point_to_point_s(0, peer.machine == rank.machine)
+            if isinstance(peer.blocked_in, ops.StopServing):
+                self._stop_serving(peer)
+        self._resume(rank, rank.time)
+
+    @execute.register
+    def _(self, request: ops.StopServing, rank: _Rank):
+        rank.blocked_in = request
+        self._stop_serving(rank)
+
+    def _stop_serving(self, rank: _Rank) -> None:
+        if not rank.expecting <= set(rank.notified):
+            return
+        ends = max([rank.time, *(rank.notified[p] for p in rank.expecting)])
+        rank.clock.add("idle", ends - rank.time)
+        rank.served, rank.expecting, rank.notified = None, set(), {}
+        self._resume(rank, ends)
 
     @execute.register
     def _(self, request: ops.Send, rank: _Rank):

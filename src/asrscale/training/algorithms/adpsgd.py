@@ -3,16 +3,22 @@
 models W. Zhang, X. Cui et al., "Distributed deep learning strategies for automatic speech
 recognition", ICASSP 2019.
 
-No server and no global barrier. At every step a learner swaps its model with one neighbour
-while it computes the gradient of its minibatch on its current model; it then averages the two
-models ½–½ and applies the gradient (computed before the averaging) to the average. Pairs come
-from a bipartite graph: active learners (odd ranks) pair with passive ones (even ranks), the
-pairing rotating every step along a ring or an exponential graph, so every learner meets every
-other in turn and no step can deadlock, for any P ≥ 2. Pairwise averaging keeps the mean of all
-models unchanged; the reported model is the average over all learners.
+No server and no barrier. Learners form a bipartite graph: active learners (odd ranks) and
+passive ones (even ranks), each active learner's neighbours passive. At every step an active
+learner picks one neighbour at random and asks it to average, while it computes the gradient of
+its minibatch on its current model; the passive learner answers with its model as it is, without
+stopping its own work (its world answers: `ops.Serve`), and takes the average of the two for
+itself; the active learner, once the answer is in, takes the same average and applies its
+gradient (computed before the averaging) to it. A slow learner delays only the learners that ask
+it, never the others. Pairwise averaging keeps the mean of all models; the reported model is the
+average over all learners. What an averaging makes common is the model and the optimizer's state.
+
+Graphs (lian18's and zhang19's rings; connected for every P ≥ 2, tested): "ring" joins learners
+at distance 1 along the ring of ranks, "exponential" at the odd distances 1, 3, 7, 15, ... (2^k - 1,
+so that every edge joins an active and a passive learner).
 """
 
-import math
+import random
 
 import torch
 
@@ -22,21 +28,32 @@ from asrscale.worlds import ops
 GRAPHS = ("ring", "exponential")
 
 
-def partner(rank: int, size: int, step: int, graph: str = "ring") -> int | None:
-    """This step's neighbour of `rank` among `size` learners, or None when it sits the step out
-    (one even learner does when `size` is odd). Odd learner j pairs with even learner
-    (j + shift) mod E, E the number of even learners; the shift rotates with the step."""
-    evens, odds = (size + 1) // 2, size // 2
-    if odds == 0:
+def distances(size: int, graph: str) -> list[int]:
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
+    return [1] if graph == "ring" else [2**k - 1 for k in range(1, size.bit_length() + 1) if 2**k - 1 < size]
+
+
+def neighbours(rank: int, size: int, graph: str) -> list[int]:
+    """The learners `rank` may average with: along the ring of ranks, at the graph's distances,
+    those of the other side (an active learner's are passive, and the other way round)."""
+    peers = {(rank + sign * d) % size for d in distances(size, graph) for sign in (1, -1)}
+    return sorted(p for p in peers if p % 2 != rank % 2)
+
+
+def pairing(rank: int, size: int, step: int, graph: str) -> int | None:
+    """A lock-step schedule on the graph (H-ADPSGD's node leaders): at each step every active
+    learner is matched with the passive one at the step's distance and direction (cycling through
+    them), so that no learner is in two pairs; None where `rank` sits the step out."""
+    schedule = [(d, sign) for d in distances(size, graph) for sign in (-1, 1)]
+    if not schedule:  # one learner
         return None
-    if graph == "ring":
-        shift = step % evens
-    else:
-        shift = (1 << (step % max(1, math.ceil(math.log2(evens))))) % evens if evens > 1 else 0
+    d, sign = schedule[step % len(schedule)]
     if rank % 2:
-        return 2 * ((rank // 2 + shift) % evens)
-    active = (rank // 2 - shift) % evens
-    return 2 * active + 1 if active < odds else None
+        peer = (rank + sign * d) % size
+        return peer if peer % 2 == 0 else None
+    peer = (rank - sign * d) % size
+    return peer if peer % 2 == 1 else None
 
 
 def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> None:
@@ -53,18 +70,33 @@ class DecentralizedSGD(Averaging):
         super().__init__(layout)
         if graph not in GRAPHS:
             raise ValueError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
-        self.graph, self.steps = graph, 0
+        self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
+        self.active = layout.rank % 2 == 1
+        self.neighbours = neighbours(layout.rank, layout.size, graph)
 
     def step(self, learner, batch, lr):
-        peer = partner(self.layout.rank, self.layout.size, self.steps, self.graph)
         self.steps += 1
-        if peer is not None:
+        peer = None
+        if self.active and self.neighbours:
+            peer = random.Random(self.layout.rank * 1_000_003 + self.steps).choice(self.neighbours)
             theirs = self._buffers(learner)
-            exchange = yield ops.StartExchange(learner.state, theirs, peer, "learners")
+            averaging = yield ops.Gossip(learner.averaged, theirs, peer, "learners")
+        elif not self.active and not self._serving and self.neighbours:
+            yield ops.Serve(learner.averaged, self.neighbours, "learners")
+            self._serving = True
         loss = yield from learner.backward(batch)
         if peer is not None:
-            yield ops.Wait(exchange)
-            average_with(learner.state, theirs)
+            yield ops.Wait(averaging)
+            average_with(learner.averaged, theirs)
             self.exchanges.append((self.steps, self.layout.rank, peer))
         yield from learner.update(lr)
         return loss
+
+    def epoch_done(self, learner):
+        """An active learner tells its neighbours it asks no more this epoch; a passive one
+        answers until all of them have (the epoch's end is a synchronisation of every algorithm)."""
+        if self.active:
+            yield ops.Notify(self.neighbours, "learners")
+        elif self._serving:
+            yield ops.StopServing()
+            self._serving = False

@@ -34,6 +34,7 @@ def header(like: torch.Tensor, *values: float) -> torch.Tensor:
 class AsynchronousSGD(Algorithm):
     name = "asgd"
     servers = 1
+    combines_learners = False  # the server applies each learner's gradient alone
 
     def __init__(self, layout, staleness_lr: bool = False, max_staleness: int | None = None):
         super().__init__(layout)
@@ -45,14 +46,17 @@ class AsynchronousSGD(Algorithm):
         self.version, self.records = 0, []
 
     # the learners' side
-    def _request(self, learner, kind: int, lr: float = 0.0, payload=None):
+    def _request(self, learner, kind: int, lr: float = 0.0, payload=None, into=None):
+        """Send a request to the server; except DONE, receive the server's model into `into`
+        (the learner's own model, whose version it then holds, unless given)."""
         like = learner.parameters[0]
         meta = header(like, kind, self.version, lr)
         yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
         if kind != DONE:
             reply = header(like, 0)
-            yield ops.Receive([*learner.state, reply], SERVER, tag=MODEL)
-            self.version = int(reply.item())
+            yield ops.Receive([*(into or learner.state), reply], SERVER, tag=MODEL)
+            if into is None:
+                self.version = int(reply.item())
 
     def start(self, learner):
         yield from self._request(learner, PULL)
@@ -63,10 +67,12 @@ class AsynchronousSGD(Algorithm):
         return loss
 
     def consensus(self, learner):
-        # once every learner has its last reply no gradient is in flight: all pull one model
+        # once every learner has its last reply no gradient is in flight: the server's model
+        server_model = [torch.empty_like(t) for t in learner.state]
         yield ops.Barrier("learners")
-        yield from self._request(learner, PULL)
+        yield from self._request(learner, PULL, into=server_model)
         yield ops.Barrier("learners")
+        return server_model
 
     def finish(self, learner):
         yield from self._request(learner, DONE)

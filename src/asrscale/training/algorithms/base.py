@@ -3,30 +3,26 @@
 The trainer owns the loop (data, metrics, dev evaluation, checkpoints); an algorithm decides how
 a learner turns a minibatch into an update and how learners exchange what they learn. Every
 method is a generator of `asrscale.worlds.ops` requests, so one implementation runs in any world
-(real MPI ranks, or a simulated cluster). A learner offers `backward(batch)` (gradients, returns
-the loss), `update(lr)` (clip and optimizer step), and `parameters`, `gradients` and `state`.
-"""
+(real MPI ranks, or a simulated cluster). A learner offers `backward(batch)` (its clipped
+gradient; returns the loss), `update(lr)` (the optimizer's step), and `parameters`, `gradients`,
+`state` (the model) and `averaged` (the model and the optimizer's state).
 
-import math
+Every algorithm trains under the study's one policy: the study's optimizer, each learner's own
+gradient clipped, the learning rate of `asrscale.training.schedule` (scaled by P where an update
+combines P learners' minibatches), and, at an averaging, the optimizer's state averaged with the
+model, over the same learners, in the same transfer.
+"""
 
 import torch
 
 from asrscale.worlds import ops
 
-LR_SCALINGS = ("none", "sqrt", "linear")
-
-
-def lr_scale(rule: str, learners: int) -> float:
-    """Learning-rate multiplier for `learners` learners: 1, √P or P."""
-    if rule not in LR_SCALINGS:
-        raise ValueError(f"lr_scaling must be one of {LR_SCALINGS}, not {rule!r}")
-    return {"none": 1.0, "sqrt": math.sqrt(learners), "linear": float(learners)}[rule]
-
 
 class Algorithm:
     name: str = ""
-    #: whether P learners act as one learner with a P-times larger batch (learning-rate scaling applies)
-    scales_global_batch: bool = False
+    #: whether an update combines every learner's minibatch (directly, or by averaging models that
+    #: each took a step): the learning rate then follows P (asrscale.training.schedule)
+    combines_learners: bool = True
     #: world ranks that serve rather than learn (ASGD's parameter server)
     servers: int = 0
     #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
@@ -44,14 +40,18 @@ class Algorithm:
         self.exchanges: list[tuple[int, int, int]] = []
 
     def _buffers(self, learner) -> list:
-        """One model-sized set of buffers to receive a peer's model into, made once per run."""
+        """One set of buffers to receive a peer's model and optimizer state into, made once per run."""
         if self._received is None:
-            self._received = [torch.empty_like(t) for t in learner.state]
+            self._received = [torch.empty_like(t) for t in learner.averaged]
         return self._received
 
     def start(self, learner):
         """Before the first step: every learner starts from learner 0's model."""
         yield ops.Broadcast(learner.state, group="learners")
+
+    def plan(self, frames_per_step: float):
+        """Once the learners know their epoch: the mean frames of a step over every shard."""
+        yield from ()
 
     def step(self, learner, batch, lr: float):
         """One minibatch; returns its loss. By default a local SGD step with no exchange."""
@@ -59,13 +59,20 @@ class Algorithm:
         yield from learner.update(lr)
         return loss
 
+    def epoch_done(self, learner):
+        """After the epoch's last step, before the learners meet to end it."""
+        yield from ()
+
     def end_epoch(self, learner, dev_loss: float):
         """After each epoch's dev evaluation (adaptive policies)."""
         yield from ()
 
     def consensus(self, learner):
-        """Make every learner hold the model to evaluate and save (e.g. the average)."""
+        """The model to evaluate and save after an epoch (the learners' own models stay as they
+        are: a consensus is measured, not a synchronisation the algorithm gets for free). Where
+        every learner holds the same model, that model."""
         yield from ()
+        return learner.state
 
     def serve(self, learner, checkpoint):
         """The program of a server rank (algorithms with `servers` > 0); `checkpoint(step)` saves
@@ -96,7 +103,9 @@ class Averaging(Algorithm):
     evaluates and saves is their average."""
 
     def consensus(self, learner):
-        yield ops.Allreduce(learner.state, "learners")
+        average = [tensor.detach().clone() for tensor in learner.state]
+        yield ops.Allreduce(average, "learners")
+        return average
 
 
 class PeriodicAveraging(Averaging):
@@ -110,5 +119,5 @@ class PeriodicAveraging(Averaging):
         self.local_steps += 1
         if self.local_steps % self.period == 0:
             yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
-            yield ops.Allreduce(learner.state, "learners")
+            yield ops.Allreduce(learner.averaged, "learners")
 

@@ -7,18 +7,18 @@ models are averaged with equal weights (one allreduce) and every learner continu
 average. With plain or momentum SGD, K=1 is SSGD; P=1 is SEQ.
 
 cong17 scales KAVG to 20 learners with "adaptive measures" it does not detail. These policies
-are documented choices, selected by `period_policy` and `lr_scaling`:
+are documented choices, selected by `period_policy` (the learning rate follows the study's one
+rule, asrscale.training.schedule):
 - "fixed": K stays `period`.
 - "by_learners": K = max(1, round(period * reference_learners / P)): more learners drift apart
   faster, so they average more often (K = `period` at `reference_learners`).
 - "plateau": K halves (down to 1) after an epoch whose dev loss improved by less than
   `plateau` (relative): averaging more often when progress stalls.
-- `lr_scaling` "none", "sqrt" or "linear" multiplies the learning rate by 1, √P or P.
 """
 
 import math
 
-from asrscale.training.algorithms.base import LR_SCALINGS, PeriodicAveraging, lr_scale
+from asrscale.training.algorithms.base import PeriodicAveraging
 
 PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 
@@ -28,24 +28,21 @@ class KStepAveraging(PeriodicAveraging):
     alone_is_seq = True
 
     def __init__(self, layout, period: int = 8, period_policy: str = "fixed", reference_learners: int = 4,
-                 plateau: float = 0.01, lr_scaling: str = "none"):  # fmt: skip
+                 plateau: float = 0.01):  # fmt: skip
         super().__init__(layout)
         if period < 1:
             raise ValueError(f"kavg: period must be at least 1, not {period}")
         if period_policy not in PERIOD_POLICIES:
             raise ValueError(f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")
-        if lr_scaling not in LR_SCALINGS:
-            raise ValueError(f"kavg: lr_scaling must be one of {LR_SCALINGS}, not {lr_scaling!r}")
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
         if period_policy == "by_learners":
             self.period = max(1, round(period * reference_learners / layout.size))
-        self.lr_multiplier = lr_scale(lr_scaling, layout.size)
         self.local_steps, self.last_dev_loss = 0, math.inf
 
     def step(self, learner, batch, lr):
         loss = yield from learner.backward(batch)
-        yield from learner.update(lr * self.lr_multiplier)
+        yield from learner.update(lr)
         yield from self.count_step(learner)
         return loss
 

@@ -4,13 +4,14 @@ P. Rościszewski and J. Kaliski, HPCS 2017.
 
 Each of N jobs trains from the common model on its own data for a period measured in frames
 (`frames_per_job`; Kaldi's default for LSTMs is about 400k, rosc17 chose 600k), then the N
-models are averaged with equal weights. As in Kaldi the learning rate is N times the effective
-rate (train.lr is the effective rate; its geometric decay is train.lr_decay per epoch), the
-change of the parameters in one minibatch is capped (`max_param_change`, Kaldi 2.0), and
-gradients are preconditioned by online natural-gradient SGD (`natural_gradient`, see
-asrscale.training.natural_gradient). Kaldi uses plain SGD: run MA with train.optimizer sgd. rosc17's
-point, long-lived ranks that keep the model in memory and prefetch data while computing, is how
-every asrscale run works; `train.prefetch: 0` turns the overlap off to measure what it saves.
+models are averaged with equal weights. Kaldi's learning rate, N times the effective rate, is the
+study's one rule (asrscale.training.schedule: the rate follows the learners an update combines;
+train.lr_decay its geometric decay), the change of the parameters in one minibatch is capped
+(`max_param_change`, Kaldi 2.0), and gradients are preconditioned by online natural-gradient SGD
+(`natural_gradient`, see asrscale.training.natural_gradient). The period in steps is the frames
+per job over the mean frames of a learner's step (over every learner's shard). rosc17's point,
+long-lived ranks that keep the model in memory and prefetch data while computing, is how every
+asrscale run works; `train.prefetch: 0` turns the overlap off to measure what it saves.
 Not reproduced: Kaldi's ramp of the number of jobs and its final combination of models.
 """
 
@@ -19,6 +20,7 @@ import time
 import torch
 
 from asrscale.training.algorithms.base import PeriodicAveraging
+from asrscale.training.fused import Recorder, biases_of
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
 
@@ -35,26 +37,26 @@ class ModelAveraging(PeriodicAveraging):
             raise ValueError(f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
-        self.natural_gradient, self.period, self.local_steps = None, None, 0
-        self.batch_size, self._restored = None, None
+        self.natural_gradient, self.period, self.local_steps, self._restored = None, None, 0, None
+
+    def plan(self, frames_per_step: float):
+        # every learner averages at the same step: the period comes from the mean over all shards
+        self.period = max(1, round(self.frames_per_job / frames_per_step))
+        yield from ()
 
     def step(self, learner, batch, lr):
-        if self.period is None:
-            # learners must average at the same step: the period in steps comes from the mean batch
-            (frames,) = yield ops.Reduce([batch.frames], "learners")
-            self.period = max(1, round(self.frames_per_job / (frames / self.layout.size)))
-            self.batch_size = len(batch.utts)
         if self.use_natural_gradient and self.natural_gradient is None:
-            self.natural_gradient = NaturalGradient(learner.parameters, self.batch_size)
+            self.natural_gradient = natural_gradient_of(learner.model)
             if self._restored is not None:
                 self.natural_gradient.load_state_dict(self._restored)
-        loss = yield from learner.backward(batch)
+        recorder = Recorder() if self.natural_gradient is not None else None
+        loss = yield from learner.backward(batch, recorder)
         start = time.perf_counter()
-        if self.natural_gradient is not None:
-            self.natural_gradient.precondition()
+        if recorder is not None:
+            self.natural_gradient.precondition(recorder.record)
         before = [p.detach().clone() for p in learner.parameters] if self.max_param_change else None
         yield ops.Compute(learner.seconds_since(start), kind="precondition")
-        yield from learner.update(lr * self.layout.size)
+        yield from learner.update(lr)
         if before is not None:
             self._cap_change(learner.parameters, before)
         yield from self.count_step(learner)
@@ -77,4 +79,11 @@ class ModelAveraging(PeriodicAveraging):
         state = dict(state)
         self._restored = state.pop("natural_gradient", None)  # applied when the statistics are made
         super().load_state_dict(state)
+
+
+def natural_gradient_of(model) -> NaturalGradient:
+    """NG-SGD over the model's affine maps (every 2-D weight), with Kaldi's defaults."""
+    parameters = dict(model.named_parameters())
+    weights = {name: p for name, p in parameters.items() if p.dim() == 2}
+    return NaturalGradient(weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()})
 

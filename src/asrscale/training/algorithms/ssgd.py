@@ -12,7 +12,6 @@ from asrscale.worlds import ops
 
 class SynchronousSGD(Algorithm):
     name = "ssgd"
-    scales_global_batch = True
     alone_is_seq = True
     replicated = True
 
