@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 from asrscale.provenance import environment
-from benchmarks import allreduce, asgd_server, end_to_end, features, simulation, trainer
+from benchmarks import allreduce, asgd_server, end_to_end, features, fused, simulation, trainer
 from benchmarks.common import ROOT, prepare
 
 SUITE = {
     "trainer": trainer.run,  # 1 and 2
     "simulation": simulation.run,  # 3
+    "fused": fused.run,  # 3, on a GPU: 64 learners as one
     "allreduce": allreduce.run,  # 4
     "features": features.run,  # 5
     "asgd": asgd_server.run,  # 6

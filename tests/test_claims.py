@@ -2,14 +2,16 @@
 
 import pandas as pd
 
-from asrscale.analysis.claims import CLAIMS, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, verdicts
+from asrscale.analysis.claims import CLAIMS, NOT_DECIDED, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, verdicts
 
 
-def runs(*rows) -> pd.DataFrame:
+def runs(*rows, converged: bool = True) -> pd.DataFrame:
     """(algorithm, learners, seed, WER, time speedup) rows of the algorithms as configured,
-    modelled on one profile."""
+    modelled on one profile, converged (or not) after 1000 updates (SEQ reached the target in 500)."""
     columns = ["algorithm", "learners", "seed", "wer", "time_speedup"]
-    return pd.DataFrame(rows, columns=columns).assign(speedup_kind="modelled on x", variant="default")
+    table = pd.DataFrame(rows, columns=columns).assign(speedup_kind="modelled on x", variant="default")
+    return table.assign(converged=converged, updates=1000, updates_to_target=500.0, last_epoch_gain=0.01,
+                        target_dev_loss=1.0, final_dev_loss=1.0 if converged else 2.0)  # fmt: skip
 
 
 NO_SWEEPS = pd.DataFrame(columns=["sweep", "algorithm", "learners", "value", "speedup_kind"])
@@ -63,7 +65,7 @@ def sweep(algorithm: str, setting: str, *points, learners=4) -> pd.DataFrame:
     table = pd.DataFrame(points, columns=["value", "seed", "final_dev_loss", "train_s"])
     return table.assign(
         sweep=setting, algorithm=algorithm, learners=learners, speedup_kind="modelled on x", target_dev_loss=1.0,
-        global_batch=table.value * learners,
+        global_batch=table.value * learners, converged=table.final_dev_loss < 2.0, updates=1000,
     )  # fmt: skip
 
 
@@ -93,3 +95,20 @@ def test_larger_batch_needs_adpsgd_to_converge_at_three_times_the_batch_ssgd_con
     assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == NOT_REPRODUCED
     ssgd.final_dev_loss = 0.5  # converges at every batch swept: the sweep says nothing
     assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])).startswith(NOT_MEASURED)
+
+
+def test_an_accuracy_claim_is_decided_only_on_converged_runs():
+    late = pd.concat([runs(SEQ), runs(("kavg", 4, 1, 0.9, 3.9), converged=False)])
+    found = verdict(late, "KAVG with 4")
+    assert found.startswith(NOT_DECIDED) and "KAVG P=4 (1000 updates per learner, dev loss 2)" in found
+    assert "which SEQ reached in 500 updates" in found
+    unsettled = runs(SEQ, ("kavg", 4, 1, 0.2, 3.9))  # SEQ still learning
+    unsettled = unsettled.assign(last_epoch_gain=0.05, converged=unsettled.algorithm != "seq")
+    assert "SEQ did not converge (its dev loss still fell 5.0% in its last epoch)" in verdict(unsettled, "KAVG with 4")
+    # ASGD that does not converge where KAVG does is less accurate; KAVG that does not: undecided
+    asgd_late = pd.concat([runs(SEQ, ("kavg", 4, 1, 0.2, 3.8)), runs(("asgd", 4, 1, 0.6, 2.0), converged=False)])
+    assert verdict(asgd_late, "ASGD loses") == REPRODUCED
+    kavg_late = pd.concat([runs(SEQ, ("asgd", 4, 1, 0.6, 2.0)), runs(("kavg", 4, 1, 0.2, 3.8), converged=False)])
+    assert verdict(kavg_late, "ASGD loses").startswith(NOT_DECIDED)
+    natural = sweep("ma", "natural_gradient", (True, 1, 2.1, 9), (False, 1, 2.3, 9))  # NG-SGD's did not converge
+    assert verdict(runs(SEQ), "NG-SGD", natural).startswith(NOT_DECIDED)

@@ -139,3 +139,17 @@ def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorit
         mpiexec(2, *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1))
         models[collectives] = torch.load(out / "model.pt", weights_only=False)["model"]
     assert all(torch.equal(models["mpi"][name], models["torch"][name]) for name in models["mpi"])
+
+
+@pytest.mark.parametrize("algorithm, ranks", [("adpsgd", 4), ("asgd", 3)])
+def test_a_job_that_explodes_stops_on_every_rank_and_ends_cleanly(corpus, tmp_path, algorithm, ranks):
+    """Real ranks stop together where they meet (a checkpoint within the epoch), the gossip
+    responders and the server too: the job ends with exit 0 and the run is marked diverged."""
+    from test_train import diverged_run
+
+    shards = corpus / "shards" / f"P{ranks - (algorithm == 'asgd')}"
+    command = train_command(corpus, tmp_path, shards, algorithm, lr=1e4, batch_size=4, checkpoint_steps=4)
+    result = mpiexec(ranks, *command, timeout=180)
+    diverged, metrics, _, _ = diverged_run(tmp_path)
+    assert (diverged["epoch"], diverged["step"]) == (1, 4) and "diverged at epoch 1, step 4" in result.stdout
+    assert "Traceback" not in result.stderr

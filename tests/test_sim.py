@@ -313,3 +313,21 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
         assert ssgd[others].min() > 0.9 * ssgd[straggler]
         assert ssgd_waiting[others].sum() > ssgd_waiting[straggler] * 10
         assert adpsgd[others].max() < 0.5 * adpsgd[straggler]
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])
+@pytest.mark.parametrize("checkpoint_steps", [0, 4])
+def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(corpus, tmp_path, algorithm, checkpoint_steps):
+    """Where the learners meet (an epoch's end, or a checkpoint within it) they stop together,
+    the servers and passive gossipers too, and the leader writes what a diverged run leaves."""
+    from test_train import diverged_run
+
+    options = {"max_param_change": 0} if algorithm == "ma" else {}  # which would keep MA from diverging
+    exploding = run_config(algorithm, options=options, lr=1e4, epochs=2, batch_size=4, log_interval=2,
+                           checkpoint_steps=checkpoint_steps)  # fmt: skip
+    costs = CostModel(profile(learners_per_node=2), CALIBRATION, seed=QUICK.seed)
+    paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", tmp_path)
+    train(exploding, paths, SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm))
+    diverged, metrics, _, _ = diverged_run(tmp_path)
+    assert (diverged["epoch"], diverged["step"]) == (1, checkpoint_steps or 6)
+    assert sorted(metrics["rank"].unique()) == [0, 1, 2, 3] and metrics.epoch.max() == 1

@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from asrscale.settings import ConfigError
+from asrscale.errors import ConfigError
 from asrscale.study import Run, Study
 from asrscale.training.loop import RunConfig, TrainConfig
 from conftest import ROOT

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.training.learner import Diverged
 from asrscale.training.loop import RunPaths, train
+from asrscale.training.models import build_model
 from asrscale.worlds.mpi import MPIWorld
 from conftest import run_config
 
@@ -96,19 +96,49 @@ def test_checkpoints_come_at_log_lines(corpus, tmp_path):
         run_config(checkpoint_steps=6)
 
 
-def test_a_diverging_run_stops_with_a_clear_error_and_keeps_its_checkpoint(corpus, tmp_path, monkeypatch):
+def diverged_run(out):
+    """What a diverged run left: its record's `diverged`, its metrics and model, its checkpoints."""
+    record = json.loads((out / "run.json").read_text())
+    model = torch.load(out / "model.pt", weights_only=False)["model"]
+    return record["diverged"], pd.read_csv(out / "metrics.tsv", sep="\t"), model, sorted(out.glob("checkpoints/*/*"))
+
+
+def test_a_loss_that_is_not_finite_stops_the_run_by_the_rule_with_its_last_good_checkpoint(
+    corpus, tmp_path, monkeypatch
+):
     run(corpus, tmp_path, run_config(epochs=1))
     (tmp_path / "model.pt").unlink()
     checkpoint = tmp_path / "checkpoints" / "step000000012" / "rank0.pt"
     good = torch.load(checkpoint, weights_only=False)["model"]
     import asrscale.training.learner as trainer
 
-    real_loss = trainer.ctc_loss
-    monkeypatch.setattr(trainer, "ctc_loss", lambda *a, **k: (real_loss(*a, **k)[0] * math.nan, None, None))
-    with pytest.raises(Diverged, match=r"seq rank 0: loss nan at step 13"):
-        run(corpus, tmp_path)
-    assert same_models(good, torch.load(checkpoint, weights_only=False)["model"])
-    assert not (tmp_path / "model.pt").exists()
+    real_loss, calls = trainer.ctc_loss, iter(range(10**9))
+
+    def loss(*args, **kwargs):  # every fifth training loss of epoch 2 is NaN
+        value = real_loss(*args, **kwargs)
+        nan = kwargs.get("reduction", "mean") == "mean" and next(calls) % 5 == 4
+        return (value[0] * math.nan, *value[1:]) if nan else value
+
+    monkeypatch.setattr(trainer, "ctc_loss", loss)
+    run(corpus, tmp_path)
+    diverged, metrics, model, kept = diverged_run(tmp_path)
+    assert (diverged["epoch"], diverged["step"]) == (2, 12) and "training loss was not finite" in diverged["reason"]
+    assert same_models(good, model) and same_models(good, torch.load(checkpoint, weights_only=False)["model"])
+    assert kept == [checkpoint.parent / "complete", checkpoint]  # kept, and not finished
+    epoch_two = metrics[metrics.epoch == 2]
+    assert epoch_two.loss.isna().any() and math.isfinite(epoch_two.dev_loss.dropna().iloc[0])  # the model stayed finite
+
+
+def test_a_run_that_explodes_without_nan_stops_where_the_learners_meet(corpus, tmp_path, capsys):
+    # Adam with clipping keeps the loss finite: it climbs to many thousands instead
+    run(corpus, tmp_path, run_config(lr=1e4, epochs=3, checkpoint_steps=4))
+    diverged, metrics, model, kept = diverged_run(tmp_path)
+    assert (diverged["epoch"], diverged["step"], diverged["model"]) == (1, 4, "untrained")
+    assert "training loss reached" in diverged["reason"] and "untrained model's dev loss" in diverged["reason"]
+    assert metrics.kind.tolist() == ["interval"] and metrics.loss.iloc[0] > 1000 and not kept
+    assert "diverged at epoch 1, step 4" in capsys.readouterr().out
+    torch.manual_seed(3)  # the untrained model, as the run built it
+    assert same_models(model, build_model(QUICK.model, QUICK.features.dim, len(model["output.bias"])).state_dict())
 
 
 def test_seq_refuses_several_learners():

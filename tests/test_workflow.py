@@ -32,9 +32,14 @@ def test_report_holds_every_run_with_real_scores(study):
         for r in config["study"]["runs"]
         for p in r["learners"]
         for seed in r.get("seeds", [1])
-    ) + [("simulated", "ssgd", "train.batch_size=4", 2, 1)]  # the sweep's one value that is not the default
+    ) + [("simulated", "ssgd", "train.batch_size=4", 2, 1), ("simulated", "ssgd", "train.lr=10000", 2, 1)]
     runs = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t")
     assert sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed)) == sorted(expected)
+    diverged = runs.diverged.notna()
+    assert runs[diverged].variant.tolist() == ["train.lr=10000"]  # a result of nothing
+    assert runs[diverged][["wer", "train_s", "frames_per_s", "time_speedup"]].isna().all(axis=None)
+    assert "untrained model's dev loss" in runs[diverged].diverged.iloc[0]
+    runs = runs[~diverged]
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
     page = (study / "reports" / "tiny.html").read_text()
@@ -42,6 +47,8 @@ def test_report_holds_every_run_with_real_scores(study):
     rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
     assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected)
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
+    assert "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd (train.lr=10000) P=2" in page
+    assert re.search(r"<td>train.lr=10000</td><td>2</td><td>1</td><td>–</td>.*?<td><b>diverged</b></td>", page)
     validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
     assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
     claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
@@ -77,7 +84,7 @@ def test_adpsgd_records_every_averaging_with_a_neighbour_on_its_graph(study):
 
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
     records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json"))
-    assert len(records) == 8  # SSGD with one learner is SEQ's run
+    assert len(records) == 9  # SSGD with one learner is SEQ's run; the diverged run has its record too
     for record in records:
         text = record.read_text()
         assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))

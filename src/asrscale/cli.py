@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from asrscale.errors import UserError
 from asrscale.io import read_settings
 
 
@@ -106,10 +107,16 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
 
         if calibration is None:
             raise ValueError("a simulated run needs this machine's calibration: --calibration")
+        from asrscale.training.fused import fused_gradients
+
         profile = dict(settings["hardware"])
         costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=seed)
-        return SimWorld(settings["learners"], costs, servers, settings["learners_per_node"], prefetch, algorithm,
-                        device)  # fmt: skip
+        world = SimWorld(settings["learners"], costs, servers, settings["learners_per_node"], prefetch, algorithm,
+                         device)  # fmt: skip
+        fuse = settings["fuse_learners"]
+        if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
+            world.fuser = fused_gradients
+        return world
     from asrscale.worlds.mpi import MPIWorld
 
     return MPIWorld(servers=servers, learners_per_node=settings["learners_per_node"], timeout_s=settings["timeout_s"],
@@ -126,9 +133,12 @@ def train(args):
     paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
     try:
         train(run, paths, world)
-    except BaseException as error:
-        print(f"asrscale train: {world.label}: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    except BaseException as error:  # this rank's error ends every rank: none is left waiting for it
+        said = error if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+        print(f"asrscale train: {world.label}: {said}", file=sys.stderr, flush=True)
         world.abort(1)
+        if isinstance(error, UserError):
+            sys.exit(1)
         raise
 
 
@@ -145,7 +155,7 @@ def gather(args):
     from asrscale.analysis.gather import gather_runs
 
     settings = read_settings(args.settings)
-    gather_runs(settings["runs"], settings["sweeps"], args.out, settings["target_dev_loss"])
+    gather_runs(settings["runs"], settings["sweeps"], args.out, settings["target_dev_loss"], settings["plateau"])
 
 
 def report(args):
@@ -194,7 +204,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+    except UserError as error:  # one line; a traceback is for our bugs (asrscale.errors)
+        sys.exit(f"asrscale {args.run.__name__.replace('_', '-')}: {error}")
 
 
 if __name__ == "__main__":

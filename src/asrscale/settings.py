@@ -8,13 +8,11 @@ from importlib import resources
 import jsonschema
 import yaml
 
+from asrscale.errors import ConfigError
+
 SCHEMA = yaml.safe_load(resources.files("asrscale").joinpath("config.schema.yaml").read_text())
 # the least a configuration holds: every other setting has a default
 MINIMAL = {"corpus": {"name": "defaults"}, "study": {"runs": [{"algorithm": "seq"}]}}
-
-
-class ConfigError(ValueError):
-    """A configuration the schema does not allow, or whose keys disagree."""
 
 
 def _filling_defaults(validator_class):

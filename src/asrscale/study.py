@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from asrscale.settings import ConfigError, validate
+from asrscale.errors import ConfigError
+from asrscale.settings import validate
 from asrscale.training.algorithms import algorithm_class
 from asrscale.training.loop import TrainConfig
 
@@ -167,7 +168,8 @@ class Study:
         else:
             profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}
             world = {"kind": "simulated", "learners": run.learners, "hardware": dict(profile, name=self.hardware),
-                     "learners_per_node": learners_per_node}  # fmt: skip
+                     "learners_per_node": learners_per_node,
+                     "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
         return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
                 "model": config["model"], "features": features, "cmvn": config["features"]["cmvn"],
                 "world": world}  # fmt: skip
@@ -191,8 +193,9 @@ class Study:
         if stage == "gather":
             reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
                         for run in self.runs()]  # fmt: skip
-            target = config["report"]["target_dev_loss"]
-            return {"runs": reported, "sweeps": self.sweep_points(), "target_dev_loss": target}
+            report = config["report"]
+            return {"runs": reported, "sweeps": self.sweep_points(), "target_dev_loss": report["target_dev_loss"],
+                    "plateau": report["plateau"]}  # fmt: skip
         if stage == "report":
             return {"title": config["report"]["title"], "config": config}
         raise ValueError(f"no settings of a stage {stage!r}")
@@ -208,6 +211,9 @@ class Study:
                 tables += sorted(path.rglob("*.trans.txt"))
             else:
                 tables.append(path)
+            recordings = path.with_name(path.name.replace("supervisions", "recordings"))
+            if source["format"] == "lhotse" and recordings != path and recordings.is_file():
+                tables.append(recordings)
         return tables
 
 

@@ -1,6 +1,8 @@
 """The studies' claims (docs/studies.md), each decided from a study's own runs by a
-rule written out here and shown in the report: reproduced, not reproduced, or not measured in this
-study (saying what run is missing).
+rule written out here and shown in the report: reproduced, not reproduced, not measured in this
+study (saying what run is missing), or not decided (saying which runs did not converge, the
+updates they had and what SEQ needed: an accuracy claim rests on converged runs only,
+asrscale.analysis.measures).
 
 Two rules serve every claim about the algorithms as configured. Accuracy "matches" SEQ's when the
 mean test WER over seeds is at most SEQ's plus `WER_TOLERANCE` plus half the seeds' range of each
@@ -16,10 +18,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from asrscale.analysis.measures import WER_TOLERANCE, baseline, below, matches_seq, mean_spread, runs_of
+from asrscale.analysis.measures import WER_TOLERANCE, baseline, below, diverged, matches_seq, mean_spread, runs_of
 
 SPEEDUP_SHARE = 0.9
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured in this study"
+NOT_DECIDED = "not decided: did not converge"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,34 @@ def _missing(what: str) -> Verdict:
     return Verdict("", f"{NOT_MEASURED}: {what}")
 
 
+def _diverged(runs: pd.DataFrame) -> int:
+    return int(diverged(runs).sum())
+
+
+def _unconverged(table: pd.DataFrame, *groups: tuple[str, pd.DataFrame]) -> str | None:
+    """Why an accuracy claim cannot rest on these runs, or None where SEQ and every run converged:
+    each run that diverged, and each that did not converge, with its updates per learner and final
+    dev loss, and what SEQ needed."""
+    seq = baseline(table)
+    if _diverged(seq):
+        return f"SEQ diverged in {_diverged(seq)} of its {len(seq)} runs: lower train.lr"
+    if not seq.converged.all():
+        gain = 100 * seq.last_epoch_gain.max()
+        return f"SEQ did not converge (its dev loss still fell {gain:.1f}% in its last epoch): train it longer"
+    diverged = [f"{name} P={runs.learners.iloc[0]} diverged in {_diverged(runs)} of {len(runs)} runs"
+                for name, runs in groups if _diverged(runs)]  # fmt: skip
+    late = [f"{name} P={runs.learners.iloc[0]} ({runs.updates.max():.0f} updates per learner, dev loss "
+            f"{runs.final_dev_loss.mean():.3g})" for name, runs in groups
+            if not _diverged(runs) and not runs.converged.all()]  # fmt: skip
+    target, needed = seq.target_dev_loss.iloc[0], seq.updates_to_target.max()
+    reasons = [f"{'; '.join(diverged)}: a lower rate"] if diverged else []
+    if late:
+        reasons.append(f"{'; '.join(late)} did not reach the target dev loss {target:.3g}, which SEQ reached in "
+                       f"{needed:.0f} updates: a longer run (more epochs or data), or a rate that suits the learner "
+                       "count")  # fmt: skip
+    return ". ".join(reasons) or None
+
+
 def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
     """The points of `algorithm`'s sweep of `setting` at the largest learner count swept."""
     found = points[(points.algorithm == algorithm) & (points.sweep == setting)]
@@ -86,12 +117,15 @@ def _optimal_period(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     inside = best not in ends and all(below(losses[best], losses[end]) for end in ends)
     by_value = _by_value(swept, "final_dev_loss", ".3f")
     measured = f"MA P={swept.learners.iloc[0]}, final dev loss by frames per job: {by_value}; lowest at {best}"
+    if why := _unconverged(runs, (f"MA at {best} frames per job", swept[swept.value == best])):
+        return Verdict(measured, f"{NOT_DECIDED}: {why}")
     return Verdict(measured, REPRODUCED if inside else NOT_REPRODUCED)
 
 
-def _setting_helps(algorithm: str, setting: str, better: Callable, column: str, what: str, fmt: str):
+def _setting_helps(algorithm: str, setting: str, better: Callable, column: str, what: str, fmt: str,
+                   accuracy: bool = False):  # fmt: skip
     """The claim that `algorithm` with `setting` at a value that `better` accepts has a lower
-    `column` than at any other value of the sweep."""
+    `column` than at any other value of the sweep (an `accuracy` claim: on converged runs)."""
 
     def decide(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
         swept = _swept(points, algorithm, setting)
@@ -99,8 +133,10 @@ def _setting_helps(algorithm: str, setting: str, better: Callable, column: str, 
         if on.empty or off.empty:
             return _missing(f"needs a sweep of {algorithm} {setting} with it on and off (study.sweeps)")
         by_value = _by_value(swept, column, fmt)
-        measured = f"{algorithm.upper()} P={swept.learners.iloc[0]}, {what} by {setting}: {by_value}"
-        return Verdict(measured + _speed(swept), REPRODUCED if below(on[column], off[column]) else NOT_REPRODUCED)
+        measured = f"{algorithm.upper()} P={swept.learners.iloc[0]}, {what} by {setting}: {by_value}" + _speed(swept)
+        if accuracy and (why := _unconverged(runs, (f"{algorithm.upper()} with {setting} {on.value.iloc[0]}", on))):
+            return Verdict(measured, f"{NOT_DECIDED}: {why}")
+        return Verdict(measured, REPRODUCED if below(on[column], off[column]) else NOT_REPRODUCED)
 
     return decide
 
@@ -142,6 +178,8 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
             return _missing(f"no {name} run at {' or '.join(map(str, learners))} learners, or no SEQ run")
         runs = runs_of(table, algorithm, max(present))
         measured = _describe(runs, name) + f"; SEQ WER {100 * baseline(table).wer.mean():.1f}%" + _speed(runs)
+        if why := _unconverged(table, (name, runs)):
+            return Verdict(measured, f"{NOT_DECIDED}: {why}")
         fast = claimed is None or _reaches(runs, claimed)
         return Verdict(measured, REPRODUCED if fast and matches_seq(table, runs) else NOT_REPRODUCED)
 
@@ -153,17 +191,20 @@ def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
                     and not runs_of(table, "kavg", p).empty)  # fmt: skip
     if not common:
         return _missing("no ASGD and KAVG runs at the same P ≥ 4")
+    measured = "; ".join(
+        f"{_describe(runs_of(table, 'asgd', p), 'ASGD')} vs {_describe(runs_of(table, 'kavg', p), 'KAVG')}"
+        for p in common
+    ) + _speed(table)
+    # KAVG must have converged; ASGD not converging in the same training counts as less accurate
+    if why := _unconverged(table, *(("KAVG", runs_of(table, "kavg", p)) for p in common)):
+        return Verdict(measured, f"{NOT_DECIDED}: {why}")
     worse = []
     for p in common:
         asgd, kavg = runs_of(table, "asgd", p), runs_of(table, "kavg", p)
         (asgd_wer, asgd_spread), (kavg_wer, kavg_spread) = mean_spread(asgd.wer), mean_spread(kavg.wer)
-        less_accurate = asgd_wer > kavg_wer + WER_TOLERANCE + asgd_spread + kavg_spread
+        less_accurate = not asgd.converged.all() or asgd_wer > kavg_wer + WER_TOLERANCE + asgd_spread + kavg_spread
         worse.append(less_accurate and asgd.time_speedup.mean() < kavg.time_speedup.mean())
-    measured = "; ".join(
-        f"{_describe(runs_of(table, 'asgd', p), 'ASGD')} vs {_describe(runs_of(table, 'kavg', p), 'KAVG')}"
-        for p in common
-    )
-    return Verdict(measured + _speed(table), REPRODUCED if all(worse) else NOT_REPRODUCED)
+    return Verdict(measured, REPRODUCED if all(worse) else NOT_REPRODUCED)
 
 
 def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
@@ -196,7 +237,7 @@ CLAIMS = (
           _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".3g")),
     Claim("povey14, su15", "NG-SGD makes averaging work",
           "MA's final dev loss with natural_gradient on below that with it off, beyond the spreads",
-          _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f")),
+          _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f", accuracy=True)),
     Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32",
           "speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17", _ma_speedups),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",

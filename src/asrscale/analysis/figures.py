@@ -33,9 +33,15 @@ def wer_vs_learners(table, palette):
     figure, axis = plt.subplots(figsize=(6.5, 4))
     sns.lineplot(data=table.assign(wer=100 * table.wer), x="learners", y="wer", hue="algorithm",
                  palette=palette, marker="o", errorbar=SPREAD, ax=axis)  # fmt: skip
+    late = table[~table.converged.astype(bool)]
+    if not late.empty:  # a run that did not converge: a hollow ring over its point
+        axis.scatter(late.learners, 100 * late.wer, s=140, facecolors="white", edgecolors="black", zorder=3,
+                     label="did not converge")  # fmt: skip
+        axis.legend(fontsize="small")
     _learner_axis(axis, table)
     axis.set_ylabel("test WER (%)")
-    axis.set_title("Accuracy against learners")
+    axis.set_title("Accuracy against learners (hollow: did not converge)" if not late.empty else
+                   "Accuracy against learners")  # fmt: skip
     return figure
 
 

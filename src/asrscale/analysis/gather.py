@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.measures import KEYS, add_speedups, time_to_target
+from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
 from asrscale.worlds.timing import CATEGORIES
 
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
@@ -42,14 +42,15 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     environment, train = record["environment"], record["train"]
     world = record.get("world", {"kind": "mpi"})
     simulated = world["kind"] == "simulated"
+    last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s", "dev_loss", "dev_ter"])  # diverged
     row = {
         **keys,
         "wer": scores["wer"],
         "cer": scores["cer"],
-        "train_s": epochs.time_s.iloc[-1],
+        "train_s": last.time_s,
         "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
-        "final_dev_loss": epochs.dev_loss.iloc[-1],
-        "final_dev_ter": epochs.dev_ter.iloc[-1],
+        "final_dev_loss": last.dev_loss,
+        "final_dev_ter": last.dev_ter,
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
         "epochs": len(epochs),
         "global_batch": train["batch_size"] * record["learners"],
@@ -70,9 +71,15 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "mpi": environment["mpi"],
         "commit": environment["commit"] or "unknown",
         "trained_as": record["algorithm"],
+        "diverged": _divergence(record.get("diverged")),
         "run": str(run),
     }
     return row, epochs
+
+
+def _divergence(diverged: dict | None) -> str:
+    """Where and why a run diverged, in a few words ("" where it did not)."""
+    return f"epoch {diverged['epoch']}, step {diverged['step']}: {diverged['reason']}" if diverged else ""
 
 
 def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
@@ -84,14 +91,17 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
     )
 
 
-def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None = None) -> None:
+def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None,
+                plateau: float) -> None:  # fmt: skip
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
     stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
     rows, epochs = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
-    table = add_speedups(time_to_target(pd.DataFrame(rows), pd.concat(epochs), target_dev_loss))
+    epochs = pd.concat(epochs)
+    table = convergence(time_to_target(pd.DataFrame(rows), epochs, target_dev_loss), epochs, plateau)
+    table = add_speedups(discount_diverged(table))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
-    pd.concat(epochs).to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
+    epochs.to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
     # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
     _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
     _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)

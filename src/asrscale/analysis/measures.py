@@ -1,6 +1,13 @@
 """The analysis of a study's runs, in one place: which runs are SEQ's baseline, which were trained
-(not reported under another name), means and spreads over seeds, speedups, time to target, and
-the simulator against measurement. The claims, the figures and the report all read them here."""
+(not reported under another name), means and spreads over seeds, speedups, time to target, which
+runs converged, and the simulator against measurement. The claims, the figures and the report all
+read them here.
+
+Convergence. SEQ's runs have converged when their dev loss improved by less than `plateau`
+(relative, report.plateau) over their last epoch; the study's target dev loss is then 5% above
+where SEQ ends (or report.target_dev_loss), and every other run has converged when its dev loss
+reached that target. An accuracy claim is decided only on converged runs. A run that diverged
+(asrscale.training.loop) is no result at all: it counts in no mean, speedup or claim."""
 
 import pandas as pd
 
@@ -44,11 +51,47 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
     style; without a target, 5% above the dev loss SEQ ends at (the mean over its seeds). Also in
     learner-hours: GPU-hours on a dedicated profile."""
     if target is None:
-        seq = baseline(table)
+        seq = baseline(table[~diverged(table)])
         target = 1.05 * seq.final_dev_loss.mean() if not seq.empty else float("nan")
     seconds = table.run.map(epochs[epochs.dev_loss <= target].groupby("run").time_s.min())
     return table.assign(target_dev_loss=target, time_to_target_s=seconds,
                         device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
+
+
+def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float) -> pd.DataFrame:
+    """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss
+    gain, the updates it took to reach the target, and whether it converged (see the module)."""
+    epochs = epochs.sort_values(["run", "epoch"])
+    by_run = epochs.groupby("run")
+
+    def last_gain(losses: pd.Series) -> float:
+        return (losses.iloc[-2] - losses.iloc[-1]) / losses.iloc[-2] if len(losses) > 1 else float("inf")
+
+    reached = epochs[epochs.dev_loss <= table.target_dev_loss.iloc[0]]
+    to_target = epochs.assign(updates=by_run.step.cumsum()).loc[reached.index].groupby("run").updates.min()
+    table = table.assign(updates=table.run.map(by_run.step.sum()), updates_to_target=table.run.map(to_target),
+                         last_epoch_gain=table.run.map(by_run.dev_loss.apply(last_gain)))  # fmt: skip
+    return table.assign(converged=(table.trained_as == "seq") & (table.last_epoch_gain < plateau)
+                        | (table.trained_as != "seq") & table.time_to_target_s.notna())  # fmt: skip
+
+
+RESULTS = ["wer", "cer", "train_s", "frames_per_s", "final_dev_loss", "final_dev_ter", "time_to_target_s",
+           "device_hours_to_target", "updates_to_target"]  # fmt: skip
+
+
+def diverged(table: pd.DataFrame) -> pd.Series:
+    """Which runs diverged."""
+    if "diverged" not in table:
+        return pd.Series(False, index=table.index)
+    return table.diverged.fillna("") != ""
+
+
+def discount_diverged(table: pd.DataFrame) -> pd.DataFrame:
+    """Diverged runs with no results (NaN), and not converged."""
+    gone = diverged(table)
+    table = table.assign(converged=table.converged & ~gone)
+    table.loc[gone, RESULTS] = float("nan")
+    return table
 
 
 def add_speedups(table: pd.DataFrame) -> pd.DataFrame:

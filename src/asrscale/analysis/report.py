@@ -16,6 +16,7 @@ from asrscale.analysis.measures import (
     WER_TOLERANCE,
     baseline,
     by_learners,
+    diverged,
     learner_hours,
     matches_seq,
     modelled_against_measured,
@@ -47,17 +48,48 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
         if first:
             hours = group.hours[first]
             to_target = f"fastest to target <b>{first[0]}</b> ({reached.max():.2f}× SEQ, {hours:.2g} learner-hours)"
-        kept = [a for a, _ in group.index if matches_seq(table, runs_of(trained(table), a, p))]
+        runs = {a: runs_of(trained(table), a, p) for a, _ in group.index}
+        late = [a for a, r in runs.items() if not r.converged.all()]
+        kept = [a for a, r in runs.items() if a not in late and matches_seq(table, r)]
         lines.append(
             f"P={p}: {to_target}; fastest in time {fastest} ({group.speedup.max():.2f}×); "
-            f"keep SEQ's accuracy: {', '.join(kept) or 'none'}; WER change against SEQ: "
+            f"keep SEQ's accuracy: {', '.join(kept) or 'none'}"
+            + (f"; did not converge: {', '.join(late)}" if late else "")
+            + "; WER change against SEQ: "
             + ", ".join(f"{a} {100 * (w - seq.wer.mean()):+.1f}" for (a, _), w in group.wer.items())
             + " points."
         )
     counts = claims.verdict.str.split(":").str[0].value_counts()
     lines.append("The studies' claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
                  + ' (<a href="#claims">below</a>).')  # fmt: skip
+    lines.append(_decides(table, claims))
     return "".join(f"<li>{line}</li>" for line in lines)
+
+
+REPRODUCTIONS = ("<code>snakemake --cores all --configfile studies/claims-at-4.yaml</code> (the claims at 4 "
+                 "learners, on 2 CPU cores in about an hour) and <code>--configfile studies/reproduction.yaml</code> "
+                 "(every claim, 1 to 64 learners, with its sweeps and seeds: sized for a GPU)")  # fmt: skip
+
+
+def _decides(table: pd.DataFrame, claims: pd.DataFrame) -> str:
+    """What this study can decide: how many of its runs converged, and where the rest is decided."""
+    runs = trained(table)
+    converged = runs[runs.converged]
+    undecided = (~claims.verdict.str.startswith(("reproduced", "not reproduced"))).sum()
+    return (f"<b>What this study decides</b>: {len(converged)} of its {len(runs)} runs converged (SEQ: its dev "
+            f"loss stopped falling; the others: they reached the target dev loss); accuracy claims rest on converged "
+            f"runs only, so {undecided} of the {len(claims)} claims are not decided here. Those are decided by "
+            f"{REPRODUCTIONS}.")  # fmt: skip
+
+
+def _diverged(table: pd.DataFrame) -> str:
+    """The runs that diverged, sweeps' included: results of nothing."""
+    gone = trained(table)[diverged(trained(table))]
+    if gone.empty:
+        return ""
+    named = ", ".join(f"{r.algorithm}{'' if r.variant == 'default' else f' ({r.variant})'} P={r.learners} seed {r.seed}"
+                      for r in gone.itertuples())  # fmt: skip
+    return f"<li><b>Diverged</b> (no result; each run's run.json says where and why): {named}.</li>"
 
 
 def _cost(table: pd.DataFrame) -> str:
@@ -71,7 +103,8 @@ TABLE_COLUMNS = {
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
-    "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "global_batch": "global batch",
+    "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "converged": "converged", "updates": "updates",
+    "global_batch": "global batch",
     "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
     "threads_per_learner": "threads/learner",
     "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "trained_as": "trained as",
@@ -81,6 +114,8 @@ TABLE_COLUMNS = {
 
 
 def _format(column: str, value) -> str:
+    if column == "converged":
+        return {True: "yes", False: "<b>no</b>"}.get(value, "<b>diverged</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer"):
@@ -206,7 +241,7 @@ def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: lis
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
-        for _, row in table.iterrows()
+        for _, row in table.assign(converged=table.converged.where(~diverged(table), "diverged")).iterrows()
     )
 
     def section(heading: str, name: str, note: str = "") -> str:
@@ -226,9 +261,11 @@ th, td {{ border: 1px solid #ddd; padding: 3px 6px; text-align: right; white-spa
 th {{ background: #f3f3f3; }} .note {{ color: #555; font-size: 0.9em; }} pre {{ font-size: 0.75em; }}
 td.text {{ text-align: left; white-space: normal; }} .reproduced {{ background: #e3f4e3; }}
 .not-reproduced {{ background: #f9e0e0; }} .not-measured-in-this-study {{ color: #777; }}
+.not-decided {{ background: #fdf3d8; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}{_cost(table)}</ul>
+<h2>Summary</h2><ul id="summary">{_summary(table[table.variant == "default"], claims)}{_diverged(table)}
+{_cost(table)}</ul>
 <p class="note">{len(table)} runs. {_timing_note(table)} Speedups are against SEQ timed the same way, with the
 same seed: time speedup is T(SEQ) / T(run) for the same number of epochs, throughput speedup the ratio of
 frames per second.</p>

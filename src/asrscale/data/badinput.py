@@ -10,11 +10,12 @@ writing the report.
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrscale.errors import ConfigError, UserError
 from asrscale.io import atomic_write_text
 
 
-class BadInput(ValueError):
-    pass
+class BadInput(UserError):
+    """Input that cannot be used, named by its file and line."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class BadInputPolicy:
 
     def __post_init__(self):
         if self.policy not in ("skip", "stop"):
-            raise ValueError(f"corpus.bad_input.policy must be 'skip' or 'stop', not {self.policy!r}")
+            raise ConfigError(f"corpus.bad_input.policy must be 'skip' or 'stop', not {self.policy!r}")
 
 
 class Skipped:

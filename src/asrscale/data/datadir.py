@@ -3,7 +3,9 @@
 A data dir holds `wav.scp` (recording → audio path, or a command ending in `|` that writes the
 audio), `text` (utt → transcript), `utt2spk`, `spk2utt`, `utt2dur` (seconds) and, when utterances
 are cut from longer recordings, `segments` (utt → recording, start and end in seconds; an end of
--1 is the end of the recording). Without `segments` each utterance is its own recording. Every
+-1 is the end of the recording). Without `segments` each utterance is its own recording; with it,
+every utterance is listed there (Kaldi's rule), an utterance that is a whole recording as the
+segment from 0 to -1, so that sources with and without segments mix in one data dir. Every
 importer, the built-in corpus included, writes one.
 """
 
@@ -65,8 +67,10 @@ class DataDir:
         if self.feats:
             atomic_write_text(folder / "feats.scp", "".join(f"{u} {self.feats[u]}\n" for u in sorted(self.feats)))
         if self.segments:
+            whole = {u: (u, 0.0, None) for u in self.text if u not in self.segments and u not in self.feats}
             lines = (
-                f"{u} {r} {s:.6f} {-1 if e is None else e:.6f}\n" for u, (r, s, e) in sorted(self.segments.items())
+                f"{u} {r} {s:.6f} {-1 if e is None else e:.6f}\n"
+                for u, (r, s, e) in sorted({**self.segments, **whole}.items())
             )
             atomic_write_text(folder / "segments", "".join(lines))
         else:

@@ -147,9 +147,7 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
     cache = cache if config.kind != "kaldi" else None  # reading Kaldi features is as cheap as the cache
     speakers = sorted(data.spk2utt.items())[part::parts]
     stats, frames, resampled, reused = {}, {}, set(), 0
-    skipped = Skipped(
-        bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
-    )
+    skipped = Skipped(bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch"))
     ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
     with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:
         for speaker, utts in speakers:

@@ -16,6 +16,7 @@ from asrscale.training.fused import Recorder
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.loop import TrainConfig
 from asrscale.training.models import ModelConfig, build_model, flops_per_frame
+from asrscale.worlds import ops
 from asrscale.worlds.costmodel import RATES
 from asrscale.worlds.devices import describe, resolve_device, synchronize
 
@@ -23,8 +24,13 @@ SEED = 1  # of the batches timed and of the model
 
 
 def _drain(program) -> None:
-    """Run a learner's generator alone, ignoring what it asks of a world."""
-    for _ in program:
+    """Run a learner's generator alone: its gradients computed, all else it asks of a world ignored."""
+    reply = None
+    try:
+        while True:
+            request = program.send(reply)
+            reply = request.compute() if isinstance(request, ops.Gradient) else None
+    except StopIteration:
         pass
 
 
@@ -105,5 +111,3 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
         "precondition_s": _seconds(precondition, 2 * period, warmup=10),
         "frames_per_s": float(frames.sum() / seconds.sum()),
     }
-
-

@@ -89,20 +89,24 @@ class Recorder:
     (one row a frame, both in one order; a map's first dimension is the learners')."""
 
     def __init__(self):
-        self.inputs, self.record = {}, {}
+        self.record = {}
 
-    def affine(self, output: torch.Tensor, weight: str, inputs: torch.Tensor) -> None:
-        self.inputs[weight] = inputs.detach()
+    def affine(self, output: torch.Tensor, weights: list[str], inputs: torch.Tensor) -> None:
+        """An affine map's statistics: `weights` name the maps stacked along the first dimension
+        (a bidirectional layer's two directions), each an equal share of it."""
 
         def keep(derivatives):
-            self.record[weight] = (self.inputs[weight], derivatives.detach())
+            shares = zip(weights, inputs.detach().chunk(len(weights)), derivatives.detach().chunk(len(weights)))
+            for name, mine, theirs in shares:
+                self.record[name] = (mine, theirs)
 
         if output.requires_grad:
             output.register_hook(keep)
 
 
-def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder | None = None, name: str = ""):
-    """N one-layer LSTMs: x [N, B, T, in] -> [N, B, T, H]."""
+def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder | None = None,
+                   names: tuple[str, ...] = ()):  # fmt: skip
+    """N one-layer LSTMs: x [N, B, T, in] -> [N, B, T, H]; `names`: the directions stacked in N."""
     n, batch, steps, _ = x.shape
     time_major = x.transpose(1, 2).reshape(n, steps * batch, -1)
     bias = (bias_ih + bias_hh)[:, None, :]
@@ -110,8 +114,8 @@ def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder
     hidden = Recurrence.apply(projected, weight_hh.transpose(1, 2).contiguous())
     if recorder is not None:  # the gates' derivatives are the outputs' of both maps, frame by frame
         before = torch.cat([hidden.new_zeros(n, 1, batch, hidden.shape[-1]), hidden[:, :-1]], dim=1)
-        recorder.affine(projected, f"{name}.weight_ih_l0", time_major)
-        recorder.affine(projected, f"{name}.weight_hh_l0", before)
+        recorder.affine(projected, [f"{name}.weight_ih_l0" for name in names], time_major)
+        recorder.affine(projected, [f"{name}.weight_hh_l0" for name in names], before)
     return hidden.transpose(1, 2)
 
 
@@ -124,18 +128,15 @@ def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, len
     x, out_lengths = stack_frames(features.flatten(0, 1), lengths.flatten(), config.stack)
     x, out_lengths = x.view(n, batch, *x.shape[1:]), out_lengths.view(n, batch)
     if config.kind == "lstm":
-
-        def direction(layer, name, inputs):
-            names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
-            prefix = f"layers.{layer}.{name}"
-            weights = {k: params[f"{prefix}.{k}_l0"] for k in names}
-            return lstm_direction(inputs, **weights, recorder=recorder, name=prefix)
-
+        keys = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
         for layer in range(config.layers):
-            out = direction(layer, "forward_lstm", x)
+            directions = [f"layers.{layer}.forward_lstm"] + [f"layers.{layer}.backward_lstm"] * config.bidirectional
+            # both directions as one stack of 2N LSTMs: half the launches of two
+            weights = {k: torch.cat([params[f"{name}.{k}_l0"] for name in directions]) for k in keys}
+            inputs = torch.cat([x, reverse_within_lengths(x, out_lengths)]) if config.bidirectional else x
+            out = lstm_direction(inputs, **weights, recorder=recorder, names=tuple(directions))
             if config.bidirectional:
-                back = direction(layer, "backward_lstm", reverse_within_lengths(x, out_lengths))
-                out = torch.cat([out, reverse_within_lengths(back, out_lengths)], dim=-1)
+                out = torch.cat([out[:n], reverse_within_lengths(out[n:], out_lengths)], dim=-1)
             x = out
     else:
         c = config.context
@@ -153,7 +154,7 @@ def _linear(x, params: dict, name: str, recorder: Recorder | None):
     inputs = x.reshape(n, batch * steps, -1)
     out = torch.baddbmm(params[f"{name}.bias"][:, None, :], inputs, params[f"{name}.weight"].transpose(1, 2))
     if recorder is not None:
-        recorder.affine(out, f"{name}.weight", inputs)
+        recorder.affine(out, [f"{name}.weight"], inputs)
     return out.view(n, batch, steps, -1)
 
 
@@ -161,3 +162,55 @@ def biases_of(weights) -> dict:
     """Each affine map's bias, by its weight's name (an LSTM's input-to-gates and hidden-to-gates
     maps each count its own bias as Kaldi's components do)."""
     return {name: name.replace("weight", "bias") for name in weights}
+
+
+def fused_gradients(jobs: list[tuple]) -> list[float]:
+    """The simulated world's fuser: the losses and clipped gradients of many learners' minibatches
+    (`jobs`: (learner, batch, recorder) each, learners of one model on one device), computed as
+    one: every learner's parameters stacked, every batch padded to the longest of all (an added
+    utterance weighing nothing where batches differ in size), the loss one per learner, clipping
+    per learner; each learner's gradient and statistics written back. Returns the losses."""
+    learners = [learner for learner, _, _ in jobs]
+    model, device = learners[0].model, learners[0].device
+    names = [name for name, _ in model.named_parameters()]
+    stacked = {name: torch.stack([learner.parameters[k].detach() for learner in learners]).requires_grad_()
+               for k, name in enumerate(names)}  # fmt: skip
+    features, lengths, targets, target_lengths, weights = _joint_batch([batch for _, batch, _ in jobs], device)
+    recorder = Recorder() if any(recording is not None for _, _, recording in jobs) else None
+    log_probs, out_lengths = fused_forward(model.config, stacked, features, lengths, recorder)
+    losses = F.ctc_loss(log_probs.flatten(0, 1).transpose(0, 1), targets, out_lengths.flatten(),
+                        target_lengths.flatten(), reduction="none", zero_infinity=True)  # fmt: skip
+    per_utterance = (losses / target_lengths.flatten().clamp(min=1)).view_as(weights) * weights
+    per_learner = per_utterance.sum(1) / weights.sum(1)
+    per_learner.sum().backward()
+    gradients = [stacked[name].grad for name in names]
+    clips = torch.tensor([learner.clip_grad_norm for learner in learners], device=device)
+    if clips.any():  # as torch.nn.utils.clip_grad_norm_ does, for each learner alone
+        norms = torch.stack([g.flatten(1).norm(dim=1) for g in gradients]).norm(dim=0)
+        scale = torch.where(clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms))
+        for gradient in gradients:
+            gradient.mul_(scale.view(-1, *[1] * (gradient.dim() - 1)))
+    for index, (learner, _, recording) in enumerate(jobs):
+        torch._foreach_copy_(learner.gradients, [gradient[index] for gradient in gradients])
+        if recording is not None:
+            recording.record = {name: (x[index], d[index]) for name, (x, d) in recorder.record.items()}
+    return per_learner.tolist()
+
+
+def _joint_batch(batches: list, device: torch.device):
+    """N minibatches as one [N, B, T, D] batch, padded to the most utterances and frames of any;
+    `weights` [N, B]: 1 for an utterance, 0 for padding."""
+    count, frames = max(len(b.utts) for b in batches), max(b.features.shape[1] for b in batches)
+    n, dim = len(batches), batches[0].features.shape[2]
+    features = torch.zeros(n, count, frames, dim)
+    lengths = torch.ones(n, count, dtype=torch.long)
+    target_lengths = torch.zeros(n, count, dtype=torch.long)
+    weights = torch.zeros(n, count)
+    targets = []
+    for i, batch in enumerate(batches):
+        size = len(batch.utts)
+        features[i, :size, : batch.features.shape[1]] = batch.features
+        lengths[i, :size], target_lengths[i, :size], weights[i, :size] = batch.lengths, batch.target_lengths, 1.0
+        targets.append(batch.targets)
+    moved = (features, lengths, torch.cat(targets), target_lengths, weights)
+    return tuple(tensor.to(device, non_blocking=True) for tensor in moved)

@@ -6,13 +6,10 @@ import time
 import torch
 import torch.nn.functional as F
 
+from asrscale.errors import ConfigError
 from asrscale.training.fused import Recorder, fused_forward
 from asrscale.worlds import ops
 from asrscale.worlds.devices import synchronize
-
-
-class Diverged(RuntimeError):
-    """A learner's loss is not finite: the run stops and keeps its last good checkpoint."""
 
 
 def ctc_loss(model, batch, reduction="mean", recorder: Recorder | None = None):
@@ -52,7 +49,7 @@ def make_optimizer(optimizer: str, momentum: float, model) -> torch.optim.Optimi
         for p in parameters:
             made.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
         return made
-    raise ValueError(f"train.optimizer must be 'adam' or 'sgd', not {optimizer!r}")
+    raise ConfigError(f"train.optimizer must be 'adam' or 'sgd', not {optimizer!r}")
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -91,17 +88,26 @@ class Learner:
         return time.perf_counter() - start
 
     def backward(self, batch, recorder: Recorder | None = None):
-        start = time.perf_counter()
+        """The gradient of a minibatch, computed by the world (`ops.Gradient`); returns its loss.
+        A loss that is not finite leaves its gradient out (zero), so that the models stay finite
+        until the learners meet and stop the run by the divergence rule (asrscale.training.loop)."""
+        value = yield ops.Gradient(lambda: self.compute(batch, recorder), batch.frames, (self, batch, recorder))
+        if not math.isfinite(value):
+            for gradient in self.gradients:
+                gradient.zero_()
+        return value
+
+    def compute(self, batch, recorder: Recorder | None = None) -> float:
+        """This learner's loss and clipped gradient of a minibatch, computed alone."""
         self.optimizer.zero_grad(set_to_none=False)
         loss, _, _ = ctc_loss(self.model, batch, recorder=recorder)
         loss.backward()
-        value = loss.item()
-        if not math.isfinite(value):
-            raise Diverged(f"{self.name}: loss {value} at step {self.steps + 1}")
+        self.clip()
+        return loss.item()
+
+    def clip(self) -> None:
         if self.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
-        yield ops.Compute(time.perf_counter() - start, batch.frames)
-        return value
 
     def update(self, lr: float):
         start = time.perf_counter()

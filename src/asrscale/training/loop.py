@@ -6,6 +6,10 @@ per epoch the dev loss and token error rate of the consensus model. Checkpoints 
 epoch's end and, with `checkpoint_steps`, within epochs; each holds the rank's whole `Progress`,
 so a run killed at any point (a preempted or timed-out job) resumes from the newest one, neither
 losing nor duplicating rows, and a synchronous run ends with the model of an uninterrupted one.
+
+A run that diverges stops by the rule of `divergence`, decided alike on every learner where they
+meet anyway (checkpoints within an epoch, and the epoch's end): its last good checkpoint stays,
+and its outputs say it diverged, so that the report shows it as such and never as a result.
 """
 
 import copy
@@ -20,6 +24,7 @@ from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.features import FeatureConfig
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
+from asrscale.errors import ConfigError
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.provenance import environment
 from asrscale.training.algorithms import make_algorithm
@@ -31,7 +36,7 @@ from asrscale.training.schedule import learning_rate, lr_scale
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
 
-CHECKPOINT_FORMAT = 2  # a checkpoint of another format is not resumed
+CHECKPOINT_FORMAT = 3  # a checkpoint of another format is not resumed
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class TrainConfig:
     warmup_epochs: float  # from lr to the scaled rate, linearly
     lr_decay: float  # multiplied into lr after every epoch
     clip_grad_norm: float  # 0 disables
+    divergence_factor: float  # a loss above this times the untrained model's dev loss: diverged
     log_interval: int  # steps
     checkpoint_steps: int  # also checkpoint every this many steps within an epoch (0: at its end only)
     prefetch: int  # batches built ahead by a thread; 0 builds them in the learner's thread
@@ -55,7 +61,7 @@ class TrainConfig:
 
     def __post_init__(self):
         if self.checkpoint_steps % self.log_interval:  # checkpoints come at log lines
-            raise ValueError(f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
+            raise ConfigError(f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
                              f"train.log_interval ({self.log_interval})")  # fmt: skip
 
 
@@ -103,6 +109,9 @@ class Progress:
     history: list = field(default_factory=list)
     pairings: list = field(default_factory=list)
     resumes: list = field(default_factory=list)
+    untrained_dev_loss: float = math.nan  # the reference of the divergence rule
+    worst_loss: float = 0.0  # the highest interval loss since the learners last checked for divergence
+    diverged: dict | None = None  # why and where, once the run has
 
     def next_epoch(self) -> None:
         self.epoch, self.done, self.frames, self.elapsed, self.rows, self.exchanges = self.epoch + 1, 0, 0, 0.0, [], []
@@ -173,9 +182,15 @@ class LearnerLoop:
             raise ValueError(f"shard {self.layout.rank} of {self.paths.shards} is empty")
         (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
         yield from self.algorithm.plan(frames / (self.layout.size * steps))
-        while progress.epoch <= self.run_config.train.epochs:
+        while progress.epoch <= self.run_config.train.epochs and not progress.diverged:
             epoch_start, lr = yield from self.train_epoch(progress, steps)
-            yield from self.end_epoch(progress, steps, epoch_start, lr)
+            if not progress.diverged:
+                yield from self.end_epoch(progress, steps, epoch_start, lr)
+        if progress.diverged:
+            yield from self.algorithm.finish(self.learner)
+            if self.leader:
+                self.write_diverged(progress)
+            return
         final = self.consensus_model((yield from self.algorithm.consensus(self.learner)))
         yield from self.algorithm.finish(self.learner)
         if self.leader:
@@ -190,7 +205,11 @@ class LearnerLoop:
             if self.leader and self.checkpoints.latest() is not None:
                 print(f"not resuming from {self.checkpoints.latest()}: other settings wrote it; starting afresh")
             yield from self.algorithm.start(self.learner)
-            return Progress()
+            progress = Progress()
+            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.layout)
+            if self.leader:
+                self.untrained = copy.deepcopy(self.learner.model).cpu()
+            return progress
         replica = None if "model" in state else self.checkpoints.resumable(self.identity, "rank0")
         _restore(state, self.learner, self.algorithm, replica)
         progress = Progress(**state["progress"])
@@ -223,9 +242,14 @@ class LearnerLoop:
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
                 progress.rows.append(self.log_line(progress, interval, steps, lr, epoch_start))
+                loss = progress.rows[-1]["loss"]
+                progress.worst_loss = max(progress.worst_loss, loss if math.isfinite(loss) else math.inf)
                 interval = Interval()
                 self.clock.reset()
                 if train.checkpoint_steps and step % train.checkpoint_steps == 0 and step < steps:
+                    if (yield from self.check_divergence(progress)):
+                        yield from self.collect_rows(progress)
+                        break
                     progress.elapsed = self.clock.now() - epoch_start
                     yield from self.checkpoint(progress, steps)  # its time is the next interval's idle time
         loader.close()
@@ -254,10 +278,9 @@ class LearnerLoop:
         weights = yield from self.algorithm.consensus(self.learner)
         dev_loss, dev_ter = yield from evaluate(self.consensus_model(weights), self.dev_set, self.layout)
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
-        gathered = yield ops.Gather((progress.rows, self.algorithm.exchanges), "learners")
+        diverged = yield from self.check_divergence(progress, dev_loss)
+        yield from self.collect_rows(progress)
         if self.leader:
-            progress.history += [row for rows, _ in gathered for row in rows]
-            progress.pairings += [exchange for _, exchanges in gathered for exchange in exchanges]
             progress.history.append({
                 "kind": "epoch", "epoch": progress.epoch, "step": steps, "rank": 0, "time_s": progress.trained_s,
                 "frames": int(frames), "frames_per_s": frames / seconds, "wall_s": seconds, "lr": lr,
@@ -265,9 +288,49 @@ class LearnerLoop:
             })  # fmt: skip
             print(f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "
                   f"{progress.trained_s:.0f} s")  # fmt: skip
+        if diverged:
+            return
         progress.next_epoch()
         self.algorithm.exchanges = progress.exchanges
         yield from self.checkpoint(progress, steps)
+
+    def collect_rows(self, progress: Progress):
+        """Every learner's rows and exchanges of the epoch so far into the leader's history."""
+        gathered = yield ops.Gather((progress.rows, self.algorithm.exchanges), "learners")
+        if self.leader:
+            progress.history += [row for rows, _ in gathered for row in rows]
+            progress.pairings += [exchange for _, exchanges in gathered for exchange in exchanges]
+
+    def check_divergence(self, progress: Progress, dev_loss: float | None = None):
+        """The divergence rule, decided alike by every learner: the run has diverged when a
+        learner's mean loss over a logging interval since the last check, or the dev loss, is not
+        finite or is above train.divergence_factor times the untrained model's dev loss (a
+        non-finite loss also leaves that step's gradient out: asrscale.training.learner).
+        Returns whether it has, recording why in `progress.diverged`."""
+        (worst,) = yield ops.Reduce([progress.worst_loss], "learners", "max")
+        progress.worst_loss = 0.0
+        factor, reference = self.run_config.train.divergence_factor, progress.untrained_dev_loss
+        for what, value in (("a learner's training loss", worst), ("the dev loss", dev_loss)):
+            if value is not None and not value <= factor * reference:  # NaN is not below
+                limit = f"train.divergence_factor ({factor:g}) times the untrained model's dev loss ({reference:.3f})"
+                reason = f"reached {value:.4g}, above {limit}" if math.isfinite(value) else "was not finite"
+                progress.diverged = {"reason": f"{what} {reason}", "epoch": progress.epoch, "step": progress.done}
+                return True
+        return False
+
+    def write_diverged(self, progress: Progress) -> None:
+        """The outputs of a diverged run: its metrics up to where it stopped, and the model of
+        its last good checkpoint (learner 0's, kept with every rank's state), or the untrained
+        model where it diverged before the first."""
+        latest = self.checkpoints.latest()
+        model = self.untrained if latest is None else copy.deepcopy(self.learner.model).cpu()
+        if latest is not None:
+            model.load_state_dict(torch.load(latest / "rank0.pt", weights_only=False, map_location="cpu")["model"])
+        progress.diverged["model"] = "untrained" if latest is None else f"learner 0's at {latest}"
+        self.write_outputs(progress, model)
+        where = f"epoch {progress.diverged['epoch']}, step {progress.diverged['step']}"
+        print(f"diverged at {where}: {progress.diverged['reason']}; the model is {progress.diverged['model']}, and "
+              "the report shows the run as diverged", flush=True)  # fmt: skip
 
     def consensus_model(self, weights: list):
         """A model holding the consensus `weights` (the learner's own where they are its own)."""
@@ -307,6 +370,7 @@ class LearnerLoop:
                               "warmup_epochs": run.train.warmup_epochs, "decay": run.train.lr_decay},
             "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
             "nodes": self.layout.nodes, "device": str(self.learner.device), "environment": environment(),
+            "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged,
         }  # fmt: skip
         atomic_write_json(out / "run.json", record)
         final = {"model": {name: tensor.cpu() for name, tensor in model.state_dict().items()},

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from asrscale.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -107,5 +109,5 @@ def flops_per_frame(config: ModelConfig, input_dim: int, tokens: int) -> float:
 def build_model(config: ModelConfig, input_dim: int, tokens: int) -> nn.Module:
     models = {"lstm": LSTMModel, "dnn": DNNModel}
     if config.kind not in models:
-        raise ValueError(f"model.kind must be one of {sorted(models)}, not {config.kind!r}")
+        raise ConfigError(f"model.kind must be one of {sorted(models)}, not {config.kind!r}")
     return models[config.kind](config, input_dim, tokens)

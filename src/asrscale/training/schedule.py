@@ -11,13 +11,15 @@ multiplies it by train.lr_decay.
 
 import math
 
+from asrscale.errors import ConfigError
+
 LR_SCALINGS = ("none", "sqrt", "linear")
 
 
 def lr_scale(rule: str, learners: int) -> float:
     """The rate's multiplier for an update that combines `learners` minibatches."""
     if rule not in LR_SCALINGS:
-        raise ValueError(f"train.lr_scaling must be one of {LR_SCALINGS}, not {rule!r}")
+        raise ConfigError(f"train.lr_scaling must be one of {LR_SCALINGS}, not {rule!r}")
     return {"none": 1.0, "sqrt": math.sqrt(learners), "linear": float(learners)}[rule]
 
 

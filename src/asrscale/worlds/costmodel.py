@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from asrscale.errors import ConfigError, UserError
+
 DEVICES = ("shared", "dedicated")
 RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "precondition_s")
 
@@ -46,7 +48,7 @@ class Link:
 
     def __post_init__(self):
         if self.latency_us < 0 or self.bandwidth_gbps <= 0:
-            raise ValueError(f"a link needs latency_us >= 0 and bandwidth_gbps > 0, not {self}")
+            raise ConfigError(f"a link needs latency_us >= 0 and bandwidth_gbps > 0, not {self}")
 
     @property
     def latency_s(self) -> float:
@@ -72,7 +74,7 @@ class Compute:
 
     def __post_init__(self):
         if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
-            raise ValueError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
+            raise ConfigError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
 
     def rates_for(self, model: dict) -> dict:
         """The rates for `model` ({flops_per_frame, parameters}), at this device's speed."""
@@ -108,18 +110,18 @@ class Hardware:
             try:
                 settings["compute"] = Compute(**settings["compute"])
             except (TypeError, ValueError) as error:
-                raise ValueError(f"hardware.{name}.compute: {error}") from None
+                raise ConfigError(f"hardware.{name}.compute: {error}") from None
         settings["stragglers"] = {int(rank): float(f) for rank, f in settings.get("stragglers", {}).items()}
         return cls(name=name, **settings)
 
     def __post_init__(self):
         if self.device not in DEVICES:
-            raise ValueError(f"hardware.{self.name}.device must be one of {DEVICES}, not {self.device!r}")
+            raise ConfigError(f"hardware.{self.name}.device must be one of {DEVICES}, not {self.device!r}")
         if (self.device == "dedicated") != (self.compute is not None):
-            raise ValueError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
+            raise ConfigError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
                              "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
         if self.learners_per_node < 1 or self.jitter < 0:
-            raise ValueError(f"hardware.{self.name}: learners_per_node >= 1 and jitter >= 0 expected")
+            raise ConfigError(f"hardware.{self.name}: learners_per_node >= 1 and jitter >= 0 expected")
 
 
 class CostModel:
@@ -132,7 +134,7 @@ class CostModel:
         self.rng = np.random.default_rng(seed)
         if hardware.compute is not None:
             if "model" not in calibration:
-                raise ValueError("the calibration predates dedicated profiles' measured compute: delete it, and "
+                raise UserError("the calibration predates dedicated profiles' measured compute: delete it, and "
                                  "the workflow calibrates again")  # fmt: skip
             self.dedicated_rates = hardware.compute.rates_for(calibration["model"])
         self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]

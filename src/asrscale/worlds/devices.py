@@ -2,6 +2,8 @@
 
 import torch
 
+from asrscale.errors import ConfigError, UserError
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
@@ -10,11 +12,11 @@ def resolve_device(choice: str, index: int = 0) -> torch.device:
     among the GPUs this process sees (modulo their number): a rank's index on its machine, so that
     ranks spread over the machine's GPUs; a site that binds one GPU to each task gets that one."""
     if choice not in DEVICE_CHOICES:
-        raise ValueError(f"train.device must be one of {DEVICE_CHOICES}, not {choice!r}")
+        raise ConfigError(f"train.device must be one of {DEVICE_CHOICES}, not {choice!r}")
     if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ValueError("train.device is cuda, but torch finds no CUDA device here")
+        raise UserError("train.device is cuda, but torch finds no CUDA device here")
     device = torch.device("cuda", index % torch.cuda.device_count())
     torch.cuda.set_device(device)  # NCCL and cuDNN work on the current device
     return device

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+from asrscale.errors import ConfigError, UserError
 from asrscale.provenance import available_cores
 from asrscale.worlds import ops
 from asrscale.worlds.devices import gpu_identity, resolve_device
@@ -93,19 +94,19 @@ def choose_collectives(requested: str, gpus: list[str | None], mpi_cuda: bool | 
     auto: NCCL (torch) where every rank has a GPU of its own, else MPI through host memory. A
     choice that cannot work on these ranks stops here, before any training, naming the setting."""
     if requested not in ("auto", *COLLECTIVES):
-        raise ValueError(f"mpi.collectives must be auto or one of {COLLECTIVES}, not {requested!r}")
+        raise ConfigError(f"mpi.collectives must be auto or one of {COLLECTIVES}, not {requested!r}")
     on_gpus = all(g is not None for g in gpus)
     own_gpus = on_gpus and len(set(gpus)) == len(gpus)
     if requested == "auto":
         return "torch" if own_gpus else "mpi"
     if requested == "torch" and on_gpus and not own_gpus:
-        raise ValueError(
+        raise ConfigError(
             f"mpi.collectives is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
             "and NCCL needs a GPU per rank: set mpi.collectives to auto or mpi"
         )
     if requested == "cuda-aware-mpi" and any(g is not None for g in gpus) and mpi_cuda is False:
         library = MPI.Get_library_version().splitlines()[0].strip()
-        raise ValueError(
+        raise ConfigError(
             f"mpi.collectives is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
             "set mpi.collectives to auto or mpi"
         )
@@ -133,7 +134,7 @@ class MPIWorld:
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.label = f"{name}: rank {self.rank} of {self.size}"
         if self.size <= servers:
-            raise ValueError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
+            raise UserError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
         self.serving = self.rank < servers
         learners = world.Split(1 if self.serving else 0, self.rank)
         if learners_per_node:
@@ -233,6 +234,11 @@ class MPIWorld:
     @execute.register
     def _(self, request: ops.Compute):
         self.clock.add("compute", request.seconds)
+
+    @execute.register
+    def _(self, request: ops.Gradient):
+        with self.clock.measure("compute"):  # the loss is a value on the host: the device has finished
+            return request.compute()
 
     @execute.register
     def _(self, request: ops.DataWait):

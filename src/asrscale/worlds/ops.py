@@ -32,6 +32,18 @@ class Compute:
 
 
 @dataclass
+class Gradient:
+    """Compute a learner's loss and gradient of a minibatch of `frames` input frames (into its
+    parameters' gradients); returns the loss. `compute()` does it alone; a world may instead defer
+    it, never past anything that would change what it computes on, and carry out many learners'
+    together through its fuser (given `job`), exactly as each alone."""
+
+    compute: Callable[[], float]
+    frames: int
+    job: object = None
+
+
+@dataclass
 class DataWait:
     """The learner has just waited `seconds` for its next batch, of `frames` input frames."""
 

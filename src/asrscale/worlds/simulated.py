@@ -78,15 +78,20 @@ class SimWorld:
     `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
     `learners_per_node` learners when given (as MPI ranks of one machine can act as several
     nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
-    its GPU where it has one); the modelled devices are the profile's."""
+    its GPU where it has one); the modelled devices are the profile's. With a `fuser`
+    (asrscale.training.fused.fused_gradients), learners' gradients are computed together: a
+    learner's is deferred until it (or its model, for an averaging) is needed, and then every
+    deferred one is computed as one, each exactly as alone."""
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu"):  # fmt: skip
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.device = resolve_device(device)
         self.loads_in_background = False  # batches are built in line; their time is modelled
+        # fusing learners: `fuser(jobs)` computes many `ops.Gradient`s as one (deferred: by rank)
+        self.fuser, self._deferred = fuser, {}
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = available_cores()  # one rank computes at a time
         per_machine = costs.hardware.learners_per_node
@@ -133,6 +138,8 @@ class SimWorld:
         while self._ready:
             _, index = heapq.heappop(self._ready)
             rank = self.ranks[index]
+            if rank.rank in self._deferred:  # its gradient is needed now: every deferred one with it
+                self._compute_deferred()
             result, rank.result = rank.result, None
             try:
                 request = rank.program.send(result)
@@ -159,12 +166,32 @@ class SimWorld:
     def execute(self, request, rank: _Rank):
         raise TypeError(f"the simulated world cannot carry out {request!r}")
 
+    def _computing(self, rank: _Rank, kind: str, frames: int) -> float:
+        """The rank computes for its modelled time: its clock charged, its time when done."""
+        learner = None if rank.serving else rank.layout.rank
+        seconds = self.costs.compute_s(kind, frames, learner, self.sharing[rank.rank])
+        rank.clock.add("compute", seconds)
+        return rank.time + seconds
+
     @execute.register
     def _(self, request: ops.Compute, rank: _Rank):
-        learner = None if rank.serving else rank.layout.rank
-        seconds = self.costs.compute_s(request.kind, request.frames, learner, self.sharing[rank.rank])
-        rank.clock.add("compute", seconds)
-        self._resume(rank, rank.time + seconds)
+        self._resume(rank, self._computing(rank, request.kind, request.frames))
+
+    @execute.register
+    def _(self, request: ops.Gradient, rank: _Rank):
+        """The modelled time depends on the frames alone: with a fuser the arithmetic waits until
+        a learner needs a result, and every learner's that waits is computed with it as one."""
+        done = self._computing(rank, "backward", request.frames)
+        if self.fuser is None:
+            self._resume(rank, done, request.compute())
+        else:
+            self._deferred[rank.rank] = request
+            self._resume(rank, done)
+
+    def _compute_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, {}
+        for index, loss in zip(deferred, self.fuser([request.job for request in deferred.values()])):
+            self.ranks[index].result = loss
 
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):
@@ -282,6 +309,8 @@ class SimWorld:
     def _(self, request: ops.Gossip, rank: _Rank):
         _, members = self._group(rank, request.group)
         peer, gossip = members[request.peer], _Gossip(request.receive)
+        if peer.rank in self._deferred:  # what it computes on is fixed before it is averaged
+            self._compute_deferred()
         if peer.served is None:  # not serving yet: answered when it begins
             peer.early.append((rank, flatten(request.send), gossip))
         else:

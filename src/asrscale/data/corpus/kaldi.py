@@ -35,10 +35,12 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
         audio = wav
 
     entries = []
-    for utt in sorted(audio.keys() | text.keys()):
+    for utt in sorted(audio.keys() | text.keys() | speakers.keys()):
         if utt in skipped:
             continue
-        if utt not in text:
+        if utt not in text and utt not in audio:
+            skipped.add(utt, speakers[utt][1], f"has a speaker but neither audio nor a transcript in {folder}")
+        elif utt not in text:
             skipped.add(utt, audio[utt][1], f"has audio but no transcript in {folder / 'text'}")
         elif utt not in audio:
             listed_in = "segments" if segments else "wav.scp"

@@ -11,6 +11,7 @@ segment inside its recording. A bad utterance is left out and written with its r
 subset bad stops it too (the report is written first).
 """
 
+import math
 import re
 import unicodedata
 from dataclasses import dataclass, replace
@@ -126,12 +127,17 @@ def _audio_duration(entry: Entry, features: FeatureConfig, headers: dict, rates:
         raise BadInput(f"audio {entry.audio} has {info.channels} channel(s); features.channel is {features.channel}")
     if info.samplerate != features.sample_rate:
         rates.add(info.samplerate)
+    if not 0 <= entry.start < math.inf or entry.end is not None and not math.isfinite(entry.end):
+        raise BadInput(f"segment from {entry.start:g} s to {entry.end} s: expected finite times, start >= 0")
     end = info.duration if entry.end is None else entry.end
     if end > info.duration + 0.01:
         raise BadInput(f"segment ends at {end:g} s, after the end of its recording ({info.duration:.2f} s)")
     if end - entry.start <= 0:
         raise BadInput(f"empty segment ({entry.start:g} s to {end:g} s)")
     return end - entry.start
+
+
+KALDI_ID = re.compile(r"[^\s]+")  # ids are the first word of a line of Kaldi's tables
 
 
 def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skipped) -> DataDir:
@@ -141,6 +147,10 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
         counts[entry.utt] = counts.get(entry.utt, 0) + 1
     for entry in entries:
         if entry.utt in skipped:
+            continue
+        ids = {"utterance": entry.utt, "speaker": entry.speaker, "recording": entry.recording}
+        if bad := [f"{kind} {v!r}" for kind, v in ids.items() if v is not None and not KALDI_ID.fullmatch(v)]:
+            skipped.add(entry.utt, entry.where, f"{', '.join(bad)}: an id must be one word (no spaces)")
             continue
         if counts[entry.utt] > 1:
             skipped.add(entry.utt, entry.where, f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)")
@@ -162,7 +172,10 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
         else:
             segmented = entry.recording or entry.end is not None
             segment = (entry.recording or entry.utt, entry.start, entry.end) if segmented else None
-            data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
+            try:
+                data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
+            except ValueError as error:  # an utterance id that is another's recording, with other audio
+                skipped.add(entry.utt, entry.where, str(error))
     for rate in sorted(rates):
         print(f"note: some audio is at {rate} Hz; it is resampled to {features.sample_rate} Hz when features are made")
     return data
@@ -181,7 +194,12 @@ def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> D
         if not path.exists():
             raise BadInput(f"{path} does not exist (source {index} of this subset: {source})")
         found = IMPORTERS[source["format"]](path, skipped)
-        entries += [replace(e, utt=prefix + e.utt, speaker=prefix + e.speaker) for e in found] if prefix else found
+        # recordings are known only inside their source: numbered, two sources' never clash
+        number = f"@{index}" if len(sources) > 1 else ""
+        if prefix or number:
+            found = [replace(e, utt=prefix + e.utt, speaker=prefix + e.speaker,
+                             recording=e.recording and prefix + e.recording + number) for e in found]  # fmt: skip
+        entries += found
     total = len({e.utt for e in entries} | set(skipped.rows))
     data = build_data_dir(entries, settings, skipped)
     skipped.finish(total)

@@ -1,5 +1,6 @@
 """Training algorithms: one module each, behind the narrow `Algorithm` interface in `base`."""
 
+from asrscale.errors import ConfigError
 from asrscale.training.algorithms.adpsgd import DecentralizedSGD
 from asrscale.training.algorithms.asgd import AsynchronousSGD
 from asrscale.training.algorithms.base import Algorithm
@@ -20,7 +21,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
 
 def algorithm_class(name: str) -> type[Algorithm]:
     if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)}")
+        raise ConfigError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)}")
     return ALGORITHMS[name]
 
 

@@ -22,6 +22,7 @@ import random
 
 import torch
 
+from asrscale.errors import ConfigError
 from asrscale.training.algorithms.base import Averaging
 from asrscale.worlds import ops
 
@@ -30,7 +31,7 @@ GRAPHS = ("ring", "exponential")
 
 def distances(size: int, graph: str) -> list[int]:
     if graph not in GRAPHS:
-        raise ValueError(f"graph must be one of {GRAPHS}, not {graph!r}")
+        raise ConfigError(f"graph must be one of {GRAPHS}, not {graph!r}")
     return [1] if graph == "ring" else [2**k - 1 for k in range(1, size.bit_length() + 1) if 2**k - 1 < size]
 
 
@@ -69,7 +70,7 @@ class DecentralizedSGD(Averaging):
     def __init__(self, layout, graph: str = "ring"):
         super().__init__(layout)
         if graph not in GRAPHS:
-            raise ValueError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
+            raise ConfigError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
         self.active = layout.rank % 2 == 1
         self.neighbours = neighbours(layout.rank, layout.size, graph)

@@ -120,4 +120,3 @@ class PeriodicAveraging(Averaging):
         if self.local_steps % self.period == 0:
             yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
             yield ops.Allreduce(learner.averaged, "learners")
-

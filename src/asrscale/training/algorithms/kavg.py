@@ -18,6 +18,7 @@ rule, asrscale.training.schedule):
 
 import math
 
+from asrscale.errors import ConfigError
 from asrscale.training.algorithms.base import PeriodicAveraging
 
 PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
@@ -31,9 +32,9 @@ class KStepAveraging(PeriodicAveraging):
                  plateau: float = 0.01):  # fmt: skip
         super().__init__(layout)
         if period < 1:
-            raise ValueError(f"kavg: period must be at least 1, not {period}")
+            raise ConfigError(f"kavg: period must be at least 1, not {period}")
         if period_policy not in PERIOD_POLICIES:
-            raise ValueError(f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")
+            raise ConfigError(f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
         if period_policy == "by_learners":

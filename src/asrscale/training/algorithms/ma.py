@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from asrscale.errors import ConfigError
 from asrscale.training.algorithms.base import PeriodicAveraging
 from asrscale.training.fused import Recorder, biases_of
 from asrscale.training.natural_gradient import NaturalGradient
@@ -32,9 +33,9 @@ class ModelAveraging(PeriodicAveraging):
                  max_param_change: float = 2.0):  # fmt: skip
         super().__init__(layout)
         if frames_per_job < 1:
-            raise ValueError(f"ma: frames_per_job must be positive, not {frames_per_job}")
+            raise ConfigError(f"ma: frames_per_job must be positive, not {frames_per_job}")
         if max_param_change < 0:
-            raise ValueError(f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
+            raise ConfigError(f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
         self.natural_gradient, self.period, self.local_steps, self._restored = None, None, 0, None
@@ -86,4 +87,3 @@ def natural_gradient_of(model) -> NaturalGradient:
     parameters = dict(model.named_parameters())
     weights = {name: p for name, p in parameters.items() if p.dim() == 2}
     return NaturalGradient(weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()})
-

@@ -1,5 +1,6 @@
 """SEQ: one learner, plain minibatch SGD; the baseline every speedup is measured against."""
 
+from asrscale.errors import UserError
 from asrscale.training.algorithms.base import Algorithm
 
 
@@ -9,5 +10,5 @@ class Sequential(Algorithm):
 
     def __init__(self, layout):
         if layout.size != 1:
-            raise ValueError(f"seq runs one learner, but {layout.size} were started")
+            raise UserError(f"seq runs one learner, but {layout.size} were started")
         super().__init__(layout)

@@ -1,0 +1,112 @@
+"""Fused learners: what one round of steps of 64 simulated learners costs when their gradients are
+computed as one (asrscale.training.fused, as the simulated world's fuser does), against the same
+learners one after another and against one model at the same global batch, in input frames per
+second on the same device, with the peak GPU memory. The corpus's own batches: each learner's
+first batches of its 64-learner shard; SEQ's model, optimizer and batch size.
+
+On a GPU (skipped without one: the figures then say so): the target is at least half of one
+model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
+learners in turn (oneDNN's LSTM is near the cores' peak), which is why `study.fuse_learners:
+auto` fuses on a GPU only: the CPU figure records it.
+"""
+
+import time
+from pathlib import Path
+
+from benchmarks.common import Bench, Study, child, child_main, median
+
+LEARNERS = 64
+
+
+def run(bench: Bench) -> None:
+    rounds = 2 if bench.quick else 6
+    for device in ("cpu", "cuda"):
+        figures = child(bench, "fused", bench.work, device, rounds)
+        if not figures["measured"]:
+            print(f"  {device}: skipped ({figures['why']})", flush=True)
+            continue
+        fused, alone, big = (median(figures[k]) for k in ("fused_s", "alone_s", "big_s"))
+        frames, batch = figures["frames"], figures["global_batch"]
+        target = ">= 0.5" if device == "cuda" else None
+        bench.add("fused", f"{device}: {LEARNERS} learners fused / one model at batch {batch}, frames/s", big / fused,
+                  "x", target, fused_frames_per_s=frames / fused, big_frames_per_s=frames / big,
+                  rounds=rounds)  # fmt: skip
+        bench.add("fused", f"{device}: {LEARNERS} learners fused / the same learners in turn, frames/s", alone / fused,
+                  "x", alone_frames_per_s=frames / alone)  # fmt: skip
+        if device == "cuda":
+            bench.add("fused", f"cuda: peak memory of {LEARNERS} fused learners", figures["peak_gb"], "GB")
+
+
+def measure(work: Path, device: str, rounds: int) -> dict:
+    import torch
+
+    from asrscale.data.batches import Batch
+    from asrscale.data.shard import read_shard
+    from asrscale.training.fused import fused_gradients
+    from asrscale.training.learner import Learner, make_optimizer
+
+    if device == "cuda" and not torch.cuda.is_available():
+        return {"measured": False, "why": "no CUDA device here"}
+    study = Study.of(work)
+    run, train_set, place = study.seq, study.train_set(), torch.device(device)
+    shards = [read_shard(study.results / "shards" / f"P{LEARNERS}" / f"shard{r}.tsv") for r in range(LEARNERS)]
+    batch_size = run.train.batch_size
+    batches = [train_set.collate(sorted(shard)[:batch_size]).to(place) for shard in shards]
+    torch.manual_seed(run.seed)
+
+    def learner(name):
+        model = study.build_model().to(place)
+        return Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model), run.train.clip_grad_norm,
+                       name)  # fmt: skip
+
+    learners = [learner(f"learner {r}") for r in range(LEARNERS)]
+    longest = max(b.features.shape[1] for b in batches)
+    everything = Batch(torch.cat([_padded(b, longest) for b in batches]), torch.cat([b.lengths for b in batches]),
+                       torch.cat([b.targets for b in batches]), torch.cat([b.target_lengths for b in batches]),
+                       [u for b in batches for u in b.utts])  # fmt: skip
+    one = learner("one model")
+
+    def step(compute):
+        compute()
+        for each in (learners if compute is not big else [one]):
+            for group in each.optimizer.param_groups:
+                group["lr"] = run.train.lr
+            each.optimizer.step()
+
+    def fused():
+        fused_gradients([(each, batch, None) for each, batch in zip(learners, batches)])
+
+    def alone():
+        for each, batch in zip(learners, batches):
+            each.compute(batch)
+
+    def big():
+        one.compute(everything)
+
+    seconds = {}
+    for name, compute in (("fused", fused), ("alone", alone), ("big", big)):
+        step(compute)  # warm-up
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        timed = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            step(compute)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            timed.append(time.perf_counter() - start)
+        seconds[f"{name}_s"] = timed
+        if name == "fused" and device == "cuda":
+            seconds["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
+
+
+def _padded(batch, frames: int):
+    import torch.nn.functional as F
+
+    return F.pad(batch.features, (0, 0, 0, frames - batch.features.shape[1]))
+
+
+if __name__ == "__main__":
+    child_main(measure, work=Path, device=str, rounds=int)

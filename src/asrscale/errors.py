@@ -1,0 +1,12 @@
+"""Errors that users cause and can fix: a configuration, their data, how a job was launched. Each
+is one line that names the key, the file and line, or the setting, and what was expected;
+`asrscale <stage>` prints it and exits non-zero, with no traceback. Any other exception is a bug
+of ours, and keeps its traceback."""
+
+
+class UserError(ValueError):
+    """Something the user can fix (a value they gave), said in one line."""
+
+
+class ConfigError(UserError):
+    """A configuration the schema does not allow, or whose keys disagree."""

@@ -1,0 +1,69 @@
+"""Fused learners in the simulated world: every learner's gradient computed together, exactly as
+each alone, whatever the algorithm (TF32 plays no part on the CPU)."""
+
+import pandas as pd
+import pytest
+import torch
+
+from asrscale.settings import defaults
+from asrscale.training.fused import fused_gradients
+from asrscale.training.loop import RunPaths, train
+from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.simulated import SimWorld
+from conftest import run_config
+from test_sim import CALIBRATION
+
+
+def simulate(corpus, out, algorithm, learners, fuse, **train_changes):
+    costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine", jitter=0.05)), CALIBRATION, seed=3)
+    options = {"period": 2} if algorithm == "kavg" else {}
+    run = run_config(algorithm, options=options, **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})
+    servers = 1 if algorithm == "asgd" else 0
+    world = SimWorld(learners, costs, servers, learners_per_node=2, prefetch=run.train.prefetch, name=algorithm,
+                     fuser=fused_gradients if fuse else None)  # fmt: skip
+    paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
+    train(run, paths, world)
+    return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"])
+def test_fused_learners_train_every_algorithm_as_learners_computed_one_by_one(corpus, tmp_path, algorithm):
+    """After an epoch of every algorithm (MA with povey14's NG-SGD, ASGD and ADPSGD in their
+    modelled order), the fused run's model and dev loss are the unfused one's to float rounding."""
+    (alone, alone_metrics), (fused, fused_metrics) = (
+        simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, optimizer="sgd", lr=0.05) for fuse in (False, True)
+    )
+    for name, tensor in alone.items():
+        torch.testing.assert_close(fused[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+    dev = [metrics[metrics.kind == "epoch"].dev_loss for metrics in (alone_metrics, fused_metrics)]
+    assert dev[0].round(3).tolist() == dev[1].round(3).tolist()
+    # the modelled clock does not see the difference
+    assert alone_metrics.time_s.tolist() == fused_metrics.time_s.tolist()
+
+
+def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(corpus, tmp_path, monkeypatch):
+    """SSGD's learners all ask at the same modelled time: one computation for all 4 at every step;
+    ADPSGD's ask at their own times, and still several together; Adam trains the same fused."""
+    import test_fusion
+
+    sizes, original = [], fused_gradients
+
+    def counting(jobs):
+        sizes.append(len(jobs))
+        return original(jobs)
+
+    monkeypatch.setattr(test_fusion, "fused_gradients", counting)
+    simulate(corpus, tmp_path / "ssgd", "ssgd", 4, True)
+    assert set(sizes) == {4}
+    sizes.clear()
+    simulate(corpus, tmp_path / "adpsgd", "adpsgd", 4, True)
+    assert sum(sizes) == 4 * 6 and max(sizes) >= 2  # 6 steps of each learner
+    monkeypatch.undo()
+    # Adam divides by the root of the squared gradient: where a gradient is near zero, a rounding
+    # difference becomes a step of ±lr, so a few weights differ; the losses do not
+    (alone, alone_metrics), (fused, fused_metrics) = (simulate(corpus, tmp_path / f"adam{fuse}", "ssgd", 4, fuse)
+                                                      for fuse in (False, True))  # fmt: skip
+    dev = [metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist() for metrics in (alone_metrics, fused_metrics)]
+    assert dev[0] == dev[1]
+    close = sum(torch.isclose(fused[n], t, rtol=1e-4, atol=1e-5).sum().item() for n, t in alone.items())
+    assert close / sum(t.numel() for t in alone.values()) > 0.999
