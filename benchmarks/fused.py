@@ -68,7 +68,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     def step(compute):
         compute()
-        for each in (learners if compute is not big else [one]):
+        for each in learners if compute is not big else [one]:
             for group in each.optimizer.param_groups:
                 group["lr"] = run.train.lr
             each.optimizer.step()

@@ -53,8 +53,21 @@ def measure(work: Path, algorithm: str, learners: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     # SEQ really trains alone; the others are simulated on the study's hardware profile
     settings = Study.of(work).settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi", epochs=1)
-    argv = ["train", "--settings", settings, "--data", results / "data", "--feats", results / "feats",
-            "--shards", results / "shards" / f"P{learners}", "--tokens", results / "tokens.txt", "--out", out]
+    argv = [
+        "train",
+        "--settings",
+        settings,
+        "--data",
+        results / "data",
+        "--feats",
+        results / "feats",
+        "--shards",
+        results / "shards" / f"P{learners}",
+        "--tokens",
+        results / "tokens.txt",
+        "--out",
+        out,
+    ]
     if learners > 1:
         argv += ["--calibration", results / "studies" / CORPUS / "calibration.json"]
     with Stopwatch() as watch:

@@ -23,17 +23,6 @@ from asrscale.worlds.devices import describe, resolve_device, synchronize
 SEED = 1  # of the batches timed and of the model
 
 
-def _drain(program) -> None:
-    """Run a learner's generator alone: its gradients computed, all else it asks of a world ignored."""
-    reply = None
-    try:
-        while True:
-            request = program.send(reply)
-            reply = request.compute() if isinstance(request, ops.Gradient) else None
-    except StopIteration:
-        pass
-
-
 def _seconds(function, repeat: int = 1, warmup: int = 0) -> float:
     """Mean seconds of `repeat` calls after `warmup` untimed ones (a GPU loads a kernel's code
     at its first launch, and a library at its first call)."""
@@ -87,17 +76,17 @@ def measured_compute(calibration: dict, environment: dict) -> dict:
 
 def _time_learner(learner, minibatches, lr: float) -> dict:
     for batch in minibatches[:2]:  # warm-up
-        _drain(learner.backward(batch))
+        ops.run_alone(learner.backward(batch))
     timed = minibatches[2:]
     frames = np.array([b.frames for b in timed], dtype=float)
-    seconds = np.array([_seconds(lambda b=b: _drain(learner.backward(b))) for b in timed])
+    seconds = np.array([_seconds(lambda b=b: ops.run_alone(learner.backward(b))) for b in timed])
     slope, intercept = np.polyfit(frames, seconds, 1) if len(timed) > 1 else (0.0, -1.0)
     if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
         slope, intercept = seconds.sum() / frames.sum(), 0.0
     # NG-SGD's preconditioning of one minibatch's statistics, in its steady schedule (the first
     # ten minibatches refresh the factors every time, later ones every `update_period`)
     natural_gradient, recorder = natural_gradient_of(learner.model), Recorder()
-    _drain(learner.backward(timed[0], recorder))
+    ops.run_alone(learner.backward(timed[0], recorder))
     period = natural_gradient.update_period
 
     def precondition():
@@ -107,7 +96,7 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
     return {
         "backward_s_per_frame": float(slope),
         "backward_s_per_batch": float(intercept),
-        "update_s": _seconds(lambda: _drain(learner.update(lr)), 5, warmup=2),
+        "update_s": _seconds(lambda: ops.run_alone(learner.update(lr)), 5, warmup=2),
         "precondition_s": _seconds(precondition, 2 * period, warmup=10),
         "frames_per_s": float(frames.sum() / seconds.sum()),
     }

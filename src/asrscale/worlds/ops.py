@@ -184,6 +184,19 @@ class Layout:
     servers: int = 0
 
 
+def run_alone(program):
+    """Run a learner's program by itself, as no world would: its gradients computed, every other
+    request ignored (timing one learner's work, as calibration and the benchmarks do). Returns
+    the program's value."""
+    reply = None
+    try:
+        while True:
+            request = program.send(reply)
+            reply = request.compute() if isinstance(request, Gradient) else None
+    except StopIteration as stop:
+        return stop.value
+
+
 def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
     """The tensors' values in one new 1-D tensor (one buffer to send)."""
     return torch.cat([t.detach().reshape(-1) for t in tensors])
