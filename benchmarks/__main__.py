@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from asrscale.provenance import environment
-from benchmarks import allreduce, asgd_server, end_to_end, features, fused, simulation, trainer
+from benchmarks import allreduce, asgd_server, decoding, end_to_end, features, fused, simulation, trainer
 from benchmarks.common import ROOT, prepare
 
 SUITE = {
@@ -25,6 +25,7 @@ SUITE = {
     "allreduce": allreduce.run,  # 4
     "features": features.run,  # 5
     "asgd": asgd_server.run,  # 6
+    "decoding": decoding.run,  # 8: the word LM's decode against greedy
     "end-to-end": end_to_end.run,  # 7
 }
 

@@ -80,7 +80,8 @@ def prepare(work: Path, quick: bool) -> Bench:
     configfile = work / "config.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
     targets = [f"results/{CORPUS}/{t}" for t in (
-        "feats/train/feats.scp", "feats/dev/feats.scp", "tokens.txt", "shards/P1", "shards/P64",
+        "feats/train/feats.scp", "feats/dev/feats.scp", "feats/test/feats.scp", "lm/words.arpa", "tokens.txt",
+        "shards/P1", "shards/P64",
         f"studies/{CORPUS}/calibration.json",
     )]  # fmt: skip
     command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", work,

@@ -37,7 +37,7 @@ def test_quick_suite_writes_every_figure(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     figures = {f["figure"]: f for f in results["figures"]}
     assert {f["benchmark"] for f in figures.values()} == {
-        "trainer", "data", "simulation", "fused", "allreduce", "features", "asgd", "end-to-end"
+        "trainer", "data", "simulation", "fused", "allreduce", "features", "asgd", "decoding", "end-to-end"
     }  # fmt: skip
     assert all(math.isfinite(f["value"]) and f["value"] > 0 for f in figures.values())
     assert all(isinstance(f["met"], bool) for f in figures.values() if f["target"])

@@ -1,7 +1,15 @@
+import numpy as np
+import pytest
 import torch
+from flashlight.lib.text.decoder.kenlm import KenLM
+from flashlight.lib.text.dictionary import Dictionary
 
 from asrscale.data.tokens import Tokens
+from asrscale.decoding.beam import LexiconBeamSearch, Weights
 from asrscale.decoding.decode import unknown_characters
+from asrscale.decoding.lm import BOS, EOS, UNK, vocabulary, write_arpa
+from asrscale.decoding.scoring import align
+from asrscale.errors import UserError
 from asrscale.training.evaluation import error_counts, greedy
 
 
@@ -22,3 +30,70 @@ def test_characters_outside_the_token_set_are_counted_and_scored_as_errors():
     tokens = Tokens.from_texts(["a cab"])
     assert unknown_characters(["a cab", "café à", "b"], tokens) == 3  # f, é, à
     assert error_counts(["café"], ["cab"], "char") == (2, 4)
+
+
+# the word LM and the beam search (asrscale.decoding.lm, asrscale.decoding.beam)
+
+
+def _emissions(tokens: Tokens, *frames: dict) -> np.ndarray:
+    """Log-probabilities of hand-made frames: each names its likely characters, the rest share 0.01."""
+    rows = []
+    for likely in frames:
+        p = np.full(len(tokens), 0.01)
+        for symbol, value in likely.items():
+            p[tokens.symbols.index(symbol)] = value
+        rows.append(np.log(p / p.sum()))
+    return np.array(rows, dtype=np.float32)
+
+
+def test_kneser_ney_arpa_is_a_distribution_after_every_context(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "the cat sat on a mat dog ran far away".split()
+    texts = [" ".join(rng.choice(words, rng.integers(1, 8))) for _ in range(200)]
+    for order in (2, 3, 4):
+        arpa = tmp_path / f"{order}.arpa"
+        write_arpa(arpa, texts, order)
+        assert sorted(vocabulary(arpa)) == sorted(words)
+        dictionary = Dictionary([*words, BOS, EOS, UNK])
+        lm = KenLM(str(arpa), dictionary)
+        state = lm.start(False)
+        for word in ("the", "cat", "sat", "far"):  # histories seen and unseen
+            total = sum(10 ** lm.score(state, dictionary.get_index(w))[1] for w in [*words, UNK])
+            assert total + 10 ** lm.finish(state)[1] == pytest.approx(1, abs=1e-4)
+            state, _ = lm.score(state, dictionary.get_index(word))
+
+
+def test_a_file_that_is_not_arpa_is_named(tmp_path):
+    path = tmp_path / "lm.txt"
+    path.write_text("the cat sat\n")
+    with pytest.raises(UserError, match=r"lm.txt: not an ARPA language model"):
+        vocabulary(path)
+    write_arpa(path, ["the cat"], 1)  # an ARPA file, of unigrams, which KenLM does not take
+    with pytest.raises(UserError, match=r"lm.txt: KenLM cannot read it: .*at least a bigram"):
+        LexiconBeamSearch(path, Tokens.from_texts(["the cat"]), beam=4, beam_threshold=25)
+
+
+def test_beam_search_with_the_lexicon_and_lm_beats_the_best_path(tmp_path):
+    tokens = Tokens.from_texts(["the cat cut o"])
+    write_arpa(tmp_path / "lm.arpa", ["the cat"] * 20 + ["a cut", "the cut"], 2)
+    search = LexiconBeamSearch(tmp_path / "lm.arpa", tokens, beam=16, beam_threshold=25)
+    # "the c?t": the best path says "cot" (not a word); the lexicon leaves cat and cut, acoustics
+    # favour "cut" a little, the LM "cat" after "the" a lot
+    frames = [{"t": 0.9}, {"h": 0.9}, {"e": 0.9}, {" ": 0.9}, {"c": 0.9}, {"o": 0.4, "u": 0.33, "a": 0.27}, {"t": 0.9}]
+    emissions = _emissions(tokens, *frames)
+    best_path = torch.from_numpy(emissions)[None]
+    assert greedy(best_path, torch.tensor([len(frames)]), tokens) == ["the cot"]
+    assert search.decode(search.decoder(Weights(lm_weight=0, word_bonus=0)), emissions) == "the cut"
+    assert search.decode(search.decoder(Weights(lm_weight=1, word_bonus=0)), emissions) == "the cat"
+
+
+def test_alignment_marks_each_error_as_sclite_does():
+    text, confusions = align(["u1", "u2"], ["the cat sat on", "a b"], ["the dog sat a on", "a"])
+    assert text.split("\n\n")[0].splitlines() == [
+        "id: u1",
+        "Scores: (#C #S #D #I) 3 1 0 1",
+        "REF:  the CAT sat *** on",
+        "HYP:  the DOG sat A   on",
+        "Eval:     S       I",
+    ]
+    assert confusions == {("cat", "dog"): 1, ("", "a"): 1, ("b", ""): 1}

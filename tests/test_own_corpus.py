@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from asrscale.decoding.lm import write_arpa
 from conftest import ROOT, run_snakemake, write_own_corpora
 
 
@@ -43,6 +44,10 @@ def own_study(corpus, tmp_path_factory):
         runs=[{"algorithm": "seq", "learners": [1]}, {"algorithm": "ssgd", "learners": [2]}], sweeps=[]
     )
     config["report"]["title"] = "own corpus"
+    # your own language model: an ARPA file of the words of the corpus's commands
+    words = root / "corpora" / "words.arpa"
+    write_arpa(words, [line.split(maxsplit=1)[1] for line in (sources["kaldi"] / "text").read_text().splitlines()], 2)
+    config["decode"] = {"lm": str(words), "lm_weights": [1.0], "word_bonuses": [0.0, 1.0]}
     configfile = root / "own.yaml"
     configfile.write_text(yaml.safe_dump(config))
     workdir = root / "work"
@@ -61,6 +66,8 @@ def test_each_format_trains_decodes_and_reports(own_study):
     assert "TURN" not in (data / "test" / "text").read_text()  # normalised on import
     page = (workdir / "reports" / "own.html").read_text()
     assert "1 utterance was left out as bad input" in page and "results/own/data/test/skipped.tsv" in page
+    assert "your model " + str(workdir.parent / "corpora" / "words.arpa") in page  # decoded with the user's LM
+    assert not (workdir / "results" / "own" / "lm").exists() and set(runs.lm_weight) == {1.0}
 
 
 def test_a_fix_reruns_only_what_depends_on_it(own_study, corpus):

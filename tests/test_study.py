@@ -66,6 +66,9 @@ def test_every_other_stage_has_its_settings():
     assert calibrate["model"]["units"] == 128 and calibrate["cmvn"] == "speaker"
     gather = study.stage_settings("gather")
     assert len(gather["runs"]) == len(study.runs()) and gather["target_dev_loss"] is None
+    decode = study.stage_settings("decode")
+    assert decode["beam"] == 32 and decode["device"] == "auto" and "lm" not in decode
+    assert study.stage_settings("language-model") == {"order": 3}
     with pytest.raises(ValueError, match="no settings of a stage 'nope'"):
         study.stage_settings("nope")
 
@@ -78,11 +81,13 @@ def test_every_other_stage_has_its_settings():
         (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "k", "values": [1, 2]}]),
          r"study.sweeps\[0\].vary: kavg has no setting 'k'"),
         (("train", "lr", -1), r"config: train.lr: -1 is less than or equal to the minimum of 0"),
+        (("decode", "lm", "missing.arpa"), r"config: decode.lm: missing.arpa is not a file"),
+        (("decode", "lm_order", 1), r"config: decode.lm_order: 1 is less than the minimum of 2"),
     ],
 )  # fmt: skip
 def test_a_wrong_configuration_is_an_error_naming_the_key(change, message):
     config = copy.deepcopy(merged())
     section, key, value = change
-    config[section][key] = value
+    config.setdefault(section, {})[key] = value
     with pytest.raises(ConfigError, match=message):
         Study(config)

@@ -41,12 +41,19 @@ def test_report_holds_every_run_with_real_scores(study):
     assert "untrained model's dev loss" in runs[diverged].diverged.iloc[0]
     runs = runs[~diverged]
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
+    assert runs.greedy_wer.between(0, 2).all() and runs.lm_weight.notna().all()  # both decodes of every run
+    for run in runs.run:
+        alignment = (study / run / "test" / "alignment.lm.txt").read_text()
+        assert alignment.startswith("id: ") and "\nREF:  " in alignment and "\nEval: " in alignment
     assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
     page = (study / "reports" / "tiny.html").read_text()
     every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
     rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
     assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected)
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
+    assert "<b>WER</b> everywhere in this report, the claims included, is the LM decode's" in page
+    confusions = re.search(r'<table id="confusions">.*?</table>', page).group(0)  # the best run's word errors
+    assert re.search(r"<tr><td>[^<]+</td><td>[^<]+</td><td>\d+</td></tr>", confusions)
     assert "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd (train.lr=10000) P=2" in page
     assert re.search(r"<td>train.lr=10000</td><td>2</td><td>1</td><td>–</td>.*?<td><b>diverged</b></td>", page)
     validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds

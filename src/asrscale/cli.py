@@ -45,6 +45,13 @@ def tokens(args):
     Tokens.from_texts(read_table(args.data / "text").values()).write(args.out)
 
 
+def language_model(args):
+    from asrscale.data.datadir import read_table
+    from asrscale.decoding.lm import write_arpa
+
+    write_arpa(args.out, list(read_table(args.data / "text").values()), read_settings(args.settings)["order"])
+
+
 def features(args):
     from asrscale.data.badinput import BadInputPolicy
     from asrscale.data.datadir import read_data_dir
@@ -145,9 +152,11 @@ def train(args):
 def decode(args):
     import json
 
-    from asrscale.decoding.decode import decode_subset
+    from asrscale.decoding.decode import DecodeSettings, decode_run
 
-    scores = decode_subset(args.model, args.data, args.feats, args.train_feats, args.out, device=args.device)
+    subsets = {"dev": (args.dev_data, args.dev_feats), "test": (args.data, args.feats)}
+    scores = decode_run(args.model, subsets, args.train_feats, args.lm, DecodeSettings(**read_settings(args.settings)),
+                        args.out)  # fmt: skip
     print(json.dumps(scores))
 
 
@@ -182,6 +191,8 @@ def parser() -> argparse.ArgumentParser:
     stage(import_data, "import one subset of your own corpus from its sources", settings, ("--out", path))
     stage(combine_data, "merge data dirs", ("--out", path), ("parts", {"type": Path, "nargs": "+"}))
     stage(tokens, "the token set of a training text", ("--data", path), ("--out", path))
+    stage(language_model, "a word n-gram language model of a training text, as an ARPA file", settings,
+          ("--data", path), ("--out", path))  # fmt: skip
     stage(features, "extract features of one part of a data dir", settings, ("--data", path), *part, ("--out", path),
           ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"}))  # fmt: skip
     stage(combine_features, "merge feature parts", ("--out", path), ("parts", {"type": Path, "nargs": "+"}))
@@ -192,10 +203,12 @@ def parser() -> argparse.ArgumentParser:
     stage(train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile", settings,
           *[(f"--{k}", path) for k in ("data", "feats", "shards", "tokens", "out")],
           ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}))  # fmt: skip
-    stage(decode, "decode and score a subset",
-          *[(f"--{k}", path) for k in ("model", "data", "feats", "train-feats", "out")],
-          ("--device", {"choices": ["auto", "cpu", "cuda"], "default": "auto",
-                        "help": "auto: a GPU where CUDA has one"}))  # fmt: skip
+    stage(
+        decode,
+        "decode a test set greedily and with the LM (its weights chosen on dev) and score both",
+        settings,
+        *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
+    )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
     stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("results", "figures", "out")],
           ("--skipped", {"type": Path, "nargs": "*", "default": [], "help": "skipped-utterance reports"}))  # fmt: skip

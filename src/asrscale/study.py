@@ -61,6 +61,9 @@ class Study:
                 if kaldi_features and source["format"] != "kaldi":
                     raise ConfigError(f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
                                       f"not {source['format']}")  # fmt: skip
+        lm = config["decode"]["lm"]
+        if lm != "train" and not Path(lm).is_file():
+            raise ConfigError(f"config: decode.lm: {lm} is not a file (an ARPA language model), nor 'train'")
         for index, entry in enumerate(study["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
                 raise ConfigError(f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
@@ -177,7 +180,7 @@ class Study:
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:
         """The settings of a stage that is not a run: `synthesise`, `import-<subset>`, `features`,
-        `calibrate`, `gather` or `report`."""
+        `calibrate`, `language-model`, `decode`, `gather` or `report`."""
         config, corpus = self.config, self.config["corpus"]
         features = {key: value for key, value in config["features"].items() if key not in ("jobs", "cmvn")}
         if stage == "synthesise":
@@ -190,6 +193,12 @@ class Study:
         if stage == "calibrate":
             return {"train": config["train"], "model": config["model"], "features": features,
                     "cmvn": config["features"]["cmvn"]}  # fmt: skip
+        if stage == "language-model":
+            return {"order": config["decode"]["lm_order"]}
+        if stage == "decode":
+            decode = {key: value for key, value in config["decode"].items() if key not in ("lm", "lm_order")}
+            # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
+            return {**decode, "device": "cpu" if config["train"]["device"] == "cpu" else "auto"}
         if stage == "gather":
             reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
                         for run in self.runs()]  # fmt: skip

@@ -87,3 +87,9 @@ def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)
     atomic_write_text(log, f"wrote {path}\n")
+
+
+def language_model(wildcards):
+    """The ARPA file of decoding: the training transcripts' model, or your own (decode.lm)."""
+    lm = config["decode"]["lm"]
+    return f"results/{wildcards.corpus}/lm/words.arpa" if lm == "train" else lm

@@ -1,5 +1,6 @@
 """A study's runs gathered from their folders into tables (runs.tsv, epochs.tsv, the ASGD servers'
-staleness, the ADPSGD pairings, the sweeps' points), with each run's speedups and time to target."""
+staleness, the ADPSGD pairings, the LM decodes' word confusions, the sweeps' points), with each
+run's speedups and time to target."""
 
 import json
 from pathlib import Path
@@ -45,8 +46,12 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s", "dev_loss", "dev_ter"])  # diverged
     row = {
         **keys,
-        "wer": scores["wer"],
-        "cer": scores["cer"],
+        "wer": scores["lm"]["wer"],  # as the studies scored: with a lexicon and an n-gram LM
+        "cer": scores["lm"]["cer"],
+        "greedy_wer": scores["greedy"]["wer"],
+        "greedy_cer": scores["greedy"]["cer"],
+        "lm_weight": scores["lm"]["lm_weight"],
+        "word_bonus": scores["lm"]["word_bonus"],
         "train_s": last.time_s,
         "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
         "final_dev_loss": last.dev_loss,
@@ -74,7 +79,9 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "diverged": _divergence(record.get("diverged")),
         "run": str(run),
     }
-    return row, epochs
+    # the most frequent word errors of the LM decode
+    confusions = pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"]).assign(**keys)
+    return row, epochs, confusions
 
 
 def _divergence(diverged: dict | None) -> str:
@@ -95,8 +102,8 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_
                 plateau: float) -> None:  # fmt: skip
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
     stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
-    rows, epochs = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
-    epochs = pd.concat(epochs)
+    rows, epochs, confusions = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    epochs, confusions = pd.concat(epochs), pd.concat(confusions)
     table = convergence(time_to_target(pd.DataFrame(rows), epochs, target_dev_loss), epochs, plateau)
     table = add_speedups(discount_diverged(table))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +111,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_
     epochs.to_csv(out_dir / "epochs.tsv", sep="\t", index=False)
     # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
     _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
+    confusions.to_csv(out_dir / "confusions.tsv", sep="\t", index=False)
     _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
     points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
     points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)

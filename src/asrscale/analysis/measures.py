@@ -25,6 +25,12 @@ def trained(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.algorithm == table.trained_as]
 
 
+def best_run(table: pd.DataFrame) -> pd.Series | None:
+    """The trained run of lowest test WER (None where every run diverged)."""
+    runs = trained(table).dropna(subset=["wer"])
+    return None if runs.empty else runs.loc[runs.wer.idxmin()]
+
+
 def runs_of(table: pd.DataFrame, algorithm: str, learners: int) -> pd.DataFrame:
     return table[(table.algorithm == algorithm) & (table.learners == learners)]
 
@@ -75,8 +81,8 @@ def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float) -> pd
                         | (table.trained_as != "seq") & table.time_to_target_s.notna())  # fmt: skip
 
 
-RESULTS = ["wer", "cer", "train_s", "frames_per_s", "final_dev_loss", "final_dev_ter", "time_to_target_s",
-           "device_hours_to_target", "updates_to_target"]  # fmt: skip
+RESULTS = ["wer", "cer", "greedy_wer", "greedy_cer", "train_s", "frames_per_s", "final_dev_loss", "final_dev_ter",
+           "time_to_target_s", "device_hours_to_target", "updates_to_target"]  # fmt: skip
 
 
 def diverged(table: pd.DataFrame) -> pd.Series:
@@ -120,11 +126,11 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_learners(table: pd.DataFrame) -> pd.DataFrame:
-    """Per algorithm and learner count (runs trained, as configured): mean WER, time speedup,
+    """Per algorithm and learner count (runs trained, as configured): mean WER (with the LM and greedy), time speedup,
     time-to-target speedup and learner-hours to target."""
     return trained(table).groupby(["algorithm", "learners"]).agg(
-        wer=("wer", "mean"), speedup=("time_speedup", "mean"), to_target=("target_speedup", "mean"),
-        hours=("device_hours_to_target", "mean"),
+        wer=("wer", "mean"), greedy_wer=("greedy_wer", "mean"), speedup=("time_speedup", "mean"),
+        to_target=("target_speedup", "mean"), hours=("device_hours_to_target", "mean"),
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from asrscale.analysis.measures import (
     KEYS,
     WER_TOLERANCE,
     baseline,
+    best_run,
     by_learners,
     diverged,
     learner_hours,
@@ -31,11 +32,13 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     SEQ's accuracy (the claims' rule: within the tolerance plus the spreads over seeds)."""
     means = by_learners(table)
     best = means.wer.idxmin()
-    lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]})."]
+    lines = [f"Best test WER: <b>{100 * means.wer.min():.1f}%</b> ({best[0]}, P={best[1]}; decoded with the word "
+             f"LM, greedy {100 * means.greedy_wer[best]:.1f}%)."]  # fmt: skip
     seq = baseline(table)
     if not seq.empty:
         target = table.target_dev_loss.iloc[0]
-        lines.append(f"SEQ (the baseline): test WER {100 * seq.wer.mean():.1f}%, trained in {seq.train_s.mean():.3g} "
+        lines.append(f"SEQ (the baseline): test WER {100 * seq.wer.mean():.1f}% (greedy "
+                     f"{100 * seq.greedy_wer.mean():.1f}%), trained in {seq.train_s.mean():.3g} "
                      f"s; time to target: training until the dev loss reaches {target:.3g}.")  # fmt: skip
     else:
         lines.append("No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs).")
@@ -100,6 +103,7 @@ def _cost(table: pd.DataFrame) -> str:
 
 TABLE_COLUMNS = {
     "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
+    "greedy_wer": "greedy WER %", "greedy_cer": "greedy CER %", "lm_weight": "LM weight", "word_bonus": "word bonus",
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
@@ -118,7 +122,7 @@ def _format(column: str, value) -> str:
         return {True: "yes", False: "<b>no</b>"}.get(value, "<b>diverged</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
-    if column in ("wer", "cer"):
+    if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
         return f"{100 * value:.2f}"
     if column.endswith("speedup"):
         return f"{value:.2f}×"
@@ -164,6 +168,36 @@ def _claims_html(rows: pd.DataFrame) -> str:
         "beats another when its mean is better by more than both spreads.</p>"
         '<table id="claims"><thead><tr><th>study</th><th>claim</th><th>rule</th><th>measured here</th>'
         f"<th>verdict</th></tr></thead><tbody>{body}</tbody></table>"
+    )
+
+
+def _decoding_html(table: pd.DataFrame, confusions: pd.DataFrame, config: dict) -> str:
+    """How the test sets were decoded, and the most frequent word errors of the best run."""
+    decode = config.get("decode", {})
+    lm = decode.get("lm")
+    lm = "a Kneser-Ney model of the training transcripts" if lm == "train" else f"your model {lm}"
+    note = (
+        "Every run's test set is decoded twice: greedy CTC (the model alone), and a CTC beam search over a lexicon "
+        f"with a word {decode.get('lm_order', '')}-gram language model ({html.escape(str(lm))}; flashlight-text, beam "
+        f"{decode.get('beam')}), its LM weight and word bonus chosen on the dev set per run. <b>WER</b> everywhere "
+        "in this report, the claims included, is the LM decode's, as the studies scored; greedy WER is beside it in "
+        "the table of every run. Each run's alignments (sclite-like) are in its test/alignment.*.txt."
+    )
+    best = best_run(table)
+    if best is None:
+        return f'<h2>Decoding</h2><p class="note">{note}</p>'
+    mine = confusions.merge(best[KEYS].to_frame().T.astype(confusions[KEYS].dtypes), on=KEYS)
+    rows = "".join(
+        f"<tr><td>{html.escape(r.reference) if isinstance(r.reference, str) else '(inserted)'}</td>"
+        f"<td>{html.escape(r.hypothesis) if isinstance(r.hypothesis, str) else '(deleted)'}</td><td>{r.count}</td></tr>"
+        for r in mine.head(10).itertuples()
+    )
+    return (
+        f'<h2>Decoding</h2><p class="note">{note}</p><p class="note">The most frequent word errors of the best run '
+        f"({html.escape(best.algorithm)} P={best.learners} seed {best.seed}: WER {100 * best.wer:.2f}% with the LM "
+        f"at weight {best.lm_weight:g} and word bonus {best.word_bonus:g}, {100 * best.greedy_wer:.2f}% greedy):</p>"
+        '<table id="confusions"><thead><tr><th>reference</th><th>hypothesis</th><th>count</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
     )
 
 
@@ -236,7 +270,7 @@ def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: lis
         table, on=["algorithm", "variant", "learners", "world"]
     )
     claims = verdicts(table, points)
-    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges")}
+    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges", "confusions")}
     images = figures(table, epochs, tables["staleness"], tables["exchanges"], points, figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
@@ -275,6 +309,7 @@ frames per second.</p>
 {section("Speedup", "speedup_vs_learners")}
 {section("Communication", "communication_vs_learners", COMMUNICATION_NOTE)}
 {_claims_html(claims)}
+{_decoding_html(table, tables["confusions"], config or {})}
 {_sweeps_html(points, images)}
 {section("Learning curves", "learning_curves")}
 {section("Time split", "time_split", TIME_SPLIT_NOTE)}

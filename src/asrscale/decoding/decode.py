@@ -1,16 +1,45 @@
-"""Decoding a test set with a trained model (greedy CTC) and its WER/CER (jiwer)."""
+"""Decoding a run's test set twice, greedy CTC and a beam search with the word LM (its weight and
+word bonus chosen on the dev set, never on test), and scoring both (jiwer) with their alignments.
 
+A run's "WER" is the LM decode's, as the studies scored (a lexicon and an n-gram LM); greedy WER
+is kept beside it, the model's accuracy without any LM."""
+
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from asrscale.data.batches import Subset
 from asrscale.data.features import FeatureConfig
 from asrscale.data.tokens import Tokens
+from asrscale.decoding.beam import LexiconBeamSearch, Weights
+from asrscale.decoding.scoring import align
 from asrscale.io import atomic_write_json, atomic_write_text
 from asrscale.training.evaluation import error_counts, greedy
 from asrscale.training.models import ModelConfig, build_model
 from asrscale.worlds.devices import resolve_device
+
+CONFUSIONS_KEPT = 20
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    beam: int
+    beam_threshold: float
+    lm_weights: list[float]
+    word_bonuses: list[float]
+    device: str = "auto"
+
+
+@dataclass
+class Outputs:
+    """A subset's utterances (sorted), references, greedy hypotheses and log-probabilities."""
+
+    utts: list[str]
+    references: list[str]
+    greedy: list[str]
+    log_probs: list[np.ndarray]
 
 
 def unknown_characters(references: list[str], tokens: Tokens) -> int:
@@ -19,35 +48,74 @@ def unknown_characters(references: list[str], tokens: Tokens) -> int:
     return sum(c not in tokens for text in references for c in text.replace(" ", ""))
 
 
-def decode_subset(model_path, data_dir, feats_dir, train_feats_dir, out_dir, batch_size: int = 64,
-                  device: str = "auto") -> dict:  # fmt: skip
-    """Decode a subset with a trained model on `device` (train.device's choices); writes
-    per-utterance hypotheses and the scores."""
+def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
+    """The model's log-probabilities of every utterance of a subset, and its greedy hypotheses."""
+    by_utt = {}
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for group in subset.batches(list(subset.frames), batch_size, seed=None):
+            batch = subset.collate(group).to(device)
+            log_probs, lengths = model(batch.features, batch.lengths)
+            texts = greedy(log_probs, lengths, subset.tokens)
+            for utt, scores, length, text in zip(group, log_probs.float().cpu().numpy(), lengths.tolist(), texts):
+                by_utt[utt] = (text, scores[:length])
+    utts = sorted(by_utt)
+    return Outputs(utts, [subset.text[u] for u in utts], [by_utt[u][0] for u in utts], [by_utt[u][1] for u in utts])
+
+
+def wer(references: list[str], hypotheses: list[str]) -> float:
+    errors, words = error_counts(references, hypotheses, "word")
+    return errors / words
+
+
+def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSettings) -> list[dict]:
+    """Dev WER of every LM weight and word bonus of the grid, best first (ties: the order given)."""
+    tried = []
+    for lm_weight in settings.lm_weights:
+        for word_bonus in settings.word_bonuses:
+            decoder = search.decoder(Weights(lm_weight, word_bonus))
+            hypotheses = [search.decode(decoder, scores) for scores in dev.log_probs]
+            tried.append({"lm_weight": lm_weight, "word_bonus": word_bonus, "dev_wer": wer(dev.references, hypotheses)})
+    return sorted(tried, key=lambda t: t["dev_wer"])
+
+
+def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_dir, lm: Path,
+               settings: DecodeSettings, out_dir) -> dict:  # fmt: skip
+    """Decode `subsets["test"]` with a trained model on `settings.device`, greedily and with the
+    LM at the weights best on `subsets["dev"]`; writes hypotheses, alignments and scores."""
     saved = torch.load(model_path, weights_only=False)
     tokens, features = Tokens(saved["tokens"]), FeatureConfig(**saved["features"])
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
-    model.to(resolve_device(device)).eval()
-    subset = Subset(data_dir, feats_dir, train_feats_dir, saved["cmvn"], tokens)
-    hypotheses = {}
-    with torch.no_grad():
-        for group in subset.batches(list(subset.frames), batch_size, seed=None):
-            batch = subset.collate(group).to(next(model.parameters()).device)
-            log_probs, lengths = model(batch.features, batch.lengths)
-            hypotheses.update(zip(group, greedy(log_probs, lengths, tokens)))
-    utts = sorted(hypotheses)
-    references, guesses = [subset.text[u] for u in utts], [hypotheses[u] for u in utts]
-    word_errors, words = error_counts(references, guesses, "word")
-    char_errors, chars = error_counts(references, guesses, "char")
-    unknown = unknown_characters(references, tokens)
+    model.to(resolve_device(settings.device)).eval()
+    dev, test = (
+        model_outputs(model, Subset(data, feats, train_feats_dir, saved["cmvn"], tokens))
+        for data, feats in (subsets["dev"], subsets["test"])
+    )
+    search = LexiconBeamSearch(lm, tokens, settings.beam, settings.beam_threshold)
+    tried = choose_weights(search, dev, settings)
+    decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
+    with_lm = [search.decode(decoder, scores) for scores in test.log_probs]
+
+    out_dir = Path(out_dir)
+    scores = {"utterances": len(test.utts), "tried_on_dev": tried, "dev_greedy_wer": wer(dev.references, dev.greedy)}
+    for name, hypotheses in (("lm", with_lm), ("greedy", test.greedy)):
+        word_errors, words = error_counts(test.references, hypotheses, "word")
+        char_errors, chars = error_counts(test.references, hypotheses, "char")
+        alignment, confusions = align(test.utts, test.references, hypotheses)
+        atomic_write_text(out_dir / f"alignment.{name}.txt", alignment)
+        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words,
+                        "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)]}  # fmt: skip
+    scores["lm"] |= {key: tried[0][key] for key in ("lm_weight", "word_bonus", "dev_wer")}
+    lexicon = set(search.words)
+    scores["oov_words"] = sum(w not in lexicon for text in test.references for w in text.split())
+    scores["unknown_characters"] = unknown = unknown_characters(test.references, tokens)
     if unknown:
         print(f"note: {unknown} reference characters are not in the model's token set; they count as errors")
-    scores = {"wer": word_errors / words, "cer": char_errors / chars, "utterances": len(utts), "words": words,
-              "unknown_characters": unknown}  # fmt: skip
-    out_dir = Path(out_dir)
     atomic_write_text(
         out_dir / "hypotheses.tsv",
-        "utt\treference\thypothesis\n" + "".join(f"{u}\t{r}\t{h}\n" for u, r, h in zip(utts, references, guesses)),
+        "utt\treference\tgreedy\tlm\n"
+        + "".join(f"{u}\t{r}\t{g}\t{h}\n" for u, r, g, h in zip(test.utts, test.references, test.greedy, with_lm)),
     )
     atomic_write_json(out_dir / "scores.json", scores)
     return scores

@@ -1,0 +1,65 @@
+"""Target 8: what decoding with the word LM costs against greedy decoding, on the default study's
+test set, with the decode stage's own code and settings (`decode:` in config.yaml).
+
+The model is SEQ's, trained here for a few hundred steps so that its outputs are as peaked as
+those of a model in training (an untrained model's flat outputs would keep every hypothesis in
+the beam); its greedy and LM WERs are printed to show where it stands. Greedy decoding is the
+model's forward pass plus the best path; the LM decode is the forward pass plus the beam search;
+the decode job also chooses the LM weight and word bonus on the dev set (every pair of the grid).
+"""
+
+import itertools
+import time
+
+from benchmarks.common import Bench, Study, median
+
+
+def run(bench: Bench) -> None:
+    import torch
+
+    from asrscale.data.batches import Subset
+    from asrscale.decoding.beam import LexiconBeamSearch, Weights
+    from asrscale.decoding.decode import DecodeSettings, choose_weights, model_outputs, wer
+    from asrscale.training.learner import Learner, make_optimizer
+    from asrscale.worlds.ops import run_alone
+
+    study = Study.of(bench.work)
+    torch.manual_seed(1)
+    model, train, train_set = study.build_model(), study.seq.train, study.train_set()
+    learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
+    steps = 2 if bench.quick else 400
+    groups = train_set.batches(sorted(train_set.frames), train.batch_size, seed=1)
+    for group in itertools.islice(itertools.cycle(groups), steps):
+        run_alone(learner.backward(train_set.collate(group)))
+        run_alone(learner.update(train.lr))
+    model.eval()
+    dev, test = (Subset.of(study.results / "data", study.results / "feats", name, study.seq.cmvn, study.tokens)
+                 for name in ("dev", "test"))  # fmt: skip
+    settings = DecodeSettings(**study.resolved.stage_settings("decode"))
+
+    greedy_s, outputs = [], None
+    for _ in range(bench.repetitions):
+        start = time.perf_counter()
+        outputs = model_outputs(model, test)
+        greedy_s.append(time.perf_counter() - start)
+    search = LexiconBeamSearch(study.results / "lm" / "words.arpa", study.tokens, settings.beam,
+                               settings.beam_threshold)  # fmt: skip
+    start = time.perf_counter()
+    tried = choose_weights(search, model_outputs(model, dev), settings)
+    choose_s = time.perf_counter() - start
+    decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
+    beam_s, hypotheses = [], []
+    for _ in range(bench.repetitions):
+        start = time.perf_counter()
+        hypotheses = [search.decode(decoder, scores) for scores in outputs.log_probs]
+        beam_s.append(time.perf_counter() - start)
+    greedy, beam = median(greedy_s), median(beam_s)
+    details = dict(utterances=len(outputs.utts), greedy_s=greedy, beam_search_s=beam, choose_on_dev_s=choose_s,
+                   grid=len(tried), beam=settings.beam, training_steps=steps)  # fmt: skip
+    bench.add("decoding", "LM decode / greedy decode of the test set (forward pass included)", (greedy + beam) / greedy,
+              "x", **details)  # fmt: skip
+    bench.add("decoding", f"decode job (weights chosen on dev from {len(tried)} pairs, both decodes) / greedy decode",
+              (greedy + choose_s + greedy + beam) / greedy, "x")  # fmt: skip
+    for name, guesses in (("greedy", outputs.greedy), ("with the LM", hypotheses)):
+        bench.add("decoding", f"test WER after {steps} training steps, {name}", 100 * wer(outputs.references, guesses),
+                  "%")  # fmt: skip
