@@ -42,6 +42,11 @@ def test_report_holds_every_run_with_real_scores(study):
     runs = runs[~diverged]
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert runs.greedy_wer.between(0, 2).all() and runs.lm_weight.notna().all()  # both decodes of every run
+    learners = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "learners.tsv", sep="\t")
+    waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / learners.filter(like="_s").sum(1))
+    ssgd = (waiting.algorithm == "ssgd") & (waiting.variant == "default") & (waiting.world == "simulated")
+    by_learner = waiting[ssgd & (waiting.learners == 2)].set_index("rank").share
+    assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (tiny.yaml: learner 1)
     for run in runs.run:
         alignment = (study / run / "test" / "alignment.lm.txt").read_text()
         assert alignment.startswith("id: ") and "\nREF:  " in alignment and "\nEval: " in alignment
@@ -62,7 +67,7 @@ def test_report_holds_every_run_with_real_scores(study):
     assert claims.count("<tr>") == 1 + 2 * 10 and "not measured in this study: needs a sweep" in claims
     assert "needs sweeps of train.batch_size for ssgd and adpsgd" in claims  # the tiny study sweeps only SSGD's
     figures = ("wer_vs_learners", "speedup_vs_learners", "communication_vs_learners", "learning_curves", "time_split",
-               "asgd_staleness", "pairings", "sweep_train_batch_size")  # fmt: skip
+               "asgd_staleness", "pairings", "stragglers", "sweep_train_batch_size")  # fmt: skip
     for figure in figures:
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
@@ -185,7 +190,11 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
     assert not re.search(r"asrscale \S+ [^>]*'\{", result.stdout)  # settings travel in files, not on command lines
 
 
-@pytest.mark.parametrize("study, runs", [((), 27), (("validation.yaml",), 26), (("reproduction.yaml",), 72)])
+@pytest.mark.parametrize(
+    "study, runs",
+    [((), 27), (("validation.yaml",), 26), (("reproduction.yaml",), 72), (("claims-at-4.yaml",), 9),
+     (("stragglers.yaml",), 9)],
+)  # fmt: skip
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs):
     configs = [ROOT / "config.yaml", *(ROOT / "studies" / name for name in study)]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)

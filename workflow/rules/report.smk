@@ -21,6 +21,8 @@ rule gather:
         staleness="results/{corpus}/studies/{study}/staleness.tsv",
         sweeps="results/{corpus}/studies/{study}/sweeps.tsv",
         exchanges="results/{corpus}/studies/{study}/exchanges.tsv",
+        confusions="results/{corpus}/studies/{study}/confusions.tsv",
+        learners="results/{corpus}/studies/{study}/learners.tsv",
     log:
         "logs/{corpus}/gather/{study}.log",
     conda:
@@ -38,6 +40,8 @@ rule report:
         staleness=f"results/{STUDY.corpus}/studies/{{study}}/staleness.tsv",
         sweeps=f"results/{STUDY.corpus}/studies/{{study}}/sweeps.tsv",
         exchanges=f"results/{STUDY.corpus}/studies/{{study}}/exchanges.tsv",
+        confusions=f"results/{STUDY.corpus}/studies/{{study}}/confusions.tsv",
+        learners=f"results/{STUDY.corpus}/studies/{{study}}/learners.tsv",
         skipped=skipped_reports(),
     output:
         html="reports/{study}.html",

@@ -5,7 +5,8 @@ updates they had and what SEQ needed: an accuracy claim rests on converged runs 
 asrscale.analysis.measures).
 
 Two rules serve every claim about the algorithms as configured. Accuracy "matches" SEQ's when the
-mean test WER over seeds is at most SEQ's plus `WER_TOLERANCE` plus half the seeds' range of each
+mean test WER over seeds (every run's WER decoded with the word LM, as the studies scored:
+asrscale.decoding) is at most SEQ's plus `WER_TOLERANCE` plus half the seeds' range of each
 (the spread: one seed has none). A claimed speedup is reached when the measured (or modelled) time
 speedup over SEQ, its mean over seeds plus its spread, is at least `SPEEDUP_SHARE` of it: the
 studies ran other models on other hardware, so only the order of magnitude can carry over. Claims

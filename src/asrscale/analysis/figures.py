@@ -141,6 +141,36 @@ def pairings(exchanges):
     return figure
 
 
+def stragglers(learners, table):
+    """Where the hardware profile makes some learners stragglers: how much of their time the
+    straggler and the others spent waiting (communication and idle), per algorithm at its largest
+    P with a straggler (first seed). A synchronous algorithm's others wait for the straggler at
+    every step; a wait-free one's do not. Each algorithm's time speedup over SEQ is written above."""
+    runs = learners[learners.groupby(["world", "algorithm", "learners", "seed"]).slowdown.transform("max") > 1]
+    runs = runs[runs.learners == runs.groupby("algorithm").learners.transform("max")]
+    runs = runs[runs.seed == runs.groupby("algorithm").seed.transform("min")]
+    seconds = runs[[f"{c}_s" for c in CATEGORIES]].sum(axis=1)
+    data = runs.assign(
+        waiting=100 * (runs.communication_s + runs.idle_s) / seconds,
+        learner=np.where(runs.slowdown > 1, "straggler", "the others"),
+        run=runs.algorithm + " P=" + runs.learners.astype(str),
+    ).sort_values(["algorithm", "rank"])
+    figure, axis = plt.subplots(figsize=(2 + 1.6 * data.run.nunique(), 4))
+    sns.barplot(data=data, x="run", y="waiting", hue="learner", hue_order=["the others", "straggler"],
+                errorbar=SPREAD, ax=axis)  # fmt: skip
+    speedups = table[table.world == "simulated"].set_index(["algorithm", "learners", "seed"]).time_speedup
+    for position, (_, first) in enumerate(data.drop_duplicates("run").iterrows()):
+        speedup = speedups.get((first.algorithm, first.learners, first.seed), float("nan"))
+        axis.annotate(f"{speedup:.2f}×", (position, data.waiting.max() * 1.05), ha="center", fontsize="small")
+    factors = ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in
+                        data[data.slowdown > 1].groupby("rank").slowdown.first().items())  # fmt: skip
+    axis.set_ylim(0, max(5, data.waiting.max() * 1.15))
+    axis.set_xlabel("")
+    axis.set_ylabel("time communicating or idle (%)")
+    axis.set_title(f"Stragglers ({factors}); above: time speedup over SEQ", fontsize="medium")
+    return figure
+
+
 def _sweep_x(points):
     """The sweep's x axis: global batch for a batch sweep; else the value, numeric where it is."""
     if points.sweep.iloc[0] == "train.batch_size":
@@ -183,7 +213,7 @@ def _html(figure, name: str, folder: Path) -> str:
     return f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
 
 
-def figures(table: pd.DataFrame, epochs, staleness, exchanges, points, folder: Path) -> dict[str, str]:
+def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points, folder: Path) -> dict[str, str]:
     """Every figure, by name; the scaling figures from the configurations as written (variant
     "default"), a sweep figure per setting swept. A figure without data is the empty string."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -202,6 +232,9 @@ def figures(table: pd.DataFrame, epochs, staleness, exchanges, points, folder: P
         drawn["asgd_staleness"] = lambda: asgd_staleness(staleness[staleness.variant == "default"])
     if not exchanges.empty:
         drawn["pairings"] = lambda: pairings(exchanges[exchanges.variant == "default"])
+    learners = learners[learners.variant == "default"]
+    if (learners.slowdown > 1).any():
+        drawn["stragglers"] = lambda: stragglers(learners, main)
     for setting, group in points.groupby("sweep", sort=True):
         drawn[sweep_name(setting)] = lambda group=group: sweep(group, palette)
     return {name: _html(draw(), name, folder) for name, draw in drawn.items()}

@@ -1,6 +1,6 @@
 """A study's runs gathered from their folders into tables (runs.tsv, epochs.tsv, the ASGD servers'
-staleness, the ADPSGD pairings, the LM decodes' word confusions, the sweeps' points), with each
-run's speedups and time to target."""
+staleness, the ADPSGD pairings, the LM decodes' word confusions, each learner's time split, the
+sweeps' points), with each run's speedups and time to target."""
 
 import json
 from pathlib import Path
@@ -44,6 +44,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     world = record.get("world", {"kind": "mpi"})
     simulated = world["kind"] == "simulated"
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s", "dev_loss", "dev_ter"])  # diverged
+    stragglers = world["hardware"].get("stragglers", {}) if simulated else {}
     row = {
         **keys,
         "wer": scores["lm"]["wer"],  # as the studies scored: with a lexicon and an n-gram LM
@@ -66,6 +67,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "threads_per_learner": record["threads_per_learner"],
         "world": world["kind"],
         "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
+        "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
         "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
         "compute_basis": compute_basis(world) if simulated else "measured",
         "cpu": environment["cpu"],
@@ -81,7 +83,16 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     }
     # the most frequent word errors of the LM decode
     confusions = pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"]).assign(**keys)
-    return row, epochs, confusions
+    return row, epochs, confusions, _learners(metrics, world, keys)
+
+
+def _learners(metrics: pd.DataFrame, world: dict, keys: dict) -> pd.DataFrame:
+    """Each learner's time split over the run, and its slowdown where the hardware profile makes
+    it a straggler (`stragglers:`)."""
+    stragglers = {int(rank): factor for rank, factor in world.get("hardware", {}).get("stragglers", {}).items()}
+    learners = metrics[metrics.kind == "interval"].groupby("rank")[SPLIT_COLUMNS].sum().reset_index()
+    slowdown = learners["rank"].map(lambda rank: stragglers.get(rank, 1.0))
+    return learners.assign(**keys, world=world["kind"], slowdown=slowdown)
 
 
 def _divergence(diverged: dict | None) -> str:
@@ -102,8 +113,8 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_
                 plateau: float) -> None:  # fmt: skip
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
     stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
-    rows, epochs, confusions = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
-    epochs, confusions = pd.concat(epochs), pd.concat(confusions)
+    rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    epochs, confusions, learners = map(pd.concat, tables)
     table = convergence(time_to_target(pd.DataFrame(rows), epochs, target_dev_loss), epochs, plateau)
     table = add_speedups(discount_diverged(table))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -112,6 +123,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_
     # every gradient an ASGD server applied, with its staleness; every pairing of ADPSGD learners
     _records(rows, "server.tsv", ["staleness"]).to_csv(out_dir / "staleness.tsv", sep="\t", index=False)
     confusions.to_csv(out_dir / "confusions.tsv", sep="\t", index=False)
+    learners.to_csv(out_dir / "learners.tsv", sep="\t", index=False)
     _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
     points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
     points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)

@@ -111,7 +111,8 @@ TABLE_COLUMNS = {
     "global_batch": "global batch",
     "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
     "threads_per_learner": "threads/learner",
-    "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "trained_as": "trained as",
+    "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "stragglers": "stragglers",
+    "trained_as": "trained as",
     "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
     "commit": "commit",
 }  # fmt: skip
@@ -162,7 +163,8 @@ def _claims_html(rows: pd.DataFrame) -> str:
     )
     return (
         '<h2>The studies\' claims</h2><p class="note">Each claim of docs/studies.md, decided from '
-        f"this study's runs by the rule beside it (src/asrscale/analysis/claims.py). Accuracy matches SEQ's within "
+        f"this study's runs by the rule beside it (src/asrscale/analysis/claims.py). Accuracy (test WER decoded "
+        "with the word LM, as the studies scored, for every run) matches SEQ's within "
         f"{100 * WER_TOLERANCE:.0f} WER point plus the spread over seeds (half their range); a claimed speedup is "
         f"reached at {100 * SPEEDUP_SHARE:.0f}% of it, within the spread (other models, other hardware); a setting "
         "beats another when its mean is better by more than both spreads.</p>"
@@ -270,8 +272,9 @@ def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: lis
         table, on=["algorithm", "variant", "learners", "world"]
     )
     claims = verdicts(table, points)
-    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in ("staleness", "exchanges", "confusions")}
-    images = figures(table, epochs, tables["staleness"], tables["exchanges"], points, figures_dir)
+    names = ("staleness", "exchanges", "confusions", "learners")
+    tables = {name: pd.read_csv(results / f"{name}.tsv", sep="\t") for name in names}
+    images = figures(table, epochs, tables["staleness"], tables["exchanges"], tables["learners"], points, figures_dir)
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
@@ -315,6 +318,7 @@ frames per second.</p>
 {section("Time split", "time_split", TIME_SPLIT_NOTE)}
 {section("ASGD staleness", "asgd_staleness")}
 {section("ADPSGD pairings", "pairings", PAIRINGS_NOTE)}
+{section("Stragglers", "stragglers", STRAGGLERS_NOTE)}
 {_validation_html(table)}
 <h2>Every run</h2><table id="runs"><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 </body></html>
@@ -327,6 +331,10 @@ COMMUNICATION_NOTE = ("Communication: time inside collectives and exchanges that
 TIME_SPLIT_NOTE = ("Compute: forward, backward and update. Communication: time inside collectives. Data wait: time "
                    "blocked on the next batch (the prefetcher builds batches ahead). Idle: barriers (waiting for "
                    "slower learners), logging.")  # fmt: skip
+STRAGGLERS_NOTE = ("The hardware profile makes some learners slower (<code>stragglers:</code>, a factor on their "
+                   "compute): the share of time each learner spent communicating or idle. SSGD's and the other "
+                   "synchronous algorithms' learners wait for the straggler at every step or averaging; ADPSGD's "
+                   "pair with whichever partner is ready (lian18), and ASGD's do not wait at all.")  # fmt: skip
 PAIRINGS_NOTE = ("How often each pair averaged their models ½–½ in the largest run (H-ADPSGD: nodes, whose leaders "
                  "exchange), from every learner's record of its partners: the bipartite graph rotates, so every "
                  "active learner meets every passive one in turn.")  # fmt: skip
