@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.algorithms.adpsgd import neighbours, pairing
+from asrscale.training.algorithms.adpsgd import neighbours
 from asrscale.worlds.ops import Layout
 
 
@@ -19,19 +19,6 @@ def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect
     assert reached == set(range(size))
     if size > 2 and graph == "ring":
         assert all(len(peers) <= 2 for peers in links.values())
-
-
-@pytest.mark.parametrize("graph", ["ring", "exponential"])
-@pytest.mark.parametrize("size", range(1, 17))
-def test_the_lock_step_pairing_is_a_matching_on_the_graph_that_meets_every_neighbour(size, graph):
-    met = {rank: set() for rank in range(size)}
-    for step in range(4 * size):
-        for rank in range(size):
-            peer = pairing(rank, size, step, graph)
-            if peer is not None:
-                assert pairing(peer, size, step, graph) == rank and peer in neighbours(rank, size, graph)
-                met[rank].add(peer)
-    assert all(met[rank] == set(neighbours(rank, size, graph)) for rank in range(size))
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """One implementation, two worlds: an algorithm's learners as real MPI ranks and simulated in one
 process carry out the same requests, so they end with the same model (the simulator keeps only
-another clock). ASGD and ADPSGD aside: their order of updates and averagings follows the clock."""
+another clock). ASGD, ADPSGD and H-ADPSGD aside: their order of updates and averagings follows the
+clock."""
 
 import pytest
 import torch
@@ -14,16 +15,15 @@ from test_mpi import train_command
 from test_sim import CALIBRATION
 
 
-@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "hadpsgd"])
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma"])
 def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus, tmp_path, algorithm):
     shards = corpus / "shards" / "P2"
     options = {"period": 2} if algorithm == "kavg" else {}
-    nodes_of_one = dict(MPI_WORLD, learners_per_node=1)  # H-ADPSGD: two nodes, whose leaders gossip
-    mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, nodes_of_one, epochs=1))
+    mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, MPI_WORLD, epochs=1))
     costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine")), CALIBRATION)
     run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's
     paths = RunPaths(corpus / "data", corpus / "feats", shards, corpus / "tokens.txt", tmp_path / "simulated")
-    train(run, paths, SimWorld(2, costs, learners_per_node=1, prefetch=run.train.prefetch, name=algorithm))
+    train(run, paths, SimWorld(2, costs, prefetch=run.train.prefetch, name=algorithm))
     mpi, simulated = (torch.load(tmp_path / world / "model.pt", weights_only=False)["model"]
                       for world in ("mpi", "simulated"))  # fmt: skip
     for name in mpi:

@@ -42,21 +42,6 @@ def neighbours(rank: int, size: int, graph: str) -> list[int]:
     return sorted(p for p in peers if p % 2 != rank % 2)
 
 
-def pairing(rank: int, size: int, step: int, graph: str) -> int | None:
-    """A lock-step schedule on the graph (H-ADPSGD's node leaders): at each step every active
-    learner is matched with the passive one at the step's distance and direction (cycling through
-    them), so that no learner is in two pairs; None where `rank` sits the step out."""
-    schedule = [(d, sign) for d in distances(size, graph) for sign in (-1, 1)]
-    if not schedule:  # one learner
-        return None
-    d, sign = schedule[step % len(schedule)]
-    if rank % 2:
-        peer = (rank + sign * d) % size
-        return peer if peer % 2 == 0 else None
-    peer = (rank - sign * d) % size
-    return peer if peer % 2 == 1 else None
-
-
 def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> None:
     with torch.no_grad():
         for mine, other in zip(tensors, theirs):
@@ -66,30 +51,46 @@ def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> Non
 class DecentralizedSGD(Averaging):
     name = "adpsgd"
     alone_is_seq = True
+    group = "learners"  # the group whose members gossip (H-ADPSGD: the node leaders)
 
     def __init__(self, layout, graph: str = "ring"):
         super().__init__(layout)
         if graph not in GRAPHS:
             raise ConfigError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
-        self.active = layout.rank % 2 == 1
-        self.neighbours = neighbours(layout.rank, layout.size, graph)
+        self.vertex, size = self._vertex(layout)  # this learner's place on the graph (None: not on it)
+        self.active = self.vertex is not None and self.vertex % 2 == 1
+        self.neighbours = [] if self.vertex is None else neighbours(self.vertex, size, graph)
+
+    def _vertex(self, layout) -> tuple[int | None, int]:
+        return layout.rank, layout.size
+
+    def gossip(self, learner):
+        """Before computing: an active learner asks a neighbour at random to average (the request
+        and where the answer will be); a passive one has its world begin answering."""
+        if self.active and self.neighbours:
+            peer = random.Random(self.vertex * 1_000_003 + self.steps).choice(self.neighbours)
+            theirs = self._buffers(learner)
+            averaging = yield ops.Gossip(learner.averaged, theirs, peer, self.group)
+            return peer, theirs, averaging
+        if not self.active and self.neighbours and not self._serving:
+            yield ops.Serve(learner.averaged, self.neighbours, self.group)
+            self._serving = True
+        return None
+
+    def average(self, learner, asked):
+        """Once the gradient is computed: an active learner takes the average its peer answered."""
+        if asked is not None:
+            peer, theirs, averaging = asked
+            yield ops.Wait(averaging)
+            average_with(learner.averaged, theirs)
+            self.exchanges.append((self.steps, self.vertex, peer))
 
     def step(self, learner, batch, lr):
         self.steps += 1
-        peer = None
-        if self.active and self.neighbours:
-            peer = random.Random(self.layout.rank * 1_000_003 + self.steps).choice(self.neighbours)
-            theirs = self._buffers(learner)
-            averaging = yield ops.Gossip(learner.averaged, theirs, peer, "learners")
-        elif not self.active and not self._serving and self.neighbours:
-            yield ops.Serve(learner.averaged, self.neighbours, "learners")
-            self._serving = True
+        asked = yield from self.gossip(learner)
         loss = yield from learner.backward(batch)
-        if peer is not None:
-            yield ops.Wait(averaging)
-            average_with(learner.averaged, theirs)
-            self.exchanges.append((self.steps, self.layout.rank, peer))
+        yield from self.average(learner, asked)
         yield from learner.update(lr)
         return loss
 
@@ -97,7 +98,7 @@ class DecentralizedSGD(Averaging):
         """An active learner tells its neighbours it asks no more this epoch; a passive one
         answers until all of them have (the epoch's end is a synchronisation of every algorithm)."""
         if self.active:
-            yield ops.Notify(self.neighbours, "learners")
+            yield ops.Notify(self.neighbours, self.group)
         elif self._serving:
             yield ops.StopServing()
             self._serving = False

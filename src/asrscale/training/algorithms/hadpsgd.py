@@ -2,43 +2,42 @@
 learning system for automatic speech recognition", Interspeech 2019.
 
 Learners on one node form a super learner: they allreduce gradients every step inside the node
-and so hold identical models. The node leaders (node rank 0) run ADPSGD among themselves, in lock
-step (an asynchronous version would have a node answer averagings while its learners compute
-together; not made): at every step the leaders matched on ADPSGD's graph (`pairing`) swap the
-node's model while the node computes its gradients, average ½–½, and share the average back
-inside the node before the common update. Nodes are
-the world's (study.learners_per_node, or the machines: MPI's shared-memory split, the hardware
-profile's nodes); learners that do not fill the last node form a smaller one.
+and so hold the same model. The node leaders (node rank 0) run ADPSGD among themselves, on its
+graph over the nodes, wait-free as ADPSGD is (asrscale.training.algorithms.adpsgd): an active
+leader asks a neighbouring node's leader to average while its node computes; a passive leader's
+world answers without stopping its node. After the node's gradients are allreduced, the leader
+shares its model (as its gossip, or its world's answers, left it) inside the node before the
+common update, at every step and at the epoch's end. Nodes are the world's (study.learners_per_node,
+or the machines: MPI's shared-memory split, the hardware profile's nodes); learners that do not
+fill the last node form a smaller one.
 """
 
-from asrscale.training.algorithms.adpsgd import average_with, distances, pairing
-from asrscale.training.algorithms.base import Averaging
+from asrscale.training.algorithms.adpsgd import DecentralizedSGD
 from asrscale.worlds import ops
 
 
-class HierarchicalDecentralizedSGD(Averaging):
+class HierarchicalDecentralizedSGD(DecentralizedSGD):
     name = "hadpsgd"
-    alone_is_seq = True
+    group = "leaders"
 
-    def __init__(self, layout, graph: str = "ring"):
-        super().__init__(layout)
-        distances(layout.nodes, graph)  # the graph's name checked
-        self.graph, self.steps = graph, 0
+    def _vertex(self, layout) -> tuple[int | None, int]:
+        return (layout.node if layout.node_rank == 0 else None), layout.nodes
 
     def step(self, learner, batch, lr):
-        peer = pairing(self.layout.node, self.layout.nodes, self.steps, self.graph)
         self.steps += 1
-        leader = self.layout.node_rank == 0
-        if peer is not None and leader:
-            theirs = self._buffers(learner)
-            exchange = yield ops.StartExchange(learner.averaged, theirs, peer, "leaders")
+        asked = yield from self.gossip(learner)
         loss = yield from learner.backward(batch)
         yield ops.Allreduce(learner.gradients, "node")
-        if peer is not None:
-            if leader:
-                yield ops.Wait(exchange)
-                average_with(learner.averaged, theirs)
-                self.exchanges.append((self.steps, self.layout.node, peer))
-            yield ops.Broadcast(learner.averaged, root=0, group="node")
+        yield from self.average(learner, asked)
+        yield from self._share(learner)
         yield from learner.update(lr)
         return loss
+
+    def epoch_done(self, learner):
+        yield from super().epoch_done(learner)
+        yield from self._share(learner)  # the averagings a passive leader answered last
+
+    def _share(self, learner):
+        """The leader's model and optimizer state to every learner of its node."""
+        if self.layout.nodes > 1:
+            yield ops.Broadcast(learner.averaged, root=0, group="node")
