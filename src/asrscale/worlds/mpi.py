@@ -4,11 +4,12 @@ Tensors travel through their buffers, never pickled on the hot path. Every reque
 into the rank's `TimeSplit`: collectives and waits as communication, barriers as idle, and the
 compute and data-wait time the learner reports.
 
-Model-sized transfers (allreduce, broadcast, ADPSGD's exchange) go by one of three `COLLECTIVES`:
+Model-sized collectives (allreduce, broadcast) go by one of three `COLLECTIVES`:
 "mpi" through host buffers (a GPU tensor is copied to and from the host), "cuda-aware-mpi" with
 GPU buffers handed to MPI as they are (an MPI built with CUDA support, mpi4py built against it),
-or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on the CPU). ASGD's
-point-to-point messages to its server, barriers and small reductions always go by MPI.
+or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on the CPU). ADPSGD's
+gossip (through host memory, answered by a thread while the learner computes), ASGD's messages to
+its server, barriers and small reductions always go by MPI.
 """
 
 import ctypes
@@ -33,7 +34,7 @@ from asrscale.worlds.ops import flatten, unflatten
 from asrscale.worlds.timing import TimeSplit
 
 COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
-EXCHANGE, GOSSIP, ANSWER, NOTIFY = 7, 11, 12, 13  # point-to-point tags among learners
+GOSSIP, ANSWER, NOTIFY = 11, 12, 13  # point-to-point tags among learners
 
 
 class _Responder:
@@ -301,32 +302,10 @@ class MPIWorld:
         return array
 
     @execute.register
-    def _(self, request: ops.StartExchange):
-        group, send = self.groups[request.group], flatten(request.send)
-        received = torch.empty_like(send)
-        if self.torch_groups is not None:
-            torch_group = self.torch_groups[request.group]
-            operations = [dist.P2POp(dist.isend, send, group=torch_group, group_peer=request.peer),
-                          dist.P2POp(dist.irecv, received, group=torch_group, group_peer=request.peer)]  # fmt: skip
-            return dist.batch_isend_irecv(operations), received, request.receive
-        # A thread makes the swap progress while the learner computes: MPI moves a large message
-        # only inside MPI calls, and the learner makes none while it computes.
-        send_buffer, receive_buffer = self._buffer(send), self._buffer(received)
-        thread = threading.Thread(
-            target=group.Sendrecv, args=(send_buffer, request.peer, EXCHANGE, receive_buffer, request.peer, EXCHANGE)
-        )
-        thread.start()
-        return [thread], torch.as_tensor(receive_buffer), request.receive
-
-    @execute.register
     def _(self, request: ops.Wait):
-        pending, received, tensors = request.handle
+        transfer, received, tensors = request.handle
         with self.clock.measure("communication"):
-            for transfer in pending:  # MPI's thread, or torch.distributed's requests
-                if isinstance(transfer, threading.Thread):
-                    transfer.join()
-                else:
-                    transfer.wait()
+            transfer.join()
         unflatten(received, tensors)
 
     @execute.register
@@ -337,7 +316,7 @@ class MPIWorld:
             target=group.Sendrecv, args=(send.numpy(), request.peer, GOSSIP, answer.numpy(), request.peer, ANSWER)
         )
         thread.start()
-        return [thread], answer, request.receive
+        return thread, answer, request.receive
 
     @execute.register
     def _(self, request: ops.Serve):

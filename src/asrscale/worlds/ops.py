@@ -86,17 +86,6 @@ class Reduce:
 
 
 @dataclass
-class StartExchange:
-    """Begin swapping `send` for the peer's copy, received into `receive`, while the learner
-    goes on computing; returns a handle to `Wait` on. Both peers must start the exchange."""
-
-    send: list[torch.Tensor]
-    receive: list[torch.Tensor]
-    peer: int
-    group: str = "world"
-
-
-@dataclass
 class Gossip:
     """Begin an averaging with `peer`, which serves (`Serve`): it answers with a copy of its
     tensors as they are, received into `receive`, and makes its own the average of theirs and
@@ -137,7 +126,7 @@ class StopServing:
 
 @dataclass
 class Wait:
-    """Block until a started exchange or gossip has completed (time counted as communication)."""
+    """Block until a gossip has been answered (time counted as communication)."""
 
     handle: object
 

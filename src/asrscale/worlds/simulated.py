@@ -62,17 +62,6 @@ class _Gossip:
     waiting: bool = False
 
 
-@dataclass
-class _Exchange:
-    owner: _Rank
-    payload: torch.Tensor  # what the owner sends, as it was when the exchange started
-    receive: list[torch.Tensor]
-    started: float
-    peer: "_Exchange | None" = None
-    ends: float | None = None
-    waiting: bool = False
-
-
 class SimWorld:
     """`learners` learners after `servers` server ranks. The hardware profile puts its
     `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
@@ -118,7 +107,6 @@ class SimWorld:
         }
         self._ready: list[tuple[float, int]] = []
         self._collectives: dict[object, list[tuple[_Rank, object]]] = {}
-        self._exchanges: dict[tuple[int, int], deque[_Exchange]] = {}
         self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
         self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
 
@@ -267,42 +255,12 @@ class SimWorld:
         return ends
 
     @execute.register
-    def _(self, request: ops.StartExchange, rank: _Rank):
-        _, members = self._group(rank, request.group)
-        peer = members[request.peer]
-        mine = _Exchange(rank, flatten(request.send), request.receive, rank.time)
-        theirs_waiting = self._exchanges.get((peer.rank, rank.rank))
-        if theirs_waiting:
-            theirs = theirs_waiting.popleft()
-            mine.peer, theirs.peer = theirs, mine
-            posted = max(mine.started, theirs.started)
-            ends = max(self._transfer(rank, peer, _nbytes([mine.payload]), posted),
-                       self._transfer(peer, rank, _nbytes([theirs.payload]), posted))  # fmt: skip
-            mine.ends = theirs.ends = ends
-            if theirs.waiting:
-                self._finish_exchange(theirs)
-        else:
-            self._exchanges.setdefault((rank.rank, peer.rank), deque()).append(mine)
-        self._resume(rank, rank.time, mine)
-
-    def _finish_exchange(self, exchange: _Exchange) -> None:
-        owner = exchange.owner
-        if exchange.payload.numel() != exchange.peer.payload.numel():
-            raise RuntimeError(f"{self.name}: {owner.name} and {exchange.peer.owner.name} exchange different sizes")
-        unflatten(exchange.peer.payload, exchange.receive)
-        wait = max(0.0, exchange.ends - owner.time)
-        owner.clock.add("communication", wait)
-        self._resume(owner, owner.time + wait)
-
-    @execute.register
     def _(self, request: ops.Wait, rank: _Rank):
         handle = request.handle
         if handle.ends is None:
             handle.waiting, rank.blocked_in = True, request
-        elif isinstance(handle, _Gossip):
-            self._finish_gossip(rank, handle)
         else:
-            self._finish_exchange(handle)
+            self._finish_gossip(rank, handle)
 
     # gossip: a passive learner's world answers while the learner goes on (ADPSGD)
     @execute.register

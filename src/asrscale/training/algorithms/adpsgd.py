@@ -22,16 +22,13 @@ import random
 
 import torch
 
-from asrscale.errors import ConfigError
-from asrscale.training.algorithms.base import Averaging
+from asrscale.training.algorithms.base import Averaging, require
 from asrscale.worlds import ops
 
 GRAPHS = ("ring", "exponential")
 
 
 def distances(size: int, graph: str) -> list[int]:
-    if graph not in GRAPHS:
-        raise ConfigError(f"graph must be one of {GRAPHS}, not {graph!r}")
     return [1] if graph == "ring" else [2**k - 1 for k in range(1, size.bit_length() + 1) if 2**k - 1 < size]
 
 
@@ -55,8 +52,7 @@ class DecentralizedSGD(Averaging):
 
     def __init__(self, layout, graph: str = "ring"):
         super().__init__(layout)
-        if graph not in GRAPHS:
-            raise ConfigError(f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
+        require(graph in GRAPHS, f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
         self.vertex, size = self._vertex(layout)  # this learner's place on the graph (None: not on it)
         self.active = self.vertex is not None and self.vertex % 2 == 1
@@ -86,10 +82,14 @@ class DecentralizedSGD(Averaging):
             average_with(learner.averaged, theirs)
             self.exchanges.append((self.steps, self.vertex, peer))
 
+    def gradient(self, learner, batch):
+        """The gradient the learner's update applies (H-ADPSGD: its node's)."""
+        return (yield from learner.backward(batch))
+
     def step(self, learner, batch, lr):
         self.steps += 1
         asked = yield from self.gossip(learner)
-        loss = yield from learner.backward(batch)
+        loss = yield from self.gradient(learner, batch)
         yield from self.average(learner, asked)
         yield from learner.update(lr)
         return loss

@@ -15,7 +15,15 @@ model, over the same learners, in the same transfer.
 
 import torch
 
+from asrscale.errors import ConfigError
 from asrscale.worlds import ops
+
+
+def require(ok: bool, message: str) -> None:
+    """An option checked when the algorithm is made (the run stops before training): a
+    ConfigError with `message`, which names the algorithm and the option."""
+    if not ok:
+        raise ConfigError(message)
 
 
 class Algorithm:

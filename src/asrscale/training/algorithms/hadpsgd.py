@@ -23,15 +23,14 @@ class HierarchicalDecentralizedSGD(DecentralizedSGD):
     def _vertex(self, layout) -> tuple[int | None, int]:
         return (layout.node if layout.node_rank == 0 else None), layout.nodes
 
-    def step(self, learner, batch, lr):
-        self.steps += 1
-        asked = yield from self.gossip(learner)
+    def gradient(self, learner, batch):
         loss = yield from learner.backward(batch)
-        yield ops.Allreduce(learner.gradients, "node")
-        yield from self.average(learner, asked)
-        yield from self._share(learner)
-        yield from learner.update(lr)
+        yield ops.Allreduce(learner.gradients, "node")  # the super learner's gradient
         return loss
+
+    def average(self, learner, asked):
+        yield from super().average(learner, asked)
+        yield from self._share(learner)
 
     def epoch_done(self, learner):
         yield from super().epoch_done(learner)

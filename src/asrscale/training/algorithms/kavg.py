@@ -18,8 +18,7 @@ rule, asrscale.training.schedule):
 
 import math
 
-from asrscale.errors import ConfigError
-from asrscale.training.algorithms.base import PeriodicAveraging
+from asrscale.training.algorithms.base import PeriodicAveraging, require
 
 PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 
@@ -31,10 +30,9 @@ class KStepAveraging(PeriodicAveraging):
     def __init__(self, layout, period: int = 8, period_policy: str = "fixed", reference_learners: int = 4,
                  plateau: float = 0.01):  # fmt: skip
         super().__init__(layout)
-        if period < 1:
-            raise ConfigError(f"kavg: period must be at least 1, not {period}")
-        if period_policy not in PERIOD_POLICIES:
-            raise ConfigError(f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")
+        require(period >= 1, f"kavg: period must be at least 1, not {period}")
+        require(period_policy in PERIOD_POLICIES,
+                f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")  # fmt: skip
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
         if period_policy == "by_learners":

@@ -19,8 +19,7 @@ import time
 
 import torch
 
-from asrscale.errors import ConfigError
-from asrscale.training.algorithms.base import PeriodicAveraging
+from asrscale.training.algorithms.base import PeriodicAveraging, require
 from asrscale.training.fused import Recorder, biases_of
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
@@ -32,10 +31,8 @@ class ModelAveraging(PeriodicAveraging):
     def __init__(self, layout, frames_per_job: int = 400_000, natural_gradient: bool = True,
                  max_param_change: float = 2.0):  # fmt: skip
         super().__init__(layout)
-        if frames_per_job < 1:
-            raise ConfigError(f"ma: frames_per_job must be positive, not {frames_per_job}")
-        if max_param_change < 0:
-            raise ConfigError(f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
+        require(frames_per_job >= 1, f"ma: frames_per_job must be positive, not {frames_per_job}")
+        require(max_param_change >= 0, f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
         self.natural_gradient, self.period, self.local_steps, self._restored = None, None, 0, None
