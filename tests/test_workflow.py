@@ -43,7 +43,8 @@ def test_report_holds_every_run_with_real_scores(study):
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert runs.greedy_wer.between(0, 2).all() and runs.lm_weight.notna().all()  # both decodes of every run
     learners = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "learners.tsv", sep="\t")
-    waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / learners.filter(like="_s").sum(axis=1))
+    seconds = learners.filter(like="_s").sum(axis=1)
+    waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / seconds)
     ssgd = (waiting.algorithm == "ssgd") & (waiting.variant == "default") & (waiting.world == "simulated")
     by_learner = waiting[ssgd & (waiting.learners == 2)].set_index("rank").share
     assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (tiny.yaml: learner 1)
