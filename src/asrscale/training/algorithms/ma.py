@@ -52,6 +52,9 @@ class ModelAveraging(PeriodicAveraging):
         start = time.perf_counter()
         if recorder is not None:
             self.natural_gradient.precondition(recorder.record)
+            # its per-frame statistics are a minibatch's size times the model's width: not kept
+            # while this learner waits (64 simulated MA learners kept 15 GB of them)
+            recorder = None
         before = [p.detach().clone() for p in learner.parameters] if self.max_param_change else None
         yield ops.Compute(learner.seconds_since(start), kind="precondition")
         yield from learner.update(lr)
