@@ -112,3 +112,13 @@ def test_an_accuracy_claim_is_decided_only_on_converged_runs():
     assert verdict(kavg_late, "ASGD loses").startswith(NOT_DECIDED)
     natural = sweep("ma", "natural_gradient", (True, 1, 2.1, 9), (False, 1, 2.3, 9))  # NG-SGD's did not converge
     assert verdict(runs(SEQ), "NG-SGD", natural).startswith(NOT_DECIDED)
+
+
+def test_a_diverged_run_is_described_as_diverged_and_decides_nothing():
+    table = runs(SEQ, ("kavg", 4, 1, 0.2, 3.9), ("asgd", 4, 1, float("nan"), float("nan")))
+    table["diverged"] = ["", "", "epoch 1, step 4: loss above 4 x the untrained model's dev loss"]
+    table.loc[2, "converged"] = False
+    found = verdicts(table, NO_SWEEPS).set_index("claim")
+    measured = found.measured[found.index.str.startswith("ASGD gives")].iloc[0]
+    assert "ASGD P=4: diverged" in measured and "nan" not in measured
+    assert found.verdict[found.index.str.startswith("ASGD gives")].iloc[0].startswith(NOT_DECIDED)

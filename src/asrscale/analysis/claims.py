@@ -50,6 +50,8 @@ def _reaches(runs: pd.DataFrame, claimed: float) -> bool:
 
 
 def _describe(runs: pd.DataFrame, name: str) -> str:
+    if diverged(runs).all():
+        return f"{name} P={runs.learners.iloc[0]}: diverged"
     wer, spread = mean_spread(runs.wer)
     seeds = f" ± {100 * spread:.1f} over {len(runs)} seeds" if len(runs) > 1 else ""
     return f"{name} P={runs.learners.iloc[0]}: WER {100 * wer:.1f}%{seeds}, {runs.time_speedup.mean():.2f}×"
