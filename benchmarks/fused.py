@@ -2,7 +2,9 @@
 computed as one (asrscale.training.fused, as the simulated world's fuser does), against the same
 learners one after another and against one model at the same global batch, in input frames per
 second on the same device, with the peak GPU memory. The corpus's own batches: each learner's
-first batches of its 64-learner shard; SEQ's model, optimizer and batch size.
+first batches of its 64-learner shard; SEQ's model, optimizer and batch size. On a GPU, fused
+twice: the recurrence's loops launched kernel by kernel, and replayed as CUDA graphs (the
+simulated world's way there; the rounds are timed once each shape's graphs are captured).
 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
@@ -27,14 +29,20 @@ def run(bench: Bench) -> None:
             continue
         fused, alone, big = (median(figures[k]) for k in ("fused_s", "alone_s", "big_s"))
         frames, batch = figures["frames"], figures["global_batch"]
-        target = ">= 0.5" if device == "cuda" else None
+        if device == "cuda":
+            graphed = median(figures["graphed_s"])
+            bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / one model at batch {batch}, frames/s",
+                      big / graphed, "x", ">= 0.5", fused_frames_per_s=frames / graphed,
+                      big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
+            bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / kernel by kernel, frames/s",
+                      fused / graphed, "x")  # fmt: skip
         bench.add("fused", f"{device}: {LEARNERS} learners fused / one model at batch {batch}, frames/s", big / fused,
-                  "x", target, fused_frames_per_s=frames / fused, big_frames_per_s=frames / big,
-                  rounds=rounds)  # fmt: skip
+                  "x", fused_frames_per_s=frames / fused, big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
         bench.add("fused", f"{device}: {LEARNERS} learners fused / the same learners in turn, frames/s", alone / fused,
                   "x", alone_frames_per_s=frames / alone)  # fmt: skip
         if device == "cuda":
-            bench.add("fused", f"cuda: peak memory of {LEARNERS} fused learners", figures["peak_gb"], "GB")
+            bench.add("fused", f"cuda: peak memory of {LEARNERS} fused learners", figures["peak_gb"], "GB",
+                      with_cuda_graphs_gb=figures["graphed_peak_gb"])  # fmt: skip
 
 
 def measure(work: Path, device: str, rounds: int) -> dict:
@@ -42,7 +50,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     from asrscale.data.batches import Batch
     from asrscale.data.shard import read_shard
-    from asrscale.training.fused import fused_gradients
+    from asrscale.training.fused import EAGER, GraphedLoops, fused_gradients
     from asrscale.training.learner import Learner, make_optimizer
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -73,8 +81,13 @@ def measure(work: Path, device: str, rounds: int) -> dict:
                 group["lr"] = run.train.lr
             each.optimizer.step()
 
-    def fused():
-        fused_gradients([(each, batch, None) for each, batch in zip(learners, batches)])
+    def fused(loops=EAGER):
+        fused_gradients([(each, batch, None) for each, batch in zip(learners, batches)], loops)
+
+    graphs = GraphedLoops()
+
+    def graphed():
+        fused(graphs)
 
     def alone():
         for each, batch in zip(learners, batches):
@@ -84,8 +97,10 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         one.compute(everything)
 
     seconds = {}
-    for name, compute in (("fused", fused), ("alone", alone), ("big", big)):
-        step(compute)  # warm-up
+    kinds = (("fused", fused), ("alone", alone), ("big", big)) + ((("graphed", graphed),) if device == "cuda" else ())
+    for name, compute in kinds:
+        for _ in range(2 if name == "graphed" else 1):  # warm-up; with CUDA graphs the second captures them
+            step(compute)
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -97,8 +112,8 @@ def measure(work: Path, device: str, rounds: int) -> dict:
                 torch.cuda.synchronize()
             timed.append(time.perf_counter() - start)
         seconds[f"{name}_s"] = timed
-        if name == "fused" and device == "cuda":
-            seconds["peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        if name in ("fused", "graphed") and device == "cuda":
+            seconds["peak_gb" if name == "fused" else "graphed_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
 
 

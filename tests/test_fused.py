@@ -4,7 +4,7 @@ of its own model computed alone, to float rounding."""
 import pytest
 import torch
 
-from asrscale.training.fused import fused_forward
+from asrscale.training.fused import EAGER, Loops, fused_forward
 from asrscale.training.models import build_model
 from conftest import model_config
 
@@ -13,12 +13,8 @@ CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
 def test_stacked_learners_compute_what_each_computes_alone(config):
-    torch.manual_seed(0)
-    learners, batch, dim, tokens = 3, 4, 40, 12
-    models = [build_model(config, dim, tokens).double() for _ in range(learners)]
-    features = torch.randn(learners, batch, 50, dim, dtype=torch.double)
-    lengths = torch.randint(10, 51, (learners, batch))  # each learner's batch padded to the longest of all
-    stacked = {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_() for k in models[0].state_dict()}
+    models, features, lengths = learners_and_batch(config)
+    stacked = stack(models)
     log_probs, out_lengths = fused_forward(config, stacked, features, lengths)
     weights = torch.randn_like(log_probs)  # any loss of the outputs
     (log_probs * weights).sum().backward()
@@ -29,3 +25,37 @@ def test_stacked_learners_compute_what_each_computes_alone(config):
         (alone * weights[n]).sum().backward()
         for name, parameter in model.named_parameters():
             torch.testing.assert_close(stacked[name].grad[n], parameter.grad, rtol=1e-10, atol=1e-12, msg=name)
+
+
+class Bucketed(Loops):
+    bucket = 8  # as GraphedLoops pads; 50 frames stacked by 3 make 17 steps, run as 24
+
+
+def test_loops_run_past_the_longest_utterance_change_nothing():
+    config = CONFIGS[0]
+    models, features, lengths = learners_and_batch(config)
+    weights = None
+    outputs, gradients = [], []
+    for loops in (EAGER, Bucketed()):
+        stacked = stack(models)
+        log_probs, _ = fused_forward(config, stacked, features, lengths, loops=loops)
+        weights = torch.randn_like(log_probs) if weights is None else weights
+        (log_probs * weights).sum().backward()
+        outputs.append(log_probs.detach())
+        gradients.append({name: tensor.grad for name, tensor in stacked.items()})
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-12, atol=1e-12)
+    for name, gradient in gradients[0].items():
+        torch.testing.assert_close(gradients[1][name], gradient, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def learners_and_batch(config, learners=3, batch=4, dim=40, tokens=12):
+    """Three models of `config` and their batches, in double precision."""
+    torch.manual_seed(0)
+    models = [build_model(config, dim, tokens).double() for _ in range(learners)]
+    features = torch.randn(learners, batch, 50, dim, dtype=torch.double)
+    lengths = torch.randint(10, 51, (learners, batch))  # each learner's batch padded to the longest of all
+    return models, features, lengths
+
+
+def stack(models) -> dict:
+    return {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_() for k in models[0].state_dict()}

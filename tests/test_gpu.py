@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
+from asrscale.training.fused import EAGER, GraphedLoops, fused_forward
 from conftest import MPI_WORLD, ROOT, mpiexec, run_config, run_snakemake
+from test_fused import CONFIGS, learners_and_batch, stack
 from test_mpi import train_command
 
 pytestmark = [
@@ -46,8 +48,9 @@ def test_synchronous_algorithms_on_the_gpu_give_the_cpus_model(corpus, tmp_path,
     models = {}
     for device in ("cpu", "cuda"):
         out = tmp_path / device
-        command = train_command(corpus, out, corpus / "shards" / "P2", algorithm, epochs=1, optimizer="sgd", lr=0.05,
-                                device=device)  # fmt: skip
+        world = dict(MPI_WORLD, timeout_s=60)  # a rank that hangs ends the job with the request it waits in
+        command = train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1,
+                                optimizer="sgd", lr=0.05, device=device)  # fmt: skip
         mpiexec(2, *command)
         models[device] = torch.load(out / "model.pt", weights_only=False)["model"]
         assert json.loads((out / "run.json").read_text())["device"].startswith(device)
@@ -94,3 +97,22 @@ def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_pa
     calibration = json.loads((tmp_path / "calibration.json").read_text())
     assert calibration["device"] == "cuda" and list(calibration["by_threads"].values())[0]["frames_per_s"] > 0
     assert "device: dedicated" in result.stdout and "measured_on:" in result.stdout
+
+
+def test_cuda_graphs_replay_the_fused_recurrence_as_computed_eagerly():
+    config, loops = CONFIGS[0], GraphedLoops()
+    for round in range(3):  # a shape's first computation is eager, its second captured, the rest replayed
+        models, features, lengths = learners_and_batch(config)
+        models = [model.float().cuda() for model in models]
+        features, lengths = (features + round).float().cuda(), lengths.cuda()
+        outputs, gradients = [], []
+        for each in (EAGER, loops):
+            stacked = stack(models)
+            log_probs, _ = fused_forward(config, stacked, features, lengths, loops=each)
+            log_probs.sum().backward()
+            outputs.append(log_probs.detach())
+            gradients.append({name: tensor.grad for name, tensor in stacked.items()})
+        torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+        for name, gradient in gradients[0].items():
+            torch.testing.assert_close(gradients[1][name], gradient, rtol=1e-4, atol=1e-5, msg=name)
+    assert len(loops.forward.graphs) == len(loops.backward.graphs) == 1

@@ -114,7 +114,7 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
 
         if calibration is None:
             raise ValueError("a simulated run needs this machine's calibration: --calibration")
-        from asrscale.training.fused import fused_gradients
+        from asrscale.training.fused import fuser
 
         profile = dict(settings["hardware"])
         costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=seed)
@@ -122,7 +122,7 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
                          device)  # fmt: skip
         fuse = settings["fuse_learners"]
         if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
-            world.fuser = fused_gradients
+            world.fuser = fuser(world.device)
         return world
     from asrscale.worlds.mpi import MPIWorld
 

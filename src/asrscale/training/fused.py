@@ -14,66 +14,155 @@ one large product over all time steps (autograd would make one per step). The in
 and the output layer are batched products over all frames, left to autograd.
 """
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
 from asrscale.training.models import ModelConfig, stack_frames
 
 
-class Recurrence(torch.autograd.Function):
-    """The hidden states of N independent LSTMs (gate order i, f, g, o, as torch's), time-major.
+def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor):
+    """The hidden states of N independent LSTMs (gate order i, f, g, o, as torch's), time-major,
+    step by step. projected: [N, T, B, 4H], the input projection plus both biases; recurrent:
+    [N, H, 4H], the transposed hidden-to-hidden weights. Returns the activated gates, the cells and
+    the hidden states ([N, T, B, 4H], [N, T, B, H] twice); the states start at zero."""
+    n, steps, batch, four_h = projected.shape
+    units = four_h // 4
+    h = projected.new_zeros(n, batch, units)
+    c = torch.zeros_like(h)
+    gates = torch.empty_like(projected)
+    cells = projected.new_empty(n, steps, batch, units)
+    hidden = torch.empty_like(cells)
+    for t in range(steps):
+        raw, act = torch.baddbmm(projected[:, t], h, recurrent), gates[:, t]
+        torch.sigmoid(raw, out=act)  # i, f and o; g's is then replaced by its tanh
+        torch.tanh(raw[..., 2 * units : 3 * units], out=act[..., 2 * units : 3 * units])
+        i, f, g, o = act.chunk(4, dim=-1)
+        c = torch.addcmul(f * c, i, g)
+        cells[:, t] = c
+        h = o * torch.tanh(c)
+        hidden[:, t] = h
+    return gates, cells, hidden
 
-    projected: [N, T, B, 4H], the input projection plus both biases; recurrent: [N, H, 4H], the
-    transposed hidden-to-hidden weights. Returns the hidden states [N, T, B, H]; the states start
-    at zero."""
+
+def recurrence_backward(grad_hidden: torch.Tensor, gates: torch.Tensor, cells: torch.Tensor,
+                        recurrent: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The gradient at the raw gates [N, T, B, 4H], step by step back in time."""
+    n, steps, batch, four_h = gates.shape
+    grad_gates = torch.empty_like(gates)
+    dh = grad_hidden.new_zeros(n, batch, four_h // 4)
+    dc = torch.zeros_like(dh)
+    recurrent_t = recurrent.transpose(1, 2)
+    for t in reversed(range(steps)):
+        i, f, g, o = gates[:, t].chunk(4, dim=-1)
+        dh = dh + grad_hidden[:, t]
+        tanh_c = torch.tanh(cells[:, t])
+        dc = torch.addcmul(dc, dh * o, 1 - tanh_c * tanh_c)
+        c_before = cells[:, t - 1] if t > 0 else torch.zeros_like(dc)
+        di, df, dg, do = grad_gates[:, t].chunk(4, dim=-1)
+        torch.mul(dc * g, i * (1 - i), out=di)
+        torch.mul(dc * c_before, f * (1 - f), out=df)
+        torch.mul(dc * i, 1 - g * g, out=dg)
+        torch.mul(dh * tanh_c, o * (1 - o), out=do)
+        dc = dc * f
+        dh = torch.bmm(grad_gates[:, t], recurrent_t)
+    return grad_gates
+
+
+class Loops:
+    """How the recurrence's two time loops run: eagerly, a few kernels a step. `bucket`: the loops
+    run over a multiple of this many steps (steps past every utterance's end change nothing:
+    their outputs are never read and the gradient that reaches them is zero)."""
+
+    bucket = 1
+
+    def __init__(self):
+        self.forward, self.backward = recurrence_forward, recurrence_backward
+
+    def padded(self, x: torch.Tensor) -> torch.Tensor:
+        """x [N, T, ...] with zero steps added up to a multiple of the bucket."""
+        extra = -x.shape[1] % self.bucket
+        return torch.cat([x, x.new_zeros(x.shape[0], extra, *x.shape[2:])], dim=1) if extra else x
+
+
+class GraphedLoops(Loops):
+    """The loops replayed as CUDA graphs: at batch 32 a GPU is bound by launching the loops' few
+    thousand small kernels, which a graph launches at once. One graph per shape, captured the
+    second time a shape comes (a shape met once, such as an asynchronous algorithm's odd number
+    of learners computing together, is not worth a capture); lengths padded to a bucket of 8
+    steps, so that an epoch's batches share a few shapes."""
+
+    bucket = 8
+
+    def __init__(self):
+        self.forward, self.backward = Graphed(recurrence_forward), Graphed(recurrence_backward)
+
+
+class Graphed:
+    """A function of CUDA tensors replayed as a CUDA graph per shape of its inputs (see GraphedLoops).
+    The graphs share one memory pool: each is replayed by itself and its outputs copied out at
+    once, so none needs another's memory kept."""
+
+    def __init__(self, function):
+        self.function, self.seen, self.graphs, self.pool = function, set(), {}, None
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple:
+        key = tuple((x.shape, x.dtype, x.device) for x in inputs)
+        if key not in self.graphs:
+            if key not in self.seen:
+                self.seen.add(key)
+                return _as_tuple(self.function(*inputs))
+            self.graphs[key] = self._capture(inputs)
+        static_inputs, graph, static_outputs = self.graphs[key]
+        for static, x in zip(static_inputs, inputs):
+            static.copy_(x)
+        graph.replay()
+        return tuple(output.clone() for output in static_outputs)
+
+    def _capture(self, inputs: tuple) -> tuple:
+        static_inputs = [x.clone() for x in inputs]
+        side = torch.cuda.Stream(inputs[0].device)
+        side.wait_stream(torch.cuda.current_stream(inputs[0].device))
+        with torch.cuda.stream(side):  # warm up outside the capture, as CUDA graphs ask
+            self.function(*static_inputs)
+        torch.cuda.current_stream(inputs[0].device).wait_stream(side)
+        self.pool = self.pool or torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
+            static_outputs = _as_tuple(self.function(*static_inputs))
+        return static_inputs, graph, static_outputs
+
+
+def _as_tuple(outputs) -> tuple:
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+EAGER = Loops()
+
+
+class Recurrence(torch.autograd.Function):
+    """The hidden states [N, T, B, H] of N LSTMs (see recurrence_forward), with a hand-written backward
+    whose recurrent weights' gradient is one product over all steps; `loops` run the time loops."""
 
     @staticmethod
-    def forward(ctx, projected, recurrent):
-        n, steps, batch, four_h = projected.shape
-        units = four_h // 4
-        h = projected.new_zeros(n, batch, units)
-        c = torch.zeros_like(h)
-        gates = torch.empty_like(projected)  # activated
-        cells = projected.new_empty(n, steps, batch, units)
-        hidden = torch.empty_like(cells)
-        for t in range(steps):
-            raw, act = torch.baddbmm(projected[:, t], h, recurrent), gates[:, t]
-            torch.sigmoid(raw, out=act)  # i, f and o; g's is then replaced by its tanh
-            torch.tanh(raw[..., 2 * units : 3 * units], out=act[..., 2 * units : 3 * units])
-            i, f, g, o = act.chunk(4, dim=-1)
-            c = torch.addcmul(f * c, i, g)
-            cells[:, t] = c
-            h = o * torch.tanh(c)
-            hidden[:, t] = h
+    def forward(ctx, projected, recurrent, loops: Loops):
+        steps = projected.shape[1]
+        gates, cells, hidden = loops.forward(loops.padded(projected), recurrent)
+        ctx.loops, ctx.steps = loops, steps
         ctx.save_for_backward(gates, cells, hidden, recurrent)
-        return hidden
+        return hidden[:, :steps]
 
     @staticmethod
     def backward(ctx, grad_hidden):
         gates, cells, hidden, recurrent = ctx.saved_tensors
-        n, steps, batch, four_h = gates.shape
-        units = four_h // 4
-        grad_gates = torch.empty_like(gates)
-        dh = grad_hidden.new_zeros(n, batch, units)
-        dc = torch.zeros_like(dh)
-        recurrent_t = recurrent.transpose(1, 2)
-        for t in reversed(range(steps)):
-            i, f, g, o = gates[:, t].chunk(4, dim=-1)
-            dh = dh + grad_hidden[:, t]
-            tanh_c = torch.tanh(cells[:, t])
-            dc = torch.addcmul(dc, dh * o, 1 - tanh_c * tanh_c)
-            c_before = cells[:, t - 1] if t > 0 else torch.zeros_like(dc)
-            di, df, dg, do = grad_gates[:, t].chunk(4, dim=-1)
-            torch.mul(dc * g, i * (1 - i), out=di)
-            torch.mul(dc * c_before, f * (1 - f), out=df)
-            torch.mul(dc * i, 1 - g * g, out=dg)
-            torch.mul(dh * tanh_c, o * (1 - o), out=do)
-            dc = dc * f
-            dh = torch.bmm(grad_gates[:, t], recurrent_t)
+        loops, steps = ctx.loops, ctx.steps
+        (grad_gates,) = _as_tuple(loops.backward(loops.padded(grad_hidden), gates, cells, recurrent))
         # the recurrent weights' gradient at once: h_{t-1} of every step against every step's gates
+        n, _, batch, units = hidden.shape
         before = torch.cat([hidden.new_zeros(n, 1, batch, units), hidden[:, :-1]], dim=1)
-        grad_recurrent = torch.bmm(before.reshape(n, -1, units).transpose(1, 2), grad_gates.reshape(n, -1, four_h))
-        return grad_gates, grad_recurrent
+        grad_recurrent = torch.bmm(before.reshape(n, -1, units).transpose(1, 2), grad_gates.reshape(n, -1, 4 * units))
+        return grad_gates[:, :steps], grad_recurrent, None
 
 
 def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -105,13 +194,13 @@ class Recorder:
 
 
 def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder | None = None,
-                   names: tuple[str, ...] = ()):  # fmt: skip
+                   names: tuple[str, ...] = (), loops: Loops = EAGER):  # fmt: skip
     """N one-layer LSTMs: x [N, B, T, in] -> [N, B, T, H]; `names`: the directions stacked in N."""
     n, batch, steps, _ = x.shape
     time_major = x.transpose(1, 2).reshape(n, steps * batch, -1)
     bias = (bias_ih + bias_hh)[:, None, :]
     projected = torch.baddbmm(bias, time_major, weight_ih.transpose(1, 2)).view(n, steps, batch, -1)
-    hidden = Recurrence.apply(projected, weight_hh.transpose(1, 2).contiguous())
+    hidden = Recurrence.apply(projected, weight_hh.transpose(1, 2).contiguous(), loops)
     if recorder is not None:  # the gates' derivatives are the outputs' of both maps, frame by frame
         before = torch.cat([hidden.new_zeros(n, 1, batch, hidden.shape[-1]), hidden[:, :-1]], dim=1)
         recorder.affine(projected, [f"{name}.weight_ih_l0" for name in names], time_major)
@@ -120,7 +209,7 @@ def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder
 
 
 def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, lengths: torch.Tensor,
-                  recorder: Recorder | None = None):  # fmt: skip
+                  recorder: Recorder | None = None, loops: Loops = EAGER):  # fmt: skip
     """Log-probabilities [N, B, T', V] and output lengths [N, B] of N models whose parameters are
     stacked in `params` (the models' state-dict names, each [N, ...]), on features [N, B, T, D];
     with a `recorder`, each affine map's per-frame statistics."""
@@ -134,7 +223,7 @@ def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, len
             # both directions as one stack of 2N LSTMs: half the launches of two
             weights = {k: torch.cat([params[f"{name}.{k}_l0"] for name in directions]) for k in keys}
             inputs = torch.cat([x, reverse_within_lengths(x, out_lengths)]) if config.bidirectional else x
-            out = lstm_direction(inputs, **weights, recorder=recorder, names=tuple(directions))
+            out = lstm_direction(inputs, **weights, recorder=recorder, names=tuple(directions), loops=loops)
             if config.bidirectional:
                 out = torch.cat([out[:n], reverse_within_lengths(out[n:], out_lengths)], dim=-1)
             x = out
@@ -164,7 +253,7 @@ def biases_of(weights) -> dict:
     return {name: name.replace("weight", "bias") for name in weights}
 
 
-def fused_gradients(jobs: list[tuple]) -> list[float]:
+def fused_gradients(jobs: list[tuple], loops: Loops = EAGER) -> list[float]:
     """The simulated world's fuser: the losses and clipped gradients of many learners' minibatches
     (`jobs`: (learner, batch, recorder) each, learners of one model on one device), computed as
     one: every learner's parameters stacked, every batch padded to the longest of all (an added
@@ -177,7 +266,7 @@ def fused_gradients(jobs: list[tuple]) -> list[float]:
                for k, name in enumerate(names)}  # fmt: skip
     features, lengths, targets, target_lengths, weights = _joint_batch([batch for _, batch, _ in jobs], device)
     recorder = Recorder() if any(recording is not None for _, _, recording in jobs) else None
-    log_probs, out_lengths = fused_forward(model.config, stacked, features, lengths, recorder)
+    log_probs, out_lengths = fused_forward(model.config, stacked, features, lengths, recorder, loops)
     losses = F.ctc_loss(log_probs.flatten(0, 1).transpose(0, 1), targets, out_lengths.flatten(),
                         target_lengths.flatten(), reduction="none", zero_infinity=True)  # fmt: skip
     per_utterance = (losses / target_lengths.flatten().clamp(min=1)).view_as(weights) * weights
@@ -195,6 +284,12 @@ def fused_gradients(jobs: list[tuple]) -> list[float]:
         if recording is not None:
             recording.record = {name: (x[index], d[index]) for name, (x, d) in recorder.record.items()}
     return per_learner.tolist()
+
+
+def fuser(device: torch.device):
+    """The simulated world's fuser on `device` (fused_gradients): on a GPU, the recurrence's loops
+    replayed as CUDA graphs."""
+    return partial(fused_gradients, loops=GraphedLoops() if device.type == "cuda" else EAGER)
 
 
 def _joint_batch(batches: list, device: torch.device):
