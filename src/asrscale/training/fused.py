@@ -294,13 +294,13 @@ def fuser(device: torch.device):
 
 def _joint_batch(batches: list, device: torch.device):
     """N minibatches as one [N, B, T, D] batch, padded to the most utterances and frames of any;
-    `weights` [N, B]: 1 for an utterance, 0 for padding."""
+    `weights` [N, B]: 1 for an utterance, 0 for padding. Assembled where the batches are (batches
+    loaded on the host go to the device in one copy; batches on the device stay there)."""
     count, frames = max(len(b.utts) for b in batches), max(b.features.shape[1] for b in batches)
     n, dim = len(batches), batches[0].features.shape[2]
-    features = torch.zeros(n, count, frames, dim)
-    lengths = torch.ones(n, count, dtype=torch.long)
-    target_lengths = torch.zeros(n, count, dtype=torch.long)
-    weights = torch.zeros(n, count)
+    features = batches[0].features.new_zeros(n, count, frames, dim)
+    lengths, target_lengths = batches[0].lengths.new_ones(n, count), batches[0].target_lengths.new_zeros(n, count)
+    weights = features.new_zeros(n, count)
     targets = []
     for i, batch in enumerate(batches):
         size = len(batch.utts)
