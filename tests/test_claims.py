@@ -3,6 +3,7 @@
 import pandas as pd
 
 from asrscale.analysis.claims import CLAIMS, NOT_DECIDED, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, verdicts
+from asrscale.analysis.measures import convergence
 
 
 def runs(*rows, converged: bool = True) -> pd.DataFrame:
@@ -122,3 +123,18 @@ def test_a_diverged_run_is_described_as_diverged_and_decides_nothing():
     measured = found.measured[found.index.str.startswith("ASGD gives")].iloc[0]
     assert "ASGD P=4: diverged" in measured and "nan" not in measured
     assert found.verdict[found.index.str.startswith("ASGD gives")].iloc[0].startswith(NOT_DECIDED)
+
+
+def test_seq_standing_for_other_algorithms_is_one_run_in_its_convergence():
+    """SEQ's run reported as SSGD and KAVG at one learner too: its epochs count once (its last
+    epoch's gain was read as 0 between copies of one row, every SEQ "converged")."""
+    rows = [("seq", "seq"), ("ssgd", "seq"), ("kavg", "seq"), ("kavg2", "kavg")]
+    table = pd.DataFrame([{"algorithm": a, "trained_as": t, "run": f"runs/{t}", "target_dev_loss": 0.8,
+                           "time_to_target_s": 2.0} for a, t in rows])  # fmt: skip
+    epochs = pd.concat([pd.DataFrame({"run": f"runs/{t}", "algorithm": a, "epoch": [1, 2], "step": [100, 100],
+                                      "dev_loss": [1.2, 0.75]}) for a, t in rows])  # fmt: skip
+    table = convergence(table, epochs, plateau=0.02)
+    seq = table[table.trained_as == "seq"]
+    assert (seq.updates == 200).all() and (seq.last_epoch_gain == (1.2 - 0.75) / 1.2).all()
+    assert not seq.converged.any()  # still improving by 38%: not converged
+    assert table[table.trained_as == "kavg"].converged.all()  # reached the target

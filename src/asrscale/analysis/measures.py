@@ -66,8 +66,9 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
 
 def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float) -> pd.DataFrame:
     """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss
-    gain, the updates it took to reach the target, and whether it converged (see the module)."""
-    epochs = epochs.sort_values(["run", "epoch"])
+    gain, the updates it took to reach the target, and whether it converged (see the module).
+    SEQ's run stands for every algorithm that is SEQ alone: its epochs are counted once."""
+    epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
     by_run = epochs.groupby("run")
 
     def last_gain(losses: pd.Series) -> float:
