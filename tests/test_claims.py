@@ -127,14 +127,17 @@ def test_a_diverged_run_is_described_as_diverged_and_decides_nothing():
 
 def test_seq_standing_for_other_algorithms_is_one_run_in_its_convergence():
     """SEQ's run reported as SSGD and KAVG at one learner too: its epochs count once (its last
-    epoch's gain was read as 0 between copies of one row, every SEQ "converged")."""
+    epoch's gain was read as 0 between copies of one row, every SEQ "converged"), and the updates
+    to the target are each run's own (they were looked up by row labels that every run repeats)."""
     rows = [("seq", "seq"), ("ssgd", "seq"), ("kavg", "seq"), ("kavg2", "kavg")]
     table = pd.DataFrame([{"algorithm": a, "trained_as": t, "run": f"runs/{t}", "target_dev_loss": 0.8,
                            "time_to_target_s": 2.0} for a, t in rows])  # fmt: skip
+    losses = {"seq": [1.2, 0.75], "kavg": [0.7, 0.6]}  # KAVG reaches the target (0.8) in epoch 1, SEQ in epoch 2
     epochs = pd.concat([pd.DataFrame({"run": f"runs/{t}", "algorithm": a, "epoch": [1, 2], "step": [100, 100],
-                                      "dev_loss": [1.2, 0.75]}) for a, t in rows])  # fmt: skip
+                                      "dev_loss": losses[t]}) for a, t in rows])  # fmt: skip
     table = convergence(table, epochs, plateau=0.02)
     seq = table[table.trained_as == "seq"]
     assert (seq.updates == 200).all() and (seq.last_epoch_gain == (1.2 - 0.75) / 1.2).all()
-    assert not seq.converged.any()  # still improving by 38%: not converged
-    assert table[table.trained_as == "kavg"].converged.all()  # reached the target
+    assert (seq.updates_to_target == 200).all() and not seq.converged.any()  # still improving by 38%
+    kavg = table[table.trained_as == "kavg"]
+    assert (kavg.updates_to_target == 100).all() and kavg.converged.all()  # reached the target

@@ -68,7 +68,7 @@ def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float) -> pd
     """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss
     gain, the updates it took to reach the target, and whether it converged (see the module).
     SEQ's run stands for every algorithm that is SEQ alone: its epochs are counted once."""
-    epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
+    epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"]).reset_index(drop=True)
     by_run = epochs.groupby("run")
 
     def last_gain(losses: pd.Series) -> float:
