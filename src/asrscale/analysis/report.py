@@ -59,7 +59,8 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
             f"keep SEQ's accuracy: {', '.join(kept) or 'none'}"
             + (f"; did not converge: {', '.join(late)}" if late else "")
             + "; WER change against SEQ: "
-            + ", ".join(f"{a} {100 * (w - seq.wer.mean()):+.1f}" for (a, _), w in group.wer.items())
+            + ", ".join(f"{a} {100 * (w - seq.wer.mean()):+.1f}" if pd.notna(w) else f"{a} diverged"
+                        for (a, _), w in group.wer.items())  # fmt: skip
             + " points."
         )
     counts = claims.verdict.str.split(":").str[0].value_counts()
