@@ -11,8 +11,9 @@ def run(*command):
 
 
 def test_ruff():
-    result = run(BIN / "ruff", "check", "src", "tests", "benchmarks")
-    assert result.returncode == 0, result.stdout + result.stderr
+    for command in (["check"], ["format", "--check"]):
+        result = run(BIN / "ruff", *command, "src", "tests", "benchmarks")
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_snakefmt():

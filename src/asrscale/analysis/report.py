@@ -59,8 +59,10 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
             f"keep SEQ's accuracy: {', '.join(kept) or 'none'}"
             + (f"; did not converge: {', '.join(late)}" if late else "")
             + "; WER change against SEQ: "
-            + ", ".join(f"{a} {100 * (w - seq.wer.mean()):+.1f}" if pd.notna(w) else f"{a} diverged"
-                        for (a, _), w in group.wer.items())  # fmt: skip
+            + ", ".join(
+                f"{a} {100 * (w - seq.wer.mean()):+.1f}" if pd.notna(w) else f"{a} diverged"
+                for (a, _), w in group.wer.items()
+            )
             + " points."
         )
     counts = claims.verdict.str.split(":").str[0].value_counts()

@@ -100,24 +100,26 @@ class GraphedLoops(Loops):
 
 
 class Graphed:
-    """A function of CUDA tensors replayed as a CUDA graph per shape of its inputs (see GraphedLoops).
-    The graphs share one memory pool: each is replayed by itself and its outputs copied out at
-    once, so none needs another's memory kept."""
+    """A function of CUDA tensors (to a tensor or a tuple of them) replayed as a CUDA graph per
+    shape of its inputs (see GraphedLoops). The graphs share one memory pool: each is replayed by
+    itself and its outputs copied out at once, so none needs another's memory kept."""
 
     def __init__(self, function):
         self.function, self.seen, self.graphs, self.pool = function, set(), {}, None
 
-    def __call__(self, *inputs: torch.Tensor) -> tuple:
+    def __call__(self, *inputs: torch.Tensor):
         key = tuple((x.shape, x.dtype, x.device) for x in inputs)
         if key not in self.graphs:
             if key not in self.seen:
                 self.seen.add(key)
-                return _as_tuple(self.function(*inputs))
+                return self.function(*inputs)
             self.graphs[key] = self._capture(inputs)
         static_inputs, graph, static_outputs = self.graphs[key]
         for static, x in zip(static_inputs, inputs):
             static.copy_(x)
         graph.replay()
+        if isinstance(static_outputs, torch.Tensor):
+            return static_outputs.clone()
         return tuple(output.clone() for output in static_outputs)
 
     def _capture(self, inputs: tuple) -> tuple:
@@ -130,12 +132,8 @@ class Graphed:
         self.pool = self.pool or torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
-            static_outputs = _as_tuple(self.function(*static_inputs))
+            static_outputs = self.function(*static_inputs)
         return static_inputs, graph, static_outputs
-
-
-def _as_tuple(outputs) -> tuple:
-    return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
 EAGER = Loops()
@@ -157,7 +155,7 @@ class Recurrence(torch.autograd.Function):
     def backward(ctx, grad_hidden):
         gates, cells, hidden, recurrent = ctx.saved_tensors
         loops, steps = ctx.loops, ctx.steps
-        (grad_gates,) = _as_tuple(loops.backward(loops.padded(grad_hidden), gates, cells, recurrent))
+        grad_gates = loops.backward(loops.padded(grad_hidden), gates, cells, recurrent)
         # the recurrent weights' gradient at once: h_{t-1} of every step against every step's gates
         n, _, batch, units = hidden.shape
         before = torch.cat([hidden.new_zeros(n, 1, batch, units), hidden[:, :-1]], dim=1)
