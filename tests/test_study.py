@@ -65,7 +65,7 @@ def test_every_other_stage_has_its_settings():
     calibrate = study.stage_settings("calibrate")
     assert calibrate["model"]["units"] == 128 and calibrate["cmvn"] == "speaker"
     gather = study.stage_settings("gather")
-    assert len(gather["runs"]) == len(study.runs()) and gather["target_dev_loss"] is None
+    assert len(gather["runs"]) == len(study.runs()) and gather["convergence"]["target_dev_loss"] is None
     decode = study.stage_settings("decode")
     assert decode["beam"] == 32 and decode["device"] == "auto" and "lm" not in decode
     assert study.stage_settings("language-model") == {"order": 3}

@@ -164,7 +164,7 @@ def gather(args):
     from asrscale.analysis.gather import gather_runs
 
     settings = read_settings(args.settings)
-    gather_runs(settings["runs"], settings["sweeps"], args.out, settings["target_dev_loss"], settings["plateau"])
+    gather_runs(settings["runs"], settings["sweeps"], args.out, settings["convergence"])
 
 
 def report(args):

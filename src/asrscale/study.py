@@ -202,9 +202,8 @@ class Study:
         if stage == "gather":
             reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
                         for run in self.runs()]  # fmt: skip
-            report = config["report"]
-            return {"runs": reported, "sweeps": self.sweep_points(), "target_dev_loss": report["target_dev_loss"],
-                    "plateau": report["plateau"]}  # fmt: skip
+            rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
+            return {"runs": reported, "sweeps": self.sweep_points(), "convergence": rule}
         if stage == "report":
             return {"title": config["report"]["title"], "config": config}
         raise ValueError(f"no settings of a stage {stage!r}")

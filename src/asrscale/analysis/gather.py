@@ -109,13 +109,14 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
     )
 
 
-def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, target_dev_loss: float | None,
-                plateau: float) -> None:  # fmt: skip
+def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict) -> None:
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
-    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep."""
+    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep. `rule`:
+    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter)."""
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
     epochs, confusions, learners = map(pd.concat, tables)
-    table = convergence(time_to_target(pd.DataFrame(rows), epochs, target_dev_loss), epochs, plateau)
+    table = time_to_target(pd.DataFrame(rows), epochs, rule["target_dev_loss"])
+    table = convergence(table, epochs, rule["plateau"], rule["plateau_max_dev_ter"])
     table = add_speedups(discount_diverged(table))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)

@@ -3,10 +3,12 @@
 runs converged, and the simulator against measurement. The claims, the figures and the report all
 read them here.
 
-Convergence. SEQ's runs have converged when their dev loss improved by less than `plateau`
-(relative, report.plateau) over their last epoch; the study's target dev loss is then 5% above
-where SEQ ends (or report.target_dev_loss), and every other run has converged when its dev loss
-reached that target. An accuracy claim is decided only on converged runs. A run that diverged
+Convergence. A run has converged when its dev loss stopped falling: its last epoch's dev loss is
+less than `plateau` (relative, report.plateau) below the best of the epochs before, while the model
+transcribes (dev token error rate below report.plateau_max_dev_ter: an untrained CTC model emits
+blanks only, at a dev loss just as flat). The study's target dev loss is 5% above where SEQ ends
+(or report.target_dev_loss), and a run other than SEQ has converged too when its dev loss reached
+it. An accuracy claim is decided only on converged runs. A run that diverged
 (asrscale.training.loop) is no result at all: it counts in no mean, speedup or claim."""
 
 import pandas as pd
@@ -64,22 +66,25 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
                         device_hours_to_target=seconds * table.learners / 3600)  # fmt: skip
 
 
-def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float) -> pd.DataFrame:
-    """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss
-    gain, the updates it took to reach the target, and whether it converged (see the module).
-    SEQ's run stands for every algorithm that is SEQ alone: its epochs are counted once."""
+def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plateau_max_dev_ter: float) -> pd.DataFrame:
+    """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss gain
+    on the best before, the updates it took to reach the target, and whether and how it converged
+    (see the module). SEQ's run stands for every algorithm that is SEQ alone: its epochs count once."""
     epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"]).reset_index(drop=True)
     by_run = epochs.groupby("run")
 
     def last_gain(losses: pd.Series) -> float:
-        return (losses.iloc[-2] - losses.iloc[-1]) / losses.iloc[-2] if len(losses) > 1 else float("inf")
+        best = losses.iloc[:-1].min()
+        return (best - losses.iloc[-1]) / best if len(losses) > 1 else float("inf")
 
     reached = epochs[epochs.dev_loss <= table.target_dev_loss.iloc[0]]
     to_target = epochs.assign(updates=by_run.step.cumsum()).loc[reached.index].groupby("run").updates.min()
     table = table.assign(updates=table.run.map(by_run.step.sum()), updates_to_target=table.run.map(to_target),
                          last_epoch_gain=table.run.map(by_run.dev_loss.apply(last_gain)))  # fmt: skip
-    return table.assign(converged=(table.trained_as == "seq") & (table.last_epoch_gain < plateau)
-                        | (table.trained_as != "seq") & table.time_to_target_s.notna())  # fmt: skip
+    stalled = (table.last_epoch_gain < plateau) & (table.final_dev_ter < plateau_max_dev_ter)
+    on_target = (table.trained_as != "seq") & table.time_to_target_s.notna()
+    converged_by = pd.Series("", index=table.index).mask(stalled, "plateau").mask(on_target, "target")
+    return table.assign(converged=stalled | on_target, converged_by=converged_by)
 
 
 RESULTS = ["wer", "cer", "greedy_wer", "greedy_cer", "train_s", "frames_per_s", "final_dev_loss", "final_dev_ter",

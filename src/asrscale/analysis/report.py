@@ -83,10 +83,10 @@ def _decides(table: pd.DataFrame, claims: pd.DataFrame) -> str:
     runs = trained(table)
     converged = runs[runs.converged]
     undecided = (~claims.verdict.str.startswith(("reproduced", "not reproduced"))).sum()
-    return (f"<b>What this study decides</b>: {len(converged)} of its {len(runs)} runs converged (SEQ: its dev "
-            f"loss stopped falling; the others: they reached the target dev loss); accuracy claims rest on converged "
-            f"runs only, so {undecided} of the {len(claims)} claims are not decided here. Those are decided by "
-            f"{REPRODUCTIONS}.")  # fmt: skip
+    return (f"<b>What this study decides</b>: {len(converged)} of its {len(runs)} runs converged (their dev "
+            f"loss stopped falling while they transcribe, or reached the target dev loss); accuracy claims rest on "
+            f"converged runs only, so {undecided} of the {len(claims)} claims are not decided here. Those are "
+            f"decided by {REPRODUCTIONS}.")  # fmt: skip
 
 
 def _diverged(table: pd.DataFrame) -> str:
@@ -122,9 +122,13 @@ TABLE_COLUMNS = {
 }  # fmt: skip
 
 
+def _converged(table: pd.DataFrame) -> pd.Series:
+    """How each run converged (its dev loss stopped falling, or it reached the target), or why not."""
+    shown = ("yes: " + table.converged_by.fillna("")).where(table.converged, "<b>no</b>")
+    return shown.mask(diverged(table), "<b>diverged</b>")
+
+
 def _format(column: str, value) -> str:
-    if column == "converged":
-        return {True: "yes", False: "<b>no</b>"}.get(value, "<b>diverged</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
@@ -282,7 +286,7 @@ def render(results: Path, figures_dir: Path, title: str, out: Path, skipped: lis
     header = "".join(f"<th>{label}</th>" for label in TABLE_COLUMNS.values())
     body = "".join(
         "<tr>" + "".join(f"<td>{_format(c, row[c])}</td>" for c in TABLE_COLUMNS) + "</tr>"
-        for _, row in table.assign(converged=table.converged.where(~diverged(table), "diverged")).iterrows()
+        for _, row in table.assign(converged=_converged(table)).iterrows()
     )
 
     def section(heading: str, name: str, note: str = "") -> str:
