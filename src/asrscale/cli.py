@@ -103,8 +103,10 @@ def calibrate(args):
     print(yaml.safe_dump(profile, sort_keys=False, width=120))
 
 
-def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed: int, calibration: Path | None):
-    """The world a run's settings name: its simulated cluster, or this rank's MPI world."""
+def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed: int, calibration: Path | None,
+               cores: int | None = None):  # fmt: skip
+    """The world a run's settings name: its simulated cluster (computing with `cores` threads), or
+    this rank's MPI world."""
     from asrscale.training.algorithms import algorithm_class
 
     servers = algorithm_class(algorithm).servers
@@ -119,7 +121,7 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
         profile = dict(settings["hardware"])
         costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=seed)
         world = SimWorld(settings["learners"], costs, servers, settings["learners_per_node"], prefetch, algorithm,
-                         device)  # fmt: skip
+                         device, cores=cores)  # fmt: skip
         fuse = settings["fuse_learners"]
         if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
             world.fuser = fuser(world.device)
@@ -136,7 +138,7 @@ def train(args):
     settings = read_settings(args.settings)
     run = RunConfig.from_settings(settings)
     world = make_world(settings["world"], run.algorithm, run.train.device, run.train.prefetch, run.seed,
-                       args.calibration)  # fmt: skip
+                       args.calibration, args.cores)  # fmt: skip
     paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
     try:
         train(run, paths, world)
@@ -200,9 +202,14 @@ def parser() -> argparse.ArgumentParser:
           ("--out", path))  # fmt: skip
     stage(calibrate, "time the model on this machine for the cost model of simulated runs", settings,
           *[(f"--{k}", path) for k in ("data", "feats", "tokens", "out")])  # fmt: skip
-    stage(train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile", settings,
-          *[(f"--{k}", path) for k in ("data", "feats", "shards", "tokens", "out")],
-          ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}))  # fmt: skip
+    stage(
+        train,
+        "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
+        settings,
+        *[(f"--{k}", path) for k in ("data", "feats", "shards", "tokens", "out")],
+        ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
+        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"}),
+    )
     stage(
         decode,
         "decode a test set greedily and with the LM (its weights chosen on dev) and score both",

@@ -105,3 +105,20 @@ TRAIN_RESOURCES = dict(
 def job_cores():
     """The cores of a job that wants a machine to itself: all of them here, a learner's on SLURM."""
     return SLURM["cpus_per_learner"] if on_slurm() else workflow.cores
+
+
+def train_cores(wildcards):
+    """A run on MPI ranks is timed by the clock, and a run on a GPU fills it: each owns the machine.
+    A simulated run on the CPU is timed by its cost model: it computes with one core (or
+    train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
+    from a second on the 2-core CI machine: two runs side by side train 1.6x the frames).
+    """
+    if wildcards.world == "mpi" or on_slurm() or trains_on_gpu():
+        return job_cores()
+    return min(config["train"]["threads"] or 1, workflow.cores)
+
+
+def trains_on_gpu():
+    """Whether training uses a GPU here: train.device not `cpu` on a machine with a GPU driver."""
+    gpu_driver = any(Path(node).exists() for node in ("/dev/nvidiactl", "/dev/kfd"))
+    return config["train"]["device"] != "cpu" and gpu_driver

@@ -42,19 +42,18 @@ rule train:
         "benchmarks/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
     conda:
         "../../envs/train.yaml"
-    # A run owns the machine, so that no other job distorts its timings.
-    threads: lambda wildcards: job_cores()
+    threads: train_cores
     resources:
         **TRAIN_RESOURCES,
     params:
         launch=lambda wildcards: launcher(wildcards) or "",
         out=lambda wildcards, output: Path(output.model).parent,
-        calibration=lambda wildcards, input: (
-            f"--calibration {input.calibration}"
+        simulated=lambda wildcards, input, threads: (
+            f"--calibration {input.calibration} --cores {threads}"
             if "calibration" in input.keys()
             else ""
         ),
     shell:
         "{params.launch} python -m asrscale train --settings {input.settings} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} {params.calibration} > {log} 2>&1"
+        " --out {params.out} {params.simulated} > {log} 2>&1"

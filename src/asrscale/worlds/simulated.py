@@ -70,10 +70,12 @@ class SimWorld:
     its GPU where it has one); the modelled devices are the profile's. With a `fuser`
     (asrscale.training.fused.fused_gradients), learners' gradients are computed together: a
     learner's is deferred until it (or its model, for an averaging) is needed, and then every
-    deferred one is computed as one, each exactly as alone."""
+    deferred one is computed as one, each exactly as alone. It computes with `cores` threads (the
+    job's; by default every core the process may run on): its clock is modelled, not measured."""
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None):  # fmt: skip
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None,
+                 cores: int | None = None):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
@@ -82,7 +84,7 @@ class SimWorld:
         # fusing learners: `fuser(jobs)` computes many `ops.Gradient`s as one (deferred: by rank)
         self.fuser, self._deferred = fuser, {}
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
-        self.threads_per_rank = available_cores()  # one rank computes at a time
+        self.threads_per_rank = cores or available_cores()  # one rank computes at a time, on the job's cores
         per_machine = costs.hardware.learners_per_node
         per_node = learners_per_node or per_machine
         nodes = -(-learners // per_node)
