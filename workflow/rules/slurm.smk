@@ -111,7 +111,7 @@ def train_cores(wildcards):
     """A run on MPI ranks is timed by the clock, and a run on a GPU fills it: each owns the machine.
     A simulated run on the CPU is timed by its cost model: it computes with one core (or
     train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
-    from a second on the 2-core CI machine: two runs side by side train 1.6x the frames).
+    from a second on the 2-core CI machine, where two runs side by side train 1.3x the frames).
     """
     if wildcards.world == "mpi" or on_slurm() or trains_on_gpu():
         return job_cores()
