@@ -201,3 +201,16 @@ def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
     assert re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)[0] == str(runs), result.stdout[-2000:]
     assert re.search(r"asrscale train --settings \S+/P4/seed1/settings.json .* --calibration \S+", result.stdout)
+
+
+def test_simulated_runs_on_the_cpu_take_a_core_each_and_runs_on_ranks_the_machine(tmp_path):
+    """A simulated run's clock is modelled, so on the CPU it computes with one core beside other
+    jobs; a run on MPI ranks is timed by the clock and takes all the cores (here 2)."""
+    cpu = tmp_path / "cpu.yaml"
+    cpu.write_text(yaml.safe_dump({"train": {"device": "cpu"}}))
+    configs = [ROOT / "config.yaml", ROOT / "studies" / "validation.yaml", cpu]
+    result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
+    simulated = re.findall(r"asrscale train .* --calibration \S+ --cores (\d+) >", result.stdout)
+    on_ranks = re.findall(r"wildcards: [^\n]*world=mpi[^\n]*\n\s+threads: (\d+)", result.stdout)
+    assert simulated and set(simulated) == {"1"}, result.stdout[-2000:]
+    assert on_ranks and set(on_ranks) == {"2"}, result.stdout[-2000:]
