@@ -4,6 +4,7 @@ import sys
 from asrscale.io import atomic_write_json, atomic_write_text
 from asrscale.settings import validate
 from asrscale.study import SUBSETS, Study
+from asrscale.worlds.devices import uses_gpu
 
 
 envvars:

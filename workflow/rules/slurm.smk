@@ -113,12 +113,6 @@ def train_cores(wildcards):
     train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
     from a second on the 2-core CI machine, where two runs side by side train 1.3x the frames).
     """
-    if wildcards.world == "mpi" or on_slurm() or trains_on_gpu():
+    if wildcards.world == "mpi" or on_slurm() or uses_gpu(config["train"]["device"]):
         return job_cores()
     return min(config["train"]["threads"] or 1, workflow.cores)
-
-
-def trains_on_gpu():
-    """Whether training uses a GPU here: train.device not `cpu` on a machine with a GPU driver."""
-    gpu_driver = any(Path(node).exists() for node in ("/dev/nvidiactl", "/dev/kfd"))
-    return config["train"]["device"] != "cpu" and gpu_driver
