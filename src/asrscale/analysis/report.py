@@ -73,7 +73,7 @@ def _summary(table: pd.DataFrame, claims: pd.DataFrame) -> str:
 
 
 REPRODUCTIONS = ("<code>snakemake --cores all --configfile studies/claims-at-4.yaml</code> (the claims at 4 "
-                 "learners, on 2 CPU cores in about 80 minutes) and <code>--configfile "
+                 "learners, on 2 CPU cores in about 90 minutes) and <code>--configfile "
                  "studies/reproduction.yaml</code> (every claim, 1 to 64 learners, with its sweeps and seeds: sized "
                  "for a GPU)")  # fmt: skip
 
