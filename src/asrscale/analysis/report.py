@@ -129,6 +129,8 @@ def _converged(table: pd.DataFrame) -> pd.Series:
 
 
 def _format(column: str, value) -> str:
+    if column == "converged":  # already markup (_converged)
+        return value
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
