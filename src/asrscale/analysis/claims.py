@@ -83,14 +83,15 @@ def _unconverged(table: pd.DataFrame, *groups: tuple[str, pd.DataFrame]) -> str 
     diverged = [f"{name} P={runs.learners.iloc[0]} diverged in {_diverged(runs)} of {len(runs)} runs"
                 for name, runs in groups if _diverged(runs)]  # fmt: skip
     late = [f"{name} P={runs.learners.iloc[0]} ({runs.updates.max():.0f} updates per learner, dev loss "
-            f"{runs.final_dev_loss.mean():.3g}, still {100 * runs.last_epoch_gain.max():.1f}% lower in its last "
-            f"epoch)" for name, runs in groups if not _diverged(runs) and not runs.converged.all()]  # fmt: skip
+            f"{runs.final_dev_loss.mean():.3g}, its last epoch {100 * runs.last_epoch_gain.max():.1f}% below the best "
+            f"before, dev TER {100 * runs.final_dev_ter.max():.0f}%)" for name, runs in groups
+            if not _diverged(runs) and not runs.converged.all()]  # fmt: skip
     target, needed = seq.target_dev_loss.iloc[0], seq.updates_to_target.max()
     reasons = [f"{'; '.join(diverged)}: a lower rate"] if diverged else []
     if late:
-        reasons.append(f"{'; '.join(late)} neither stopped improving nor reached the target dev loss {target:.3g}, "
-                       f"which SEQ reached in {needed:.0f} updates: a longer run (more epochs or data), or a rate "
-                       "that suits the learner count")  # fmt: skip
+        reasons.append(f"{'; '.join(late)} neither levelled off while transcribing nor reached the target dev loss "
+                       f"{target:.3g}, which SEQ reached in {needed:.0f} updates: a longer run (more epochs or data), "
+                       "or a rate that suits the learner count")  # fmt: skip
     return ". ".join(reasons) or None
 
 
