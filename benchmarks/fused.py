@@ -4,7 +4,10 @@ learners one after another and against one model at the same global batch, in in
 second on the same device, with the peak GPU memory. The corpus's own batches: each learner's
 first batches of its 64-learner shard; SEQ's model, optimizer and batch size. On a GPU, fused
 twice: the recurrence's loops launched kernel by kernel, and replayed as CUDA graphs (the
-simulated world's way there; the rounds are timed once each shape's graphs are captured).
+simulated world's way there, each time step's algebra one Triton kernel each way; and the same
+graphs with the algebra in torch's operations, the way before those kernels; the rounds are timed
+once each shape's graphs are captured). "Updates" is the 64 learners' optimizer steps alone, which
+every round includes: what no fusing of the gradients can save.
 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
@@ -30,12 +33,16 @@ def run(bench: Bench) -> None:
         fused, alone, big = (median(figures[k]) for k in ("fused_s", "alone_s", "big_s"))
         frames, batch = figures["frames"], figures["global_batch"]
         if device == "cuda":
-            graphed = median(figures["graphed_s"])
+            graphed, torch_cells = median(figures["graphed_s"]), median(figures["graphed_torch_cells_s"])
             bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / one model at batch {batch}, frames/s",
                       big / graphed, "x", ">= 0.5", fused_frames_per_s=frames / graphed,
                       big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
             bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / kernel by kernel, frames/s",
                       fused / graphed, "x")  # fmt: skip
+            bench.add("fused", "cuda: CUDA graphs, Triton's cells / torch's operations, frames/s",
+                      torch_cells / graphed, "x", torch_cells_frames_per_s=frames / torch_cells)  # fmt: skip
+            bench.add("fused", f"cuda: {LEARNERS} learners' optimizer steps, share of a fused round",
+                      median(figures["updates_s"]) / graphed, "", updates_s=median(figures["updates_s"]))  # fmt: skip
         bench.add("fused", f"{device}: {LEARNERS} learners fused / one model at batch {batch}, frames/s", big / fused,
                   "x", fused_frames_per_s=frames / fused, big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
         bench.add("fused", f"{device}: {LEARNERS} learners fused / the same learners in turn, frames/s", alone / fused,
@@ -50,7 +57,8 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     from asrscale.data.batches import Batch
     from asrscale.data.shard import read_shard
-    from asrscale.training.fused import fused_gradients, fuser
+    from asrscale.training.cells import TorchCell
+    from asrscale.training.fused import GraphedLoops, fused_gradients, fuser
     from asrscale.training.learner import Learner, make_optimizer
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -77,9 +85,8 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     def step(compute):
         compute()
         for each in learners if compute is not big else [one]:
-            for group in each.optimizer.param_groups:
-                group["lr"] = run.train.lr
-            each.optimizer.step()
+            for _ in each.update(run.train.lr):  # as a world steps a learner (its time measured)
+                pass
 
     jobs = [(each, batch, None) for each, batch in zip(learners, batches)]
     the_worlds_fuser = fuser(place)  # on a GPU: the recurrence's loops as CUDA graphs
@@ -90,6 +97,14 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     def graphed():
         the_worlds_fuser(jobs)
 
+    graphs_of_torch_cells = GraphedLoops(TorchCell)
+
+    def graphed_torch_cells():
+        fused_gradients(jobs, graphs_of_torch_cells)
+
+    def updates():
+        """Nothing computed: the round's optimizer steps alone."""
+
     def alone():
         for each, batch in zip(learners, batches):
             each.compute(batch)
@@ -98,9 +113,11 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         one.compute(everything)
 
     seconds = {}
-    kinds = (("fused", fused), ("alone", alone), ("big", big)) + ((("graphed", graphed),) if device == "cuda" else ())
+    kinds = (("fused", fused), ("alone", alone), ("big", big))
+    if device == "cuda":
+        kinds += (("graphed", graphed), ("graphed_torch_cells", graphed_torch_cells), ("updates", updates))
     for name, compute in kinds:
-        for _ in range(2 if name == "graphed" else 1):  # warm-up; with CUDA graphs the second captures them
+        for _ in range(2 if name.startswith("graphed") else 1):  # warm-up; with CUDA graphs the second captures
             step(compute)
         if device == "cuda":
             torch.cuda.synchronize()
@@ -113,7 +130,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
                 torch.cuda.synchronize()
             timed.append(time.perf_counter() - start)
         seconds[f"{name}_s"] = timed
-        if name in ("fused", "graphed") and device == "cuda":
+        if name in ("fused", "graphed", "graphed_torch_cells") and device == "cuda":
             seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
 

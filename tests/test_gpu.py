@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from asrscale.training.cells import best_cell
 from asrscale.training.fused import EAGER, GraphedLoops, fused_forward
 from conftest import MPI_WORLD, ROOT, mpiexec, run_config, run_snakemake
 from test_fused import CONFIGS, learners_and_batch, stack
@@ -100,7 +101,8 @@ def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_pa
 
 
 def test_cuda_graphs_replay_the_fused_recurrence_as_computed_eagerly():
-    config, loops = CONFIGS[0], GraphedLoops()
+    """The simulated world's loops on a GPU (CUDA graphs of Triton's cells) against torch's eager ones."""
+    config, loops = CONFIGS[0], GraphedLoops(best_cell(torch.device("cuda")))
     for round in range(3):  # a shape's first computation is eager, its second captured, the rest replayed
         models, features, lengths = learners_and_batch(config)
         models = [model.float().cuda() for model in models]

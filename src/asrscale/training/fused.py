@@ -19,66 +19,53 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from asrscale.training.cells import TorchCell, best_cell
 from asrscale.training.models import ModelConfig, stack_frames
 
 
-def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor):
-    """The hidden states of N independent LSTMs (gate order i, f, g, o, as torch's), time-major,
-    step by step. projected: [N, T, B, 4H], the input projection plus both biases; recurrent:
-    [N, H, 4H], the transposed hidden-to-hidden weights. Returns the activated gates, the cells and
-    the hidden states ([N, T, B, 4H], [N, T, B, H] twice); the states start at zero."""
+def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor, cell=TorchCell):
+    """The hidden states of N independent LSTMs, time-major, step by step; `cell` does each step's
+    pointwise algebra (asrscale.training.cells). projected: [N, T, B, 4H], the input projection
+    plus both biases; recurrent: [N, H, 4H], the transposed hidden-to-hidden weights. Returns the
+    activated gates, the cells and the hidden states ([N, T, B, 4H], [N, T, B, H] twice); the
+    states start at zero."""
     n, steps, batch, four_h = projected.shape
-    units = four_h // 4
-    h = projected.new_zeros(n, batch, units)
-    c = torch.zeros_like(h)
+    start = projected.new_zeros(n, batch, four_h // 4)
     gates = torch.empty_like(projected)
-    cells = projected.new_empty(n, steps, batch, units)
+    cells = projected.new_empty(n, steps, batch, four_h // 4)
     hidden = torch.empty_like(cells)
     for t in range(steps):
-        raw, act = torch.baddbmm(projected[:, t], h, recurrent), gates[:, t]
-        torch.sigmoid(raw, out=act)  # i, f and o; g's is then replaced by its tanh
-        torch.tanh(raw[..., 2 * units : 3 * units], out=act[..., 2 * units : 3 * units])
-        i, f, g, o = act.chunk(4, dim=-1)
-        c = torch.addcmul(f * c, i, g)
-        cells[:, t] = c
-        h = o * torch.tanh(c)
-        hidden[:, t] = h
+        h, c = (hidden[:, t - 1], cells[:, t - 1]) if t > 0 else (start, start)
+        cell.forward(torch.baddbmm(projected[:, t], h, recurrent), c, gates[:, t], cells[:, t], hidden[:, t])
     return gates, cells, hidden
 
 
 def recurrence_backward(grad_hidden: torch.Tensor, gates: torch.Tensor, cells: torch.Tensor,
-                        recurrent: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                        recurrent: torch.Tensor, cell=TorchCell) -> torch.Tensor:  # fmt: skip
     """The gradient at the raw gates [N, T, B, 4H], step by step back in time."""
     n, steps, batch, four_h = gates.shape
     grad_gates = torch.empty_like(gates)
     dh = grad_hidden.new_zeros(n, batch, four_h // 4)
-    dc = torch.zeros_like(dh)
+    dc, start = torch.zeros_like(dh), torch.zeros_like(dh)
     recurrent_t = recurrent.transpose(1, 2)
     for t in reversed(range(steps)):
-        i, f, g, o = gates[:, t].chunk(4, dim=-1)
-        dh = dh + grad_hidden[:, t]
-        tanh_c = torch.tanh(cells[:, t])
-        dc = torch.addcmul(dc, dh * o, 1 - tanh_c * tanh_c)
-        c_before = cells[:, t - 1] if t > 0 else torch.zeros_like(dc)
-        di, df, dg, do = grad_gates[:, t].chunk(4, dim=-1)
-        torch.mul(dc * g, i * (1 - i), out=di)
-        torch.mul(dc * c_before, f * (1 - f), out=df)
-        torch.mul(dc * i, 1 - g * g, out=dg)
-        torch.mul(dh * tanh_c, o * (1 - o), out=do)
-        dc = dc * f
+        c_before = cells[:, t - 1] if t > 0 else start
+        cell.backward(gates[:, t], cells[:, t], c_before, dh, grad_hidden[:, t], dc, grad_gates[:, t])
         dh = torch.bmm(grad_gates[:, t], recurrent_t)
     return grad_gates
 
 
 class Loops:
-    """How the recurrence's two time loops run: eagerly, a few kernels a step. `bucket`: the loops
-    run over a multiple of this many steps (steps past every utterance's end change nothing:
-    their outputs are never read and the gradient that reaches them is zero)."""
+    """How the recurrence's two time loops run: eagerly, each step's algebra by `cell`
+    (asrscale.training.cells). `bucket`: the loops run over a multiple of this many steps (steps
+    past every utterance's end change nothing: their outputs are never read and the gradient that
+    reaches them is zero)."""
 
     bucket = 1
 
-    def __init__(self):
-        self.forward, self.backward = recurrence_forward, recurrence_backward
+    def __init__(self, cell=TorchCell):
+        self.forward = partial(recurrence_forward, cell=cell)
+        self.backward = partial(recurrence_backward, cell=cell)
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
         """x [N, T, ...] with zero steps added up to a multiple of the bucket."""
@@ -95,8 +82,9 @@ class GraphedLoops(Loops):
 
     bucket = 8
 
-    def __init__(self):
-        self.forward, self.backward = Graphed(recurrence_forward), Graphed(recurrence_backward)
+    def __init__(self, cell=TorchCell):
+        super().__init__(cell)
+        self.forward, self.backward = Graphed(self.forward), Graphed(self.backward)
 
 
 class Graphed:
@@ -286,8 +274,10 @@ def fused_gradients(jobs: list[tuple], loops: Loops = EAGER) -> list[float]:
 
 def fuser(device: torch.device):
     """The simulated world's fuser on `device` (fused_gradients): on a GPU, the recurrence's loops
-    replayed as CUDA graphs."""
-    return partial(fused_gradients, loops=GraphedLoops() if device.type == "cuda" else EAGER)
+    replayed as CUDA graphs, each step's algebra one Triton kernel each way where Triton is."""
+    if device.type != "cuda":
+        return fused_gradients
+    return partial(fused_gradients, loops=GraphedLoops(best_cell(device)))
 
 
 def _joint_batch(batches: list, device: torch.device):

@@ -1,0 +1,44 @@
+"""A fused LSTM step's algebra (asrscale.training.cells): Triton's kernels compute what torch's
+operations do, forward and backward, on the strided time-step slices the recurrence hands them.
+On a GPU where Triton is; on the CPU through Triton's interpreter (TRITON_INTERPRET=1 set before
+the import), where Triton is installed (CI's CPU build of torch comes without it: skipped)."""
+
+import os
+
+import pytest
+import torch
+
+from asrscale.training import cells
+from asrscale.training.fused import recurrence_backward, recurrence_forward
+
+if torch.cuda.is_available():
+    DEVICE, DTYPE = torch.device("cuda"), torch.float32
+else:
+    DEVICE, DTYPE = torch.device("cpu"), torch.float64
+pytestmark = pytest.mark.skipif(
+    cells.triton is None or (DEVICE.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1"),
+    reason="needs Triton, on a GPU or through its interpreter",
+)
+TOLERANCE = dict(rtol=1e-5, atol=1e-6) if DTYPE == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("units", [16, 20])  # 20: the block of units is wider than the units
+def test_the_triton_cell_computes_what_torchs_operations_do(units):
+    torch.manual_seed(0)
+    n, steps, batch = 6, 5, 3
+    projected = torch.randn(n, steps, batch, 4 * units, dtype=DTYPE, device=DEVICE)
+    recurrent = torch.randn(n, units, 4 * units, dtype=DTYPE, device=DEVICE) / units**0.5
+    grad_hidden = torch.randn(n, steps, batch, units, dtype=DTYPE, device=DEVICE)
+    results = []
+    for cell in (cells.TorchCell, cells.TritonCell()):
+        gates, c, h = recurrence_forward(projected, recurrent, cell)
+        results.append((gates, c, h, recurrence_backward(grad_hidden, gates, c, recurrent, cell)))
+    for name, torchs, tritons in zip(("gates", "cells", "hidden", "gradient"), *results):
+        torch.testing.assert_close(tritons, torchs, **TOLERANCE, msg=name)
+
+
+def test_the_triton_cell_refuses_tensors_whose_rows_are_not_contiguous():
+    gates = torch.zeros(2, 3, 4 * 8, dtype=DTYPE, device=DEVICE)
+    c = torch.zeros(2, 3, 16, dtype=DTYPE, device=DEVICE)[..., :8]
+    with pytest.raises(ValueError, match="contiguous rows"):
+        cells.TritonCell().forward(gates, c, gates, c, c)
