@@ -4,12 +4,14 @@ On a GPU where Triton is; on the CPU through Triton's interpreter (TRITON_INTERP
 the import), where Triton is installed (CI's CPU build of torch comes without it: skipped)."""
 
 import os
+from functools import partial
 
 import pytest
 import torch
 
 from asrscale.training import cells
-from asrscale.training.fused import recurrence_backward, recurrence_forward
+from asrscale.training.fused import Loops, fused_gradients, fuser, recurrence_backward, recurrence_forward
+from test_fusion import simulate
 
 if torch.cuda.is_available():
     DEVICE, DTYPE = torch.device("cuda"), torch.float32
@@ -42,3 +44,20 @@ def test_the_triton_cell_refuses_tensors_whose_rows_are_not_contiguous():
     c = torch.zeros(2, 3, 16, dtype=DTYPE, device=DEVICE)[..., :8]
     with pytest.raises(ValueError, match="contiguous rows"):
         cells.TritonCell().forward(gates, c, gates, c, c)
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "hadpsgd"])
+def test_fused_learners_with_tritons_cells_train_as_learners_one_by_one(corpus, tmp_path, monkeypatch, algorithm):
+    """The simulated world's fuser with Triton's cells (on a GPU the world's own: CUDA graphs of
+    them), where the gradient reaches the recurrence in the layout of its use: after an epoch, the
+    models of learners computed one by one, to float rounding."""
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # the unfused learners' LSTM
+    fused = fuser(DEVICE) if DEVICE.type == "cuda" else partial(fused_gradients, loops=Loops(cells.TritonCell()))
+    (alone, alone_metrics), (together, fused_metrics) = (
+        simulate(corpus, tmp_path / name, algorithm, 4, fuse, device=DEVICE.type, optimizer="sgd", lr=0.05)
+        for name, fuse in (("alone", False), ("fused", fused))
+    )
+    for name, tensor in alone.items():
+        torch.testing.assert_close(together[name], tensor, rtol=1e-3, atol=1e-4, msg=name)
+    dev = [metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist() for metrics in (alone_metrics, fused_metrics)]
+    assert dev[0] == dev[1]

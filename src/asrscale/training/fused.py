@@ -143,7 +143,8 @@ class Recurrence(torch.autograd.Function):
     def backward(ctx, grad_hidden):
         gates, cells, hidden, recurrent = ctx.saved_tensors
         loops, steps = ctx.loops, ctx.steps
-        grad_gates = loops.backward(loops.padded(grad_hidden), gates, cells, recurrent)
+        # contiguous: autograd hands the gradient in the layout of its use ([N, B, T, H], transposed)
+        grad_gates = loops.backward(loops.padded(grad_hidden.contiguous()), gates, cells, recurrent)
         # the recurrent weights' gradient at once: h_{t-1} of every step against every step's gates
         n, _, batch, units = hidden.shape
         before = torch.cat([hidden.new_zeros(n, 1, batch, units), hidden[:, :-1]], dim=1)
