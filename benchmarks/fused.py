@@ -6,8 +6,9 @@ first batches of its 64-learner shard; SEQ's model, optimizer and batch size. On
 twice: the recurrence's loops launched kernel by kernel, and replayed as CUDA graphs (the
 simulated world's way there, each time step's algebra one Triton kernel each way; and the same
 graphs with the algebra in torch's operations, the way before those kernels; the rounds are timed
-once each shape's graphs are captured). "Updates" is the 64 learners' optimizer steps alone, which
-every round includes: what no fusing of the gradients can save.
+once each shape's graphs are captured). The fused rounds' updates are one multi-tensor step for
+the 64 learners (fused_updates, as the simulated world applies them), the learners in turn each
+take their own; "updates" is the fused rounds' optimizer steps alone, their share of a round.
 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
@@ -58,7 +59,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     from asrscale.data.batches import Batch
     from asrscale.data.shard import read_shard
     from asrscale.training.cells import TorchCell
-    from asrscale.training.fused import GraphedLoops, fused_gradients, fuser
+    from asrscale.training.fused import GraphedLoops, fused_gradients, fused_updates, fuser
     from asrscale.training.learner import Learner, make_optimizer
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -83,10 +84,14 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     one = learner("one model")
 
     def step(compute):
+        """A round: the gradients as `compute` makes them, then the updates as the simulated world
+        applies them: fused learners' as one (fused_updates), others' one by one."""
         compute()
-        for each in learners if compute is not big else [one]:
-            for _ in each.update(run.train.lr):  # as a world steps a learner (its time measured)
-                pass
+        if compute in (alone, big):
+            for each in learners if compute is alone else [one]:
+                each.apply(run.train.lr)
+        else:
+            fused_updates([(each, run.train.lr) for each in learners])
 
     jobs = [(each, batch, None) for each, batch in zip(learners, batches)]
     the_worlds_fuser = fuser(place)  # on a GPU: the recurrence's loops as CUDA graphs
@@ -103,7 +108,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         fused_gradients(jobs, graphs_of_torch_cells)
 
     def updates():
-        """Nothing computed: the round's optimizer steps alone."""
+        """Nothing computed: the round's optimizer steps alone (as one)."""
 
     def alone():
         for each, batch in zip(learners, batches):

@@ -9,7 +9,7 @@ import torch
 
 from asrscale.data.batches import Batch
 from asrscale.training.algorithms import ALGORITHMS, make_algorithm
-from asrscale.training.fused import fused_forward
+from asrscale.training.fused import fused_forward, fused_updates
 from asrscale.training.learner import make_optimizer
 from asrscale.training.loop import Learner
 from asrscale.training.models import build_model
@@ -55,6 +55,9 @@ def answer(request):
     for field in ("tensors", "send", "receive"):
         if isinstance(getattr(request, field, None), list):
             ops.flatten(getattr(request, field))
+    if isinstance(request, ops.Update):  # both ways a world applies it (no values: twice is harmless)
+        request.apply()
+        fused_updates([request.job])
     if isinstance(request, ops.Reduce):
         return np.asarray(request.values, dtype=np.float64)
     if isinstance(request, ops.Receive):

@@ -1,12 +1,15 @@
 """Fused learners in the simulated world: every learner's gradient computed together, exactly as
 each alone, whatever the algorithm (TF32 plays no part on the CPU)."""
 
+import copy
+
 import pandas as pd
 import pytest
 import torch
 
 from asrscale.settings import defaults
-from asrscale.training.fused import fused_gradients
+from asrscale.training.fused import fused_gradients, fused_updates
+from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.loop import RunPaths, train
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
@@ -16,7 +19,7 @@ from test_sim import CALIBRATION
 
 def simulate(corpus, out, algorithm, learners, fuse, device="cpu", **train_changes):
     """A run of 4 simulated learners; `fuse`: whether to fuse them (True: with the CPU's fuser), or
-    the fuser to fuse them with."""
+    the fuser to fuse them with; fused learners' updates are applied together too."""
     costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine", jitter=0.05)), CALIBRATION, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
     run = run_config(algorithm, options=options, device=device,
@@ -24,7 +27,7 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", **train_chang
     servers = 1 if algorithm == "asgd" else 0
     fuser = (fused_gradients if fuse else None) if isinstance(fuse, bool) else fuse
     world = SimWorld(learners, costs, servers, learners_per_node=2, prefetch=run.train.prefetch, name=algorithm,
-                     device=device, fuser=fuser)  # fmt: skip
+                     device=device, fuser=fuser, updater=fused_updates if fuser else None)  # fmt: skip
     paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
     train(run, paths, world)
     return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
@@ -71,3 +74,30 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
     assert dev[0] == dev[1]
     close = sum(torch.isclose(fused[n], t, rtol=1e-4, atol=1e-5).sum().item() for n, t in alone.items())
     assert close / sum(t.numel() for t in alone.values()) > 0.999
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_learners_updated_together_are_updated_as_each_alone(optimizer):
+    """fused_updates: learners of two learning rates and unequal step counts, one multi-tensor step
+    per rate, give every learner's own step's result bit for bit (parameters and optimizer state)."""
+    torch.manual_seed(0)
+    pairs = []
+    for _ in range(4):
+        model = torch.nn.LSTM(5, 4)
+        twins = [copy.deepcopy(model) for _ in range(2)]
+        pairs.append([Learner(m, make_optimizer(optimizer, 0.9, m), 0.0, "learner") for m in twins])
+    for index, (alone, together) in enumerate(pairs):
+        for step in range(index + 1):  # learner k has taken k steps before; then a gradient for this one
+            for a, b in zip(alone.parameters, together.parameters):
+                b.grad.copy_(a.grad.normal_())
+            if step < index:
+                alone.apply(0.01)
+                together.apply(0.01)
+    rates = [0.01, 0.02, 0.01, 0.02]
+    for (alone, _), lr in zip(pairs, rates):
+        alone.apply(lr)
+    fused_updates([(together, lr) for (_, together), lr in zip(pairs, rates)])
+    for alone, together in pairs:
+        assert together.steps == alone.steps
+        for a, b in zip(alone.averaged, together.averaged):
+            assert torch.equal(a, b)

@@ -59,10 +59,10 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 class Learner:
-    """One learner's model and optimizer. `backward` and `update` are the two halves of a step;
-    they report the compute time they spent to the world. Every algorithm clips each learner's
-    own gradient (to train.clip_grad_norm) as it is computed, before any exchange, and an averaging
-    algorithm averages `averaged`: the model with the optimizer's state."""
+    """One learner's model and optimizer. `backward` and `update` are the two halves of a step,
+    each a request that the world carries out (`apply` is the update done alone). Every algorithm
+    clips each learner's own gradient (to train.clip_grad_norm) as it is computed, before any
+    exchange, and an averaging algorithm averages `averaged`: the model with the optimizer's state."""
 
     def __init__(self, model, optimizer, clip_grad_norm: float, name: str):
         self.model, self.optimizer, self.clip_grad_norm, self.name = model, optimizer, clip_grad_norm, name
@@ -110,9 +110,11 @@ class Learner:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm)
 
     def update(self, lr: float):
-        start = time.perf_counter()
+        """An optimizer step at rate `lr`, carried out by the world (`ops.Update`)."""
+        yield ops.Update(lambda: self.apply(lr), (self, lr))
+
+    def apply(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.steps += 1
-        yield ops.Compute(self.seconds_since(start), kind="update")

@@ -29,7 +29,7 @@ from mpi4py import MPI
 from asrscale.errors import ConfigError, UserError
 from asrscale.provenance import available_cores
 from asrscale.worlds import ops
-from asrscale.worlds.devices import gpu_identity, resolve_device
+from asrscale.worlds.devices import gpu_identity, resolve_device, synchronize
 from asrscale.worlds.ops import flatten, unflatten
 from asrscale.worlds.timing import TimeSplit
 
@@ -235,6 +235,12 @@ class MPIWorld:
     @execute.register
     def _(self, request: ops.Compute):
         self.clock.add("compute", request.seconds)
+
+    @execute.register
+    def _(self, request: ops.Update):
+        with self.clock.measure("compute"):
+            request.apply()
+            synchronize(self.device)
 
     @execute.register
     def _(self, request: ops.Gradient):

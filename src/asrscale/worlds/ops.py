@@ -44,6 +44,17 @@ class Gradient:
 
 
 @dataclass
+class Update:
+    """Apply a learner's optimizer step (its gradient, at its learning rate). `apply()` does it
+    alone; a world may instead defer it, never past anything that reads or changes the learner's
+    model, and apply many learners' together through its updater (given `job`), exactly as each
+    alone."""
+
+    apply: Callable[[], None]
+    job: object = None
+
+
+@dataclass
 class DataWait:
     """The learner has just waited `seconds` for its next batch, of `frames` input frames."""
 
@@ -174,14 +185,16 @@ class Layout:
 
 
 def run_alone(program):
-    """Run a learner's program by itself, as no world would: its gradients computed, every other
-    request ignored (timing one learner's work, as calibration and the benchmarks do). Returns
-    the program's value."""
+    """Run a learner's program by itself, as no world would: its gradients computed and its updates
+    applied, every other request ignored (timing one learner's work, as calibration and the
+    benchmarks do). Returns the program's value."""
     reply = None
     try:
         while True:
             request = program.send(reply)
             reply = request.compute() if isinstance(request, Gradient) else None
+            if isinstance(request, Update):
+                request.apply()
     except StopIteration as stop:
         return stop.value
 

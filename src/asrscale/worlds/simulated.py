@@ -70,19 +70,21 @@ class SimWorld:
     its GPU where it has one); the modelled devices are the profile's. With a `fuser`
     (asrscale.training.fused.fused_gradients), learners' gradients are computed together: a
     learner's is deferred until it (or its model, for an averaging) is needed, and then every
-    deferred one is computed as one, each exactly as alone. It computes with `cores` threads (the
+    deferred one is computed as one, each exactly as alone; with an `updater`
+    (asrscale.training.fused.fused_updates), their optimizer steps likewise. It computes with `cores` threads (the
     job's; by default every core the process may run on): its clock is modelled, not measured."""
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None,
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None, updater=None,
                  cores: int | None = None):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.device = resolve_device(device)
         self.loads_in_background = False  # batches are built in line; their time is modelled
-        # fusing learners: `fuser(jobs)` computes many `ops.Gradient`s as one (deferred: by rank)
-        self.fuser, self._deferred = fuser, {}
+        # fusing learners: `fuser(jobs)` computes many `ops.Gradient`s as one, `updater(jobs)`
+        # applies many `ops.Update`s as one (deferred: by rank, at most one a rank)
+        self.fuser, self.updater, self._deferred = fuser, updater, {}
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = cores or available_cores()  # one rank computes at a time, on the job's cores
         per_machine = costs.hardware.learners_per_node
@@ -128,8 +130,8 @@ class SimWorld:
         while self._ready:
             _, index = heapq.heappop(self._ready)
             rank = self.ranks[index]
-            if rank.rank in self._deferred:  # its gradient is needed now: every deferred one with it
-                self._compute_deferred()
+            if rank.rank in self._deferred:  # its result is needed now: every deferred one with it
+                self._carry_out_deferred()
             result, rank.result = rank.result, None
             try:
                 request = rank.program.send(result)
@@ -178,10 +180,26 @@ class SimWorld:
             self._deferred[rank.rank] = request
             self._resume(rank, done)
 
-    def _compute_deferred(self) -> None:
+    @execute.register
+    def _(self, request: ops.Update, rank: _Rank):
+        done = self._computing(rank, "update", 0)
+        if self.updater is None:
+            request.apply()
+        else:
+            self._deferred[rank.rank] = request
+        self._resume(rank, done)
+
+    def _carry_out_deferred(self) -> None:
+        """Every deferred update, then every deferred gradient (of other learners: a learner
+        waits for what it asked, so it has one at most)."""
         deferred, self._deferred = self._deferred, {}
-        for index, loss in zip(deferred, self.fuser([request.job for request in deferred.values()])):
-            self.ranks[index].result = loss
+        updates = [request.job for request in deferred.values() if isinstance(request, ops.Update)]
+        if updates:
+            self.updater(updates)
+        gradients = {index: request for index, request in deferred.items() if isinstance(request, ops.Gradient)}
+        if gradients:
+            for index, loss in zip(gradients, self.fuser([request.job for request in gradients.values()])):
+                self.ranks[index].result = loss
 
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):
@@ -269,8 +287,8 @@ class SimWorld:
     def _(self, request: ops.Gossip, rank: _Rank):
         _, members = self._group(rank, request.group)
         peer, gossip = members[request.peer], _Gossip(request.receive)
-        if peer.rank in self._deferred:  # what it computes on is fixed before it is averaged
-            self._compute_deferred()
+        if peer.rank in self._deferred:  # what it computes on, or its update, before it is averaged
+            self._carry_out_deferred()
         if peer.served is None:  # not serving yet: answered when it begins
             peer.early.append((rank, flatten(request.send), gossip))
         else:
