@@ -64,6 +64,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
+    torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
     study = Study.of(work)
     run, train_set, place = study.seq, study.train_set(), torch.device(device)
     shards = [read_shard(study.results / "shards" / f"P{LEARNERS}" / f"shard{r}.tsv") for r in range(LEARNERS)]
