@@ -338,6 +338,9 @@ class LearnerLoop:
             return self.learner.model
         if self.evaluated is None:
             self.evaluated = copy.deepcopy(self.learner.model)
+            for module in self.evaluated.modules():  # a copy's LSTM weights are not cuDNN's one chunk
+                if isinstance(module, torch.nn.RNNBase):
+                    module.flatten_parameters()
         unflatten(ops.flatten(weights), list(self.evaluated.state_dict().values()))
         return self.evaluated
 
