@@ -1,7 +1,14 @@
 """Target 3: what it costs to simulate 64 learners. One epoch of SSGD and of ADPSGD with 64
 simulated learners on the study's hardware profile, against SEQ really training one epoch on the
 same data; wall time and peak memory, each run `asrscale train` as the workflow calls it, in a
-process of its own."""
+process of its own.
+
+On a GPU (skipped without one), the fused learners' target: one epoch of 64 simulated learners
+of SSGD, ADPSGD, KAVG and MA (fused, as `study.fuse_learners: auto` has it there) at half or more
+of the frames per second of one model trained at their global batch (64 × 32) on the same GPU.
+An epoch there takes seconds, so each figure is the difference between a run of 3 epochs and one
+of 1: what a run's start costs (imports, the GPU's context, the data, the first CUDA graphs'
+captures) cancels, and the epochs' dev evaluations and checkpoints count, on both sides alike."""
 
 import shutil
 from pathlib import Path
@@ -10,6 +17,8 @@ from benchmarks.common import CORPUS, Bench, Stopwatch, Study, child, child_main
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
+FUSED = ("ssgd", "adpsgd", "kavg", "ma")
+EPOCHS = (1, 3)  # the GPU's figures: the difference between runs of these many epochs
 
 
 def padded_frames(bench: Bench, learners: int) -> int:
@@ -32,7 +41,8 @@ def run(bench: Bench) -> None:
     bench.add("simulation", f"frames computed with padding, {LEARNERS} learners / SEQ, one epoch", padding, "x")
     # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
     runs = [("seq", 1)] + [(algorithm, LEARNERS) for algorithm in SIMULATED]
-    measured = [{a: child(bench, "simulation", bench.work, a, p) for a, p in runs} for _ in range(repetitions)]
+    measured = [{a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
+                for _ in range(repetitions)]  # fmt: skip
     seq = [m["seq"] for m in measured]
     for algorithm in SIMULATED:
         simulated = [m[algorithm] for m in measured]
@@ -43,16 +53,49 @@ def run(bench: Bench) -> None:
         memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
         bench.add("simulation", f"peak memory, {algorithm.upper()} {LEARNERS} simulated learners / SEQ", memory, "x",
                   "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
+    on_a_gpu(bench)
 
 
-def measure(work: Path, algorithm: str, learners: int) -> dict:
+def on_a_gpu(bench: Bench) -> None:
+    """The fused learners' epochs against one model at their global batch, on a GPU."""
+    batch = LEARNERS * bench.config["train"]["batch_size"]
+
+    def frames_per_s(algorithm: str, learners: int, batch_size: int = 0) -> dict:
+        runs = []
+        for epochs in EPOCHS:
+            runs.append(child(bench, "simulation", bench.work, algorithm, learners, "cuda", epochs, batch_size))
+            if not runs[-1]["measured"]:
+                return runs[-1]
+        frames, seconds = (runs[1][k] - runs[0][k] for k in ("frames", "wall_s"))
+        return {"measured": True, "value": frames / seconds}
+
+    big = frames_per_s("seq", 1, batch_size=batch)
+    if not big["measured"]:
+        print(f"  cuda: skipped ({big['why']})", flush=True)
+        return
+    for algorithm in FUSED:
+        fused = frames_per_s(algorithm, LEARNERS)["value"]
+        bench.add("simulation", f"cuda: one epoch of {algorithm.upper()}, {LEARNERS} fused simulated learners / one "
+                  f"model at batch {batch}, frames/s", fused / big["value"], "x", ">= 0.5", frames_per_s=fused,
+                  big_frames_per_s=big["value"])  # fmt: skip
+
+
+def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int, batch_size: int) -> dict:
+    """One run of `epochs` epochs on `device` (at `batch_size` a learner; 0: the study's): its
+    wall time, peak memory and frames trained."""
+    import torch
+
     from asrscale import cli
 
+    if device == "cuda" and not torch.cuda.is_available():
+        return {"measured": False, "why": "no CUDA device here"}
     results = work / "results" / CORPUS
-    out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}"
+    out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}-{device}-{epochs}"
     shutil.rmtree(out, ignore_errors=True)
+    train = {"batch_size": batch_size} if batch_size else {}
     # SEQ really trains alone; the others are simulated on the study's hardware profile
-    settings = Study.of(work).settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi", epochs=1)
+    settings = Study.of(work).settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi",
+                                            epochs=epochs, device=device, **train)  # fmt: skip
     argv = [
         "train",
         "--settings",
@@ -72,10 +115,10 @@ def measure(work: Path, algorithm: str, learners: int) -> dict:
         argv += ["--calibration", results / "studies" / CORPUS / "calibration.json"]
     with Stopwatch() as watch:
         cli.main(list(map(str, argv)))
-    epoch = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
-    frames = int(dict(zip(epoch[0], epoch[-1]))["frames"])
-    return {"wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames}
+    rows = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
+    frames = sum(int(row["frames"]) for row in (dict(zip(rows[0], r)) for r in rows[1:]) if row["kind"] == "epoch")
+    return {"measured": True, "wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames}
 
 
 if __name__ == "__main__":
-    child_main(measure, work=Path, algorithm=str, learners=int)
+    child_main(measure, work=Path, algorithm=str, learners=int, device=str, epochs=int, batch_size=int)
