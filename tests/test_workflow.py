@@ -192,15 +192,16 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "study, runs",
-    [((), 27), (("validation.yaml",), 26), (("reproduction.yaml",), 72), (("claims-at-4.yaml",), 9),
-     (("stragglers.yaml",), 9)],
+    "study, runs, simulated",
+    [((), 27, 4), (("validation.yaml",), 26, 4), (("reproduction.yaml",), 72, 4), (("claims-at-4.yaml",), 9, 4),
+     (("stragglers.yaml",), 9, 4), (("scaled-64.yaml",), 3, 64)],
 )  # fmt: skip
-def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs):
+def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
     configs = [ROOT / "config.yaml", *(ROOT / "studies" / name for name in study)]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
     assert re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)[0] == str(runs), result.stdout[-2000:]
-    assert re.search(r"asrscale train --settings \S+/P4/seed1/settings.json .* --calibration \S+", result.stdout)
+    command = rf"asrscale train --settings \S+/P{simulated}/seed1/settings.json .* --calibration \S+"
+    assert re.search(command, result.stdout)
 
 
 def test_simulated_runs_on_the_cpu_take_a_core_each_and_runs_on_ranks_the_machine(tmp_path):
