@@ -9,9 +9,11 @@ launches (about 7 ms a step for any batch up to ~512), so N learners in turn cos
 while N learners stacked cost little more than one.
 
 The LSTM recurrence has a hand-written backward (`Recurrence`): the per-step part is the
-elementwise gate algebra and one small batched product, and the recurrent weights' gradient is
-one large product over all time steps (autograd would make one per step). The input projection
-and the output layer are batched products over all frames, left to autograd.
+elementwise gate algebra (asrscale.training.cells: a Triton kernel each way on a GPU) and one
+small batched product, and the recurrent weights' gradient is one large product over all time
+steps (autograd would make one per step). The input projection and the output layer are batched
+products over all frames, left to autograd. The learners' optimizer steps, too, are taken as one
+(`fused_updates`).
 """
 
 from functools import partial
@@ -293,16 +295,15 @@ def fused_updates(jobs: list[tuple]) -> None:
         grads = [p.grad for p in params]
         common = {k: settings[k] for k in ("foreach", "fused", "maximize")}
         if kind is torch.optim.Adam:
-            adam(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-                                  [], [s["step"] for s in states], amsgrad=settings["amsgrad"],
-                                  beta1=settings["betas"][0], beta2=settings["betas"][1], lr=lr,
-                                  weight_decay=settings["weight_decay"], eps=settings["eps"],
-                                  capturable=settings["capturable"], differentiable=settings["differentiable"],
-                                  decoupled_weight_decay=settings["decoupled_weight_decay"], **common)  # fmt: skip
+            adam(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [],
+                 [s["step"] for s in states], amsgrad=settings["amsgrad"], beta1=settings["betas"][0],
+                 beta2=settings["betas"][1], lr=lr, weight_decay=settings["weight_decay"], eps=settings["eps"],
+                 capturable=settings["capturable"], differentiable=settings["differentiable"],
+                 decoupled_weight_decay=settings["decoupled_weight_decay"], **common)  # fmt: skip
         elif kind is torch.optim.SGD:
             sgd(params, grads, [s.get("momentum_buffer") for s in states], lr=lr,
-                                weight_decay=settings["weight_decay"], momentum=settings["momentum"],
-                                dampening=settings["dampening"], nesterov=settings["nesterov"], **common)  # fmt: skip
+                weight_decay=settings["weight_decay"], momentum=settings["momentum"],
+                dampening=settings["dampening"], nesterov=settings["nesterov"], **common)  # fmt: skip
         else:
             raise TypeError(f"no fused update for {kind.__name__}")
         for learner in learners:
