@@ -54,8 +54,8 @@ def test_fused_learners_with_tritons_cells_train_as_learners_one_by_one(corpus, 
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # the unfused learners' LSTM
     fused = fuser(DEVICE) if DEVICE.type == "cuda" else partial(fused_gradients, loops=Loops(cells.TritonCell()))
     (alone, alone_metrics), (together, fused_metrics) = (
-        simulate(corpus, tmp_path / name, algorithm, 4, fuse, device=DEVICE.type, optimizer="sgd", lr=0.05)
-        for name, fuse in (("alone", False), ("fused", fused))
+        simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, DEVICE.type, fused, optimizer="sgd", lr=0.05)
+        for fuse in (False, True)
     )
     for name, tensor in alone.items():
         torch.testing.assert_close(together[name], tensor, rtol=1e-3, atol=1e-4, msg=name)

@@ -17,17 +17,17 @@ from conftest import run_config
 from test_sim import CALIBRATION
 
 
-def simulate(corpus, out, algorithm, learners, fuse, device="cpu", **train_changes):
-    """A run of 4 simulated learners; `fuse`: whether to fuse them (True: with the CPU's fuser), or
-    the fuser to fuse them with; fused learners' updates are applied together too."""
+def simulate(corpus, out, algorithm, learners, fuse, device="cpu", fuser=None, **train_changes):
+    """A run of 4 simulated learners; `fuse`: whether to fuse them with `fuser` (by default the
+    CPU's, fused_gradients), their updates then applied together too."""
     costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine", jitter=0.05)), CALIBRATION, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
     run = run_config(algorithm, options=options, device=device,
                      **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})  # fmt: skip
     servers = 1 if algorithm == "asgd" else 0
-    fuser = (fused_gradients if fuse else None) if isinstance(fuse, bool) else fuse
+    fusing = {"fuser": fuser or fused_gradients, "updater": fused_updates} if fuse else {}
     world = SimWorld(learners, costs, servers, learners_per_node=2, prefetch=run.train.prefetch, name=algorithm,
-                     device=device, fuser=fuser, updater=fused_updates if fuser else None)  # fmt: skip
+                     device=device, **fusing)  # fmt: skip
     paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
     train(run, paths, world)
     return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")

@@ -22,9 +22,10 @@ COMPUTE_KINDS = ("backward", "update", "precondition")
 
 @dataclass
 class Compute:
-    """The learner has just spent `seconds` computing: a forward and backward pass over `frames`
-    input frames, an optimizer update, or preconditioning (one of `COMPUTE_KINDS`). A simulated
-    world charges its modelled time for the kind and frames instead of the seconds measured."""
+    """The learner has just spent `seconds` computing (one of `COMPUTE_KINDS`: a forward and
+    backward pass over `frames` input frames, or preconditioning; gradients and updates are
+    requests of their own, `Gradient` and `Update`, which a world carries out). A simulated world
+    charges its modelled time for the kind and frames instead of the seconds measured."""
 
     seconds: float
     frames: int = 0

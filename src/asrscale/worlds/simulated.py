@@ -71,8 +71,9 @@ class SimWorld:
     (asrscale.training.fused.fused_gradients), learners' gradients are computed together: a
     learner's is deferred until it (or its model, for an averaging) is needed, and then every
     deferred one is computed as one, each exactly as alone; with an `updater`
-    (asrscale.training.fused.fused_updates), their optimizer steps likewise. It computes with `cores` threads (the
-    job's; by default every core the process may run on): its clock is modelled, not measured."""
+    (asrscale.training.fused.fused_updates), their optimizer steps likewise. It computes with
+    `cores` threads (the job's; by default every core the process may run on): its clock is
+    modelled, not measured."""
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
                  prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None, updater=None,
