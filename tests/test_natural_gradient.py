@@ -80,3 +80,23 @@ def test_every_affine_map_of_a_model_is_preconditioned_from_its_frames():
         for name in recorder.record:
             torch.testing.assert_close(joint(now, name).norm(), joint(plain, name).norm())
             assert not torch.allclose(joint(now, name), joint(plain, name))
+
+
+def test_a_recorded_step_leaves_nothing_behind():
+    """Once a recording step's gradient is taken and its statistics dropped, its autograd graph
+    and recorder are freed (a recorder's hook that held its map's inputs made a cycle through
+    autograd's C++ graph that Python cannot collect: every MA step leaked its graph, 12 GB in a
+    2-epoch run)."""
+    import gc
+    import weakref
+
+    model = build_model(model_config(units=16), 40, 12)
+    batch = Batch(torch.randn(2, 30, 40), torch.tensor([30, 24]), torch.randint(1, 12, (6,)), torch.tensor([3, 3]),
+                  list("ab"))  # fmt: skip
+    recorder = Recorder()
+    ctc_loss(model, batch, recorder=recorder)[0].backward()
+    assert recorder.record
+    gone = weakref.ref(recorder)
+    del recorder
+    gc.collect()
+    assert gone() is None

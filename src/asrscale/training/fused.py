@@ -175,9 +175,13 @@ class Recorder:
         """An affine map's statistics: `weights` name the maps stacked along the first dimension
         (a bidirectional layer's two directions), each an equal share of it."""
 
+        # the hook must not hold `inputs` itself: through its autograd graph it leads back to the
+        # node the hook sits on, a cycle through C++ that Python's collector cannot free (each
+        # step's graph leaked: 12 GB in a 2-epoch MA run)
+        inputs = inputs.detach().chunk(len(weights))
+
         def keep(derivatives):
-            shares = zip(weights, inputs.detach().chunk(len(weights)), derivatives.detach().chunk(len(weights)))
-            for name, mine, theirs in shares:
+            for name, mine, theirs in zip(weights, inputs, derivatives.detach().chunk(len(weights))):
                 self.record[name] = (mine, theirs)
 
         if output.requires_grad:
