@@ -54,10 +54,9 @@ class _Rank:
 
 @dataclass
 class _Gossip:
-    """An averaging an active learner asked for: the peer's answer and when it is in."""
+    """An averaging an active learner asked for: where the peer's answer goes and when it is in."""
 
     receive: list[torch.Tensor]
-    answer: torch.Tensor | None = None
     ends: float | None = None
     waiting: bool = False
 
@@ -244,14 +243,20 @@ class SimWorld:
         first, size, last = requests[0], len(arrived), max(r.time for r in ranks)
         results, category = [None] * size, "communication"
         if isinstance(first, ops.Allreduce):
-            total = sum(flatten(q.tensors) for q in requests) / size
-            for q in requests:
-                unflatten(total, q.tensors)
+            with torch.no_grad():  # tensor by tensor, as the learners' own: no flat copies of 64 models
+                total = [t.detach().clone() for t in first.tensors]
+                for q in requests[1:]:
+                    torch._foreach_add_(total, q.tensors)
+                torch._foreach_div_(total, size)
+                for q in requests:
+                    torch._foreach_copy_(q.tensors, total)
             seconds = self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
         elif isinstance(first, ops.Broadcast):
-            source = flatten(requests[first.root].tensors)
-            for q in requests:
-                unflatten(source, q.tensors)
+            root = requests[first.root]
+            with torch.no_grad():
+                for q in requests:
+                    if q is not root:
+                        torch._foreach_copy_(q.tensors, root.tensors)
             seconds = self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
         else:
             seconds, category = (self.costs.small_s(size, same_node) if size > 1 else 0.0), "idle"
@@ -291,24 +296,27 @@ class SimWorld:
         if peer.rank in self._deferred:  # what it computes on, or its update, before it is averaged
             self._carry_out_deferred()
         if peer.served is None:  # not serving yet: answered when it begins
-            peer.early.append((rank, flatten(request.send), gossip))
+            peer.early.append((rank, request.send, gossip))
         else:
-            self._answer(peer, rank, flatten(request.send), gossip, rank.time)
+            self._answer(peer, rank, request.send, gossip, rank.time)
         self._resume(rank, rank.time, gossip)
 
-    def _answer(self, peer: _Rank, asking: _Rank, sent: torch.Tensor, gossip: _Gossip, at: float) -> None:
+    @torch.no_grad()
+    def _answer(self, peer: _Rank, asking: _Rank, sent: list[torch.Tensor], gossip: _Gossip, at: float) -> None:
         """The peer answers with its tensors as they are, and takes the average for itself: the
-        simulator runs requests in virtual-time order, so what it has computed so far is done."""
-        gossip.answer = flatten(peer.served)
-        unflatten((gossip.answer + sent) / 2, peer.served)
-        nbytes = gossip.answer.numel() * gossip.answer.element_size()
+        simulator runs requests in virtual-time order, so what it has computed so far is done.
+        The asking learner's tensors are read where they are: it waits for the answer before it
+        changes them (and an active learner never serves)."""
+        torch._foreach_copy_(gossip.receive, peer.served)
+        torch._foreach_add_(peer.served, sent)
+        torch._foreach_mul_(peer.served, 0.5)
+        nbytes = _nbytes(peer.served)
         arrived = self._transfer(asking, peer, nbytes, at)
         gossip.ends = self._transfer(peer, asking, nbytes, arrived)
         if gossip.waiting:
             self._finish_gossip(asking, gossip)
 
     def _finish_gossip(self, rank: _Rank, gossip: _Gossip) -> None:
-        unflatten(gossip.answer, gossip.receive)
         wait = max(0.0, gossip.ends - rank.time)
         rank.clock.add("communication", wait)
         self._resume(rank, rank.time + wait)
