@@ -38,3 +38,19 @@ def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus)
 def test_prefetcher_reraises_loading_errors(train_set):
     with pytest.raises(KeyError):
         list(Prefetcher(train_set, [["no-such-utterance"]], depth=2))
+
+
+def test_dev_shares_cover_the_set_once_in_runs_of_similar_length_and_even_frames():
+    """Evaluation's split over learners: every utterance in one share, each share a run of the
+    length order (so its batches pad little), shares within one utterance of equal frames."""
+    from asrscale.training.evaluation import share
+
+    frames = {f"u{i:03d}": 50 + (i * 37) % 400 for i in range(300)}
+    for size in (1, 3, 16, 64):
+        shares = [share(frames, rank, size) for rank in range(size)]
+        assert sorted(u for s in shares for u in s) == sorted(frames)
+        order = sorted(frames, key=lambda u: (frames[u], u))
+        assert [u for s in shares for u in s] == order
+        loads = [sum(frames[u] for u in s) for s in shares]
+        assert max(loads) - min(loads) <= 2 * max(frames.values())
+    assert share({}, 0, 4) == []
