@@ -4,6 +4,7 @@ import torch
 from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
+from asrscale.training.evaluation import share
 
 
 @pytest.fixture
@@ -43,8 +44,6 @@ def test_prefetcher_reraises_loading_errors(train_set):
 def test_dev_shares_cover_the_set_once_in_runs_of_similar_length_and_even_frames():
     """Evaluation's split over learners: every utterance in one share, each share a run of the
     length order (so its batches pad little), shares within one utterance of equal frames."""
-    from asrscale.training.evaluation import share
-
     frames = {f"u{i:03d}": 50 + (i * 37) % 400 for i in range(300)}
     for size in (1, 3, 16, 64):
         shares = [share(frames, rank, size) for rank in range(size)]

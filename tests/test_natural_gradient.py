@@ -1,5 +1,8 @@
 """povey14's online natural gradient: per-frame statistics, low-rank-plus-identity factors."""
 
+import gc
+import weakref
+
 import torch
 
 from asrscale.data.batches import Batch
@@ -87,9 +90,6 @@ def test_a_recorded_step_leaves_nothing_behind():
     and recorder are freed (a recorder's hook that held its map's inputs made a cycle through
     autograd's C++ graph that Python cannot collect: every MA step leaked its graph, 12 GB in a
     2-epoch run)."""
-    import gc
-    import weakref
-
     model = build_model(model_config(units=16), 40, 12)
     batch = Batch(torch.randn(2, 30, 40), torch.tensor([30, 24]), torch.randint(1, 12, (6,)), torch.tensor([3, 3]),
                   list("ab"))  # fmt: skip
