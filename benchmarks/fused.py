@@ -9,6 +9,10 @@ graphs with the algebra in torch's operations, the way before those kernels; the
 once each shape's graphs are captured). The fused rounds' updates are one multi-tensor step for
 the 64 learners (fused_updates, as the simulated world applies them), the learners in turn each
 take their own; "updates" is the fused rounds' optimizer steps alone, their share of a round.
+Also MA's NG-SGD preconditioning of the 64 learners' gradients (povey14; MA's dominant cost at
+this model and batch): together, as the simulated world fuses it (precondition_together), against
+the learners in turn, a step of its steady schedule (one refresh of the factors every
+`update_period` steps).
 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
@@ -51,6 +55,9 @@ def run(bench: Bench) -> None:
         if device == "cuda":
             bench.add("fused", f"cuda: peak memory of {LEARNERS} fused learners", figures["fused_peak_gb"], "GB",
                       with_cuda_graphs_gb=figures["graphed_peak_gb"])  # fmt: skip
+        in_turn, together = figures["precondition_in_turn_s"][0], figures["precondition_together_s"][0]
+        bench.add("fused", f"{device}: NG-SGD of {LEARNERS} learners, together / in turn, time a step",
+                  together / in_turn, "x", together_s=together, in_turn_s=in_turn)  # fmt: skip
 
 
 def measure(work: Path, device: str, rounds: int) -> dict:
@@ -58,9 +65,13 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     from asrscale.data.batches import Batch
     from asrscale.data.shard import read_shard
+    from asrscale.training.algorithms.ma import natural_gradient_of
     from asrscale.training.cells import TorchCell
-    from asrscale.training.fused import GraphedLoops, fused_gradients, fused_updates, fuser
+    from asrscale.training.fused import GraphedLoops, Recorder, fused_gradients, fused_updates, fusers
     from asrscale.training.learner import Learner, make_optimizer
+    from asrscale.training.natural_gradient import precondition_together
+    from asrscale.worlds import ops
+    from asrscale.worlds.devices import synchronize
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
@@ -95,7 +106,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
             fused_updates([(each, run.train.lr) for each in learners])
 
     jobs = [(each, batch, None) for each, batch in zip(learners, batches)]
-    the_worlds_fuser = fuser(place)  # on a GPU: the recurrence's loops as CUDA graphs
+    the_worlds_fuser = fusers(place)[ops.Gradient]  # on a GPU: the recurrence's loops as CUDA graphs
 
     def fused():
         fused_gradients(jobs)  # kernel by kernel
@@ -138,6 +149,27 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         seconds[f"{name}_s"] = timed
         if name in ("fused", "graphed", "graphed_torch_cells") and device == "cuda":
             seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+
+    recorders = [Recorder() for _ in learners]
+    fused_gradients([(each, batch, recorder) for each, batch, recorder in zip(learners, batches, recorders)])
+
+    def in_turn(jobs):
+        for natural, recorder in jobs:
+            natural.precondition(recorder)
+
+    for way, precondition in (("in_turn", in_turn), ("together", precondition_together)):
+        naturals = [natural_gradient_of(each.model) for each in learners]
+        jobs = list(zip(naturals, recorders))
+        precondition(jobs)  # the first step: the factors' first estimate
+        for natural in naturals:  # on to the steady schedule (each of the first ten steps refreshes)
+            natural.steps = 10 * natural.update_period
+        precondition(jobs)  # a warm-up step of the steady schedule
+        synchronize(place)
+        start = time.perf_counter()
+        for _ in range(naturals[0].update_period):
+            precondition(jobs)
+        synchronize(place)
+        seconds[f"precondition_{way}_s"] = [(time.perf_counter() - start) / naturals[0].update_period]
     return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
 
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from asrscale.training import cells
-from asrscale.training.fused import Loops, fused_gradients, fuser, recurrence_backward, recurrence_forward
+from asrscale.training.fused import Loops, fused_gradients, recurrence_backward, recurrence_forward
+from asrscale.worlds import ops
 from test_fusion import simulate
 
 if torch.cuda.is_available():
@@ -52,7 +53,7 @@ def test_fused_learners_with_tritons_cells_train_as_learners_one_by_one(corpus, 
     them), where the gradient reaches the recurrence in the layout of its use: after an epoch, the
     models of learners computed one by one, to float rounding."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # the unfused learners' LSTM
-    fused = fuser(DEVICE) if DEVICE.type == "cuda" else partial(fused_gradients, loops=Loops(cells.TritonCell()))
+    fused = {} if DEVICE.type == "cuda" else {ops.Gradient: partial(fused_gradients, loops=Loops(cells.TritonCell()))}
     (alone, alone_metrics), (together, fused_metrics) = (
         simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, DEVICE.type, fused, optimizer="sgd", lr=0.05)
         for fuse in (False, True)

@@ -9,7 +9,7 @@ import torch
 
 from asrscale.data.batches import Batch
 from asrscale.training.algorithms import ALGORITHMS, make_algorithm
-from asrscale.training.fused import fused_forward, fused_updates
+from asrscale.training.fused import Recorder, fused_forward, fusers
 from asrscale.training.learner import make_optimizer
 from asrscale.training.loop import Learner
 from asrscale.training.models import build_model
@@ -55,9 +55,9 @@ def answer(request):
     for field in ("tensors", "send", "receive"):
         if isinstance(getattr(request, field, None), list):
             ops.flatten(getattr(request, field))
-    if isinstance(request, ops.Update):  # both ways a world applies it (no values: twice is harmless)
-        request.apply()
-        fused_updates([request.job])
+    if isinstance(request, (ops.Update, ops.Precondition)):  # both ways a world does it (no values: twice is harmless)
+        request.alone()
+        fusers(META)[type(request)]([request.job])
     if isinstance(request, ops.Reduce):
         return np.asarray(request.values, dtype=np.float64)
     if isinstance(request, ops.Receive):
@@ -106,9 +106,10 @@ def test_natural_gradient_keeps_to_the_parameters_device():
     for parameter in (weight, bias):
         parameter.grad = torch.zeros_like(parameter)
     natural_gradient = NaturalGradient({"w": weight}, {"w": bias}, rank_in=2, rank_out=3)
-    record = {"w": (torch.empty(40, 5, device=META), torch.empty(40, 6, device=META))}
+    recorder = Recorder()
+    recorder.record = {"w": (torch.empty(40, 5, device=META), torch.empty(40, 6, device=META))}
     for _ in range(12):  # refreshes included
-        natural_gradient.precondition(record)
+        natural_gradient.precondition(recorder)
     assert weight.grad.device == bias.grad.device == META
 
 

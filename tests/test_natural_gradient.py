@@ -1,5 +1,6 @@
 """povey14's online natural gradient: per-frame statistics, low-rank-plus-identity factors."""
 
+import copy
 import gc
 import weakref
 
@@ -10,7 +11,7 @@ from asrscale.training.algorithms.ma import natural_gradient_of
 from asrscale.training.fused import Recorder
 from asrscale.training.learner import ctc_loss
 from asrscale.training.models import build_model
-from asrscale.training.natural_gradient import Factor, NaturalGradient
+from asrscale.training.natural_gradient import Factor, NaturalGradient, precondition_together, refresh, stacked
 from conftest import model_config
 
 
@@ -20,14 +21,15 @@ def test_a_factor_follows_the_covariance_of_its_rows():
     torch.manual_seed(0)
     directions = torch.linalg.qr(torch.randn(16, 3))[0]  # 16 × 3, orthonormal
     scales = torch.tensor([10.0, 6.0, 4.0])
-    factor = Factor(16, 3, torch.device("cpu"))
-    for _ in range(60):
+    state = stacked([Factor(16, 3, torch.device("cpu"))])
+    for step in range(60):
         rows = torch.randn(200, 16) + (torch.randn(200, 3) * scales) @ directions.T
-        factor.refresh(rows, torch.tensor(200.0), eta=0.1)
-    captured = (factor.basis @ directions).square().sum(0)
+        state = refresh(rows[None], torch.tensor([200.0]), torch.tensor([0.1]), *state, first=step == 0)
+    basis, values, floor = (tensor[0] for tensor in state)
+    captured = (basis @ directions).square().sum(0)
     assert captured.min() > 0.95
-    torch.testing.assert_close(factor.values.sort().values, (scales**2).sort().values, rtol=0.2, atol=0)
-    assert abs(factor.floor.item() - 1.0) < 0.2
+    torch.testing.assert_close(values.sort().values, (scales**2).sort().values, rtol=0.2, atol=0)
+    assert abs(floor.item() - 1.0) < 0.2
 
 
 def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
@@ -37,7 +39,7 @@ def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
     gradient's."""
     torch.manual_seed(1)
     weight = torch.nn.Parameter(torch.zeros(8, 12))
-    preconditioner = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2)
+    preconditioner, recorder = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2), Recorder()
     large = torch.zeros(12)
     large[0] = 1.0
     for spread, expect_down in ((torch.ones(12), False), (1 + 30 * large, True)):
@@ -45,7 +47,8 @@ def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
             inputs, derivatives = torch.randn(500, 12) * spread, torch.randn(500, 8)
             weight.grad = derivatives.T @ inputs
             plain = weight.grad.clone()
-            preconditioner.precondition({"w": (inputs, derivatives)})
+            recorder.record = {"w": (inputs, derivatives)}
+            preconditioner.precondition(recorder)
         torch.testing.assert_close(weight.grad.norm(), plain.norm())
         share = lambda g: (g[:, 0].norm() / g[:, 1:].norm()).item()  # noqa: E731
         if expect_down:
@@ -54,6 +57,39 @@ def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
             cosine = (weight.grad * plain).sum() / (weight.grad.norm() * plain.norm())
             assert cosine > 0.95
         preconditioner = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2)
+
+
+def test_learners_preconditioned_together_are_preconditioned_as_each_alone():
+    """precondition_together, the fused learners' NG-SGD: learners whose minibatches differ in
+    frames and in rows (padded apart) and one a step behind the others (refreshing on another
+    schedule) get, step after step, the gradients and factors each gets alone."""
+    torch.manual_seed(0)
+    twins = []
+    for _ in range(3):
+        maps = [{"w": torch.nn.Parameter(torch.zeros(6, 5))}, {"w": torch.nn.Parameter(torch.zeros(6))}]
+        twins.append([NaturalGradient({"w": maps[0]["w"]}, {"w": maps[1]["w"]}, rank_in=2, rank_out=3, update_period=2)
+                      for maps in (maps, copy.deepcopy(maps))])  # fmt: skip
+    for step in range(14):
+        jobs = []
+        for learner, (alone, together) in enumerate(twins):
+            if learner == 2 and step == 0:
+                continue  # one step behind the others from here on
+            recorder = Recorder()
+            rows, frames = 44 - 4 * (learner == 1), 40 - 7 * learner  # padded apart; padding's rows zero
+            derivatives = torch.randn(rows, 6) * (torch.arange(rows) < frames)[:, None]
+            recorder.record = {"w": (torch.randn(rows, 5), derivatives)}
+            for natural in (alone, together):
+                natural.weights["w"].grad = torch.randn(6, 5) if natural is alone else alone.weights["w"].grad.clone()
+                natural.biases["w"].grad = torch.randn(6) if natural is alone else alone.biases["w"].grad.clone()
+            alone.precondition(recorder)
+            jobs.append((together, recorder))
+        precondition_together(jobs)
+        for alone, together in twins:
+            assert alone.steps == together.steps
+            for a, b in [(alone.weights["w"], together.weights["w"]), (alone.biases["w"], together.biases["w"])]:
+                torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6)
+            for a, b in zip(alone.factors["w"], together.factors["w"]):
+                torch.testing.assert_close(stacked([b]), stacked([a]), rtol=1e-4, atol=1e-6)
 
 
 def test_every_affine_map_of_a_model_is_preconditioned_from_its_frames():
@@ -74,7 +110,7 @@ def test_every_affine_map_of_a_model_is_preconditioned_from_its_frames():
         assert all(torch.allclose(p.grad, plain[name], atol=1e-5) for name, p in model.named_parameters())
         assert len(recorder.record) == maps
         natural = natural_gradient_of(model)
-        natural.precondition(recorder.record)
+        natural.precondition(recorder)
         now = {n: p.grad for n, p in model.named_parameters()}
 
         def joint(grads, weight):  # a map's weight and bias together

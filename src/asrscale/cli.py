@@ -116,7 +116,7 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
 
         if calibration is None:
             raise ValueError("a simulated run needs this machine's calibration: --calibration")
-        from asrscale.training.fused import fused_updates, fuser
+        from asrscale.training.fused import fusers
 
         profile = dict(settings["hardware"])
         costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=seed)
@@ -124,7 +124,7 @@ def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed:
                          device, cores=cores)  # fmt: skip
         fuse = settings["fuse_learners"]
         if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
-            world.fuser, world.updater = fuser(world.device), fused_updates
+            world.fusers = fusers(world.device)
         return world
     from asrscale.worlds.mpi import MPIWorld
 

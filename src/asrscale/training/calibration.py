@@ -90,7 +90,7 @@ def _time_learner(learner, minibatches, lr: float) -> dict:
     period = natural_gradient.update_period
 
     def precondition():
-        natural_gradient.precondition(recorder.record)
+        natural_gradient.precondition(recorder)
         synchronize(learner.device)
 
     def update():

@@ -13,7 +13,8 @@ elementwise gate algebra (asrscale.training.cells: a Triton kernel each way on a
 small batched product, and the recurrent weights' gradient is one large product over all time
 steps (autograd would make one per step). The input projection and the output layer are batched
 products over all frames, left to autograd. The learners' optimizer steps, too, are taken as one
-(`fused_updates`).
+(`fused_updates`), and their NG-SGD preconditionings (asrscale.training.natural_gradient); `fusers`
+gives the simulated world all three.
 """
 
 from functools import partial
@@ -25,6 +26,8 @@ from torch.optim.sgd import sgd
 
 from asrscale.training.cells import TorchCell, best_cell
 from asrscale.training.models import ModelConfig, stack_frames
+from asrscale.training.natural_gradient import precondition_together
+from asrscale.worlds import ops
 
 
 def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor, cell=TorchCell):
@@ -314,12 +317,15 @@ def fused_updates(jobs: list[tuple]) -> None:
             learner.steps += 1
 
 
-def fuser(device: torch.device):
-    """The simulated world's fuser on `device` (fused_gradients): on a GPU, the recurrence's loops
-    replayed as CUDA graphs, each step's algebra one Triton kernel each way where Triton is."""
-    if device.type != "cuda":
-        return fused_gradients
-    return partial(fused_gradients, loops=GraphedLoops(best_cell(device)))
+def fusers(device: torch.device) -> dict:
+    """The simulated world's fusers on `device`, by kind of a learner's work (asrscale.worlds.ops):
+    gradients (fused_gradients; on a GPU, the recurrence's loops replayed as CUDA graphs, each
+    step's algebra one Triton kernel each way where Triton is), updates (fused_updates) and NG-SGD's
+    preconditionings (asrscale.training.natural_gradient.precondition_together)."""
+    gradients = fused_gradients
+    if device.type == "cuda":
+        gradients = partial(fused_gradients, loops=GraphedLoops(best_cell(device)))
+    return {ops.Gradient: gradients, ops.Update: fused_updates, ops.Precondition: precondition_together}
 
 
 def _joint_batch(batches: list, device: torch.device):

@@ -21,63 +21,68 @@ quotients, ρ_new the mean of the rest of its trace. Kaldi's defaults: rank 20 o
 
 The maps are the model's affine maps as the per-frame computation makes them (`record` of
 asrscale.training.fused): each LSTM direction's input-to-gates and hidden-to-gates maps, the DNN's
-layers and the output layer.
+layers and the output layer. The arithmetic is written for many learners at once (each tensor's
+first dimension the learners'), so that fused learners precondition map by map in a few batched
+products (`precondition_together`) rather than a few hundred small ones each; one learner alone is
+the case of one.
 """
 
 import torch
 
 
 class Factor:
-    """One side's Fisher factor F = Rᵀ diag(d) R + ρ I: R (rank × dim, orthonormal rows), d
-    (`values`, each direction's excess over ρ) and ρ (`floor`)."""
+    """One side's Fisher factor of one learner's map, F = Rᵀ diag(d) R + ρ I: R (`basis`, rank ×
+    dim, orthonormal rows), d (`values`, each direction's excess over ρ) and ρ (`floor`); set by
+    the first refresh."""
 
     def __init__(self, dim: int, rank: int, device: torch.device, seed: int = 0):
-        self.rank = min(rank, max(dim - 1, 0))
+        rank = min(rank, max(dim - 1, 0))
         generator = torch.Generator().manual_seed(seed)
-        start = torch.linalg.qr(torch.randn(dim, self.rank, generator=generator))[0].T if self.rank else None
-        self.basis = (start if start is not None else torch.zeros(0, dim)).to(device)
-        self.values = torch.zeros(self.rank, device=device)
-        self.floor = torch.ones((), device=device)  # ρ: set by the first refresh
-        self.started = False
+        start = torch.linalg.qr(torch.randn(dim, rank, generator=generator))[0].T if rank else torch.zeros(0, dim)
+        self.basis, self.values = start.to(device), torch.zeros(rank, device=device)
+        self.floor = torch.ones((), device=device)
 
-    def precondition(self, rows: torch.Tensor, alpha: float) -> torch.Tensor:
-        """rows (frames × dim) times the inverse of the smoothed factor, at the rows' own norm."""
-        if not self.started:
-            return rows
-        floor = self.floor + alpha * (self.values.sum() + self.floor * rows.shape[1]) / rows.shape[1]
-        shrink = self.values / (self.values + floor)  # (F + ρ'I)⁻¹ ∝ I - Rᵀ diag(d / (d + ρ')) R
-        out = rows - (rows @ self.basis.T) * shrink @ self.basis
-        return out * (rows.norm() / out.norm().clamp(min=1e-30))
 
-    @torch.no_grad()
-    def refresh(self, rows: torch.Tensor, frames: torch.Tensor, eta) -> None:
-        """One step towards η·rowsᵀrows/N + (1-η)·F, kept at rank R plus the identity (N:
-        `frames`, the rows that are frames: padding's are zero)."""
-        dim = rows.shape[1]
-        first = not self.started
-        eta = 1.0 if first else eta
-        trace = eta * rows.square().sum() / frames + (1 - eta) * (self.values.sum() + self.floor * dim)
-        for _ in range(4 if first else 1):  # the first estimate: a few steps of subspace iteration
-            if not self.rank:
-                break
-            projected = rows @ self.basis.T  # frames × rank
-            grown = eta * rows.T @ projected / frames + (1 - eta) * self.basis.T * (self.values + self.floor)
-            basis = torch.linalg.qr(grown)[0].T
-            # Rayleigh-Ritz: the new factor within the subspace, diagonalised (rank × rank)
-            overlap, projected = basis @ self.basis.T, rows @ basis.T
-            old = (overlap * self.values) @ overlap.T + self.floor * torch.eye(self.rank, device=rows.device)
-            totals, rotation = torch.linalg.eigh(eta * projected.T @ projected / frames + (1 - eta) * old)
-            self.basis, self.values = rotation.T @ basis, totals
-        totals = self.values if self.rank else self.values.new_zeros(0)
-        self.floor = ((trace - totals.sum()) / max(dim - self.rank, 1)).clamp(min=1e-10)
-        self.values = (totals - self.floor).clamp(min=0)
-        self.started = True
+def stacked(factors: list[Factor]) -> tuple[torch.Tensor, ...]:
+    """The factors' basis, values and floor, each stacked over the learners."""
+    return tuple(torch.stack([getattr(f, key) for f in factors]) for key in ("basis", "values", "floor"))
+
+
+def precondition_rows(rows: torch.Tensor, basis, values, floor, alpha: float) -> torch.Tensor:
+    """Each learner's rows ([N, frames, dim]) times the inverse of its smoothed factor (`stacked`),
+    at the rows' own norm."""
+    dim = rows.shape[-1]
+    floor = floor + alpha * (values.sum(-1) + floor * dim) / dim
+    shrink = values / (values + floor[:, None])  # (F + ρ'I)⁻¹ ∝ I - Rᵀ diag(d / (d + ρ')) R
+    out = rows - (rows @ basis.mT) * shrink[:, None] @ basis
+    return out * (rows.norm(dim=(1, 2)) / out.norm(dim=(1, 2)).clamp(min=1e-30))[:, None, None]
+
+
+def refresh(rows: torch.Tensor, frames: torch.Tensor, eta: torch.Tensor, basis, values, floor, first: bool):
+    """Each learner's factor (`stacked`) one step towards η·rowsᵀrows/N + (1-η)·F, kept at rank R
+    plus the identity (rows [N, frames, dim]; N: `frames`, the rows that are frames, padding's
+    being zero; the first estimate from the rows alone). Returns the new basis, values and floor."""
+    dim, rank = rows.shape[-1], basis.shape[1]
+    eta = torch.ones_like(eta) if first else eta
+    weight, keep = (eta / frames)[:, None, None], (1 - eta)[:, None, None]
+    trace = eta * rows.square().sum((1, 2)) / frames + (1 - eta) * (values.sum(-1) + floor * dim)
+    identity = torch.eye(rank, device=rows.device)
+    for _ in range(4 if first and rank else 1 if rank else 0):  # the first: a few steps of subspace iteration
+        grown = weight * rows.mT @ (rows @ basis.mT) + keep * basis.mT * (values + floor[:, None])[:, None]
+        new = torch.linalg.qr(grown)[0].mT
+        # Rayleigh-Ritz: the new factor within the subspace, diagonalised (rank × rank)
+        overlap, projected = new @ basis.mT, rows @ new.mT
+        old = (overlap * values[:, None]) @ overlap.mT + floor[:, None, None] * identity
+        values, rotation = torch.linalg.eigh(weight * projected.mT @ projected + keep * old)
+        basis = rotation.mT @ new
+    floor = ((trace - values.sum(-1)) / max(dim - rank, 1)).clamp(min=1e-10)
+    return basis, (values - floor[:, None]).clamp(min=0), floor
 
 
 class NaturalGradient:
     """Preconditions the gradients of a model's affine maps (`weights` by name, each one's bias in
-    `biases`, or None) from the per-frame statistics a recording forward pass keeps:
-    `record[name] = (inputs, output_derivatives)`."""
+    `biases`, or None) from the per-frame statistics a recording forward pass keeps (a `Recorder`
+    of asrscale.training.fused: `record[name] = (inputs, output_derivatives)`)."""
 
     def __init__(self, weights: dict, biases: dict, rank_in: int = 20, rank_out: int = 80,
                  alpha: float = 4.0, history: int = 2000, update_period: int = 4):  # fmt: skip
@@ -96,31 +101,67 @@ class NaturalGradient:
     def load_state_dict(self, state: dict) -> None:
         self.steps = state["steps"]
         for name, (saved_in, saved_out) in state["factors"].items():
-            vars(self.factors[name][0]).update(saved_in)
-            vars(self.factors[name][1]).update(saved_out)
+            for factor, saved in zip(self.factors[name], (saved_in, saved_out)):
+                for key in ("basis", "values", "floor"):  # into its own tensors: refreshes write there
+                    getattr(factor, key).copy_(saved[key])
 
-    @torch.no_grad()
-    def precondition(self, record: dict) -> None:
+    def schedule(self) -> tuple:
+        """What this step does besides preconditioning: whether it refreshes the factors (every
+        one of the first ten steps, then every `update_period`), and whether for the first time;
+        with the settings, what learners preconditioned together must share."""
+        refresh = self.steps < 10 or self.steps % self.update_period == 0
+        return refresh, self.steps == 0, self.alpha, self.history
+
+    def precondition(self, recorder) -> None:
         """Replace each recorded map's gradients by NG-SGD's, at their norm; refresh the factors
         on schedule."""
-        refresh = self.steps < 10 or self.steps % self.update_period == 0
-        self.steps += 1
-        for name, (inputs, derivatives) in record.items():
-            weight, bias = self.weights[name], self.biases.get(name)
-            inputs, derivatives = inputs.reshape(-1, inputs.shape[-1]), derivatives.reshape(-1, derivatives.shape[-1])
+        precondition_together([(self, recorder)])
+
+
+@torch.no_grad()
+def precondition_together(jobs: list[tuple]) -> None:
+    """NG-SGD for many learners' gradients (`jobs`: (natural_gradient, recorder) each), learners
+    of one model: map by map, every learner's in one batched computation (those on one schedule),
+    each exactly as alone. The simulated world's fuser of `ops.Precondition`."""
+    groups = {}
+    for natural, recorder in jobs:
+        groups.setdefault(natural.schedule(), []).append((natural, recorder.record))
+    for (refreshing, first, alpha, history), group in groups.items():
+        naturals = [natural for natural, _ in group]
+        for natural in naturals:
+            natural.steps += 1
+        for name in group[0][1]:
+            weights, biases = [n.weights[name] for n in naturals], [n.biases.get(name) for n in naturals]
+            inputs, derivatives = (_rows([record[name][side] for _, record in group]) for side in (0, 1))
             # padding's frames carry no derivative: left out as zero rows (no host sync)
-            used = (derivatives.abs().amax(1, keepdim=True) > 0).to(inputs.dtype)
-            if bias is not None:
-                inputs = torch.cat([inputs, torch.ones_like(inputs[:, :1])], dim=1)
-            inputs, frames = inputs * used, used.sum().clamp(min=1)
-            input_side, output_side = self.factors[name]
-            if refresh:
-                eta = 1 - torch.exp(-frames / self.history)
-                input_side.refresh(inputs, frames, eta)
-                output_side.refresh(derivatives, frames, eta)
-            gradient = output_side.precondition(derivatives, self.alpha).T @ input_side.precondition(inputs, self.alpha)
-            plain = torch.cat([weight.grad, bias.grad[:, None]], dim=1) if bias is not None else weight.grad
-            gradient *= plain.norm() / gradient.norm().clamp(min=1e-30)
-            weight.grad.copy_(gradient[:, : weight.shape[1]])
-            if bias is not None:
-                bias.grad.copy_(gradient[:, -1])
+            used = (derivatives.abs().amax(-1, keepdim=True) > 0).to(inputs.dtype)
+            if biases[0] is not None:
+                inputs = torch.cat([inputs, torch.ones_like(inputs[..., :1])], dim=-1)
+            inputs, frames = inputs * used, used.sum((1, 2)).clamp(min=1)
+            sides = []
+            for side, rows in enumerate((inputs, derivatives)):
+                factors = [n.factors[name][side] for n in naturals]
+                state = stacked(factors)
+                if refreshing:
+                    state = refresh(rows, frames, 1 - torch.exp(-frames / history), *state, first)
+                    for key, values in zip(("basis", "values", "floor"), state):
+                        torch._foreach_copy_([getattr(f, key) for f in factors], list(values.unbind()))
+                sides.append(precondition_rows(rows, *state, alpha))
+            gradient = sides[1].mT @ sides[0]
+            plain = [w.grad for w in weights] + [b.grad for b in biases if b is not None]
+            plain = torch.stack(torch._foreach_norm(plain)).view(-1, len(group)).square().sum(0).sqrt()  # both
+            gradient *= (plain / gradient.norm(dim=(1, 2)).clamp(min=1e-30))[:, None, None]
+            width = weights[0].shape[1]
+            torch._foreach_copy_([w.grad for w in weights], list(gradient[..., :width].unbind()))
+            if biases[0] is not None:
+                torch._foreach_copy_([b.grad for b in biases], list(gradient[..., width].unbind()))
+
+
+def _rows(statistics: list[torch.Tensor]) -> torch.Tensor:
+    """Learners' per-frame statistics ([..., dim] each) as rows [N, frames, dim], zero rows added
+    to the shorter (learners fused apart may have been padded apart; a zero row is a padding frame,
+    which counts for nothing)."""
+    rows = [x.reshape(-1, x.shape[-1]) for x in statistics]
+    if len({len(x) for x in rows}) == 1:
+        return torch.stack(rows)  # one copy, where padding would take one a learner
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)

@@ -236,16 +236,14 @@ class MPIWorld:
     def _(self, request: ops.Compute):
         self.clock.add("compute", request.seconds)
 
-    @execute.register
-    def _(self, request: ops.Update):
+    @execute.register(ops.Gradient)
+    @execute.register(ops.Update)
+    @execute.register(ops.Precondition)
+    def _(self, request):
         with self.clock.measure("compute"):
-            request.apply()
+            result = request.alone()
             synchronize(self.device)
-
-    @execute.register
-    def _(self, request: ops.Gradient):
-        with self.clock.measure("compute"):  # the loss is a value on the host: the device has finished
-            return request.compute()
+        return result
 
     @execute.register
     def _(self, request: ops.DataWait):

@@ -22,37 +22,53 @@ COMPUTE_KINDS = ("backward", "update", "precondition")
 
 @dataclass
 class Compute:
-    """The learner has just spent `seconds` computing (one of `COMPUTE_KINDS`: a forward and
-    backward pass over `frames` input frames, or preconditioning; gradients and updates are
-    requests of their own, `Gradient` and `Update`, which a world carries out). A simulated world
-    charges its modelled time for the kind and frames instead of the seconds measured."""
+    """The learner has just spent `seconds` computing (one of `COMPUTE_KINDS`, over `frames` input
+    frames; a learner's own arithmetic is asked for with `Gradient`, `Update` and `Precondition`,
+    which a world carries out). A simulated world charges its modelled time for the kind and
+    frames instead of the seconds measured."""
 
     seconds: float
     frames: int = 0
     kind: str = "backward"
 
 
+# A learner's own arithmetic, which a world carries out: `alone()` does it alone (and returns its
+# result); a world may instead defer it, never past anything that would read or change what it
+# computes on, and carry out many learners' of one kind together through that kind's fuser (given
+# their `job`s; asrscale.training.fused), exactly as each alone. `kind` and `frames` model its time.
+
+
 @dataclass
 class Gradient:
     """Compute a learner's loss and gradient of a minibatch of `frames` input frames (into its
-    parameters' gradients); returns the loss. `compute()` does it alone; a world may instead defer
-    it, never past anything that would change what it computes on, and carry out many learners'
-    together through its fuser (given `job`), exactly as each alone."""
+    parameters' gradients); returns the loss."""
 
-    compute: Callable[[], float]
+    alone: Callable[[], float]
     frames: int
     job: object = None
+    kind = "backward"
 
 
 @dataclass
 class Update:
-    """Apply a learner's optimizer step (its gradient, at its learning rate). `apply()` does it
-    alone; a world may instead defer it, never past anything that reads or changes the learner's
-    model, and apply many learners' together through its updater (given `job`), exactly as each
-    alone."""
+    """Apply a learner's optimizer step (its gradient, at its learning rate)."""
 
-    apply: Callable[[], None]
+    alone: Callable[[], None]
     job: object = None
+    kind, frames = "update", 0
+
+
+@dataclass
+class Precondition:
+    """Replace a learner's gradient by its natural gradient (NG-SGD,
+    asrscale.training.natural_gradient) from the statistics its last `Gradient` recorded."""
+
+    alone: Callable[[], None]
+    job: object = None
+    kind, frames = "precondition", 0
+
+
+WORK = (Gradient, Update, Precondition)
 
 
 @dataclass
@@ -186,16 +202,14 @@ class Layout:
 
 
 def run_alone(program):
-    """Run a learner's program by itself, as no world would: its gradients computed and its updates
-    applied, every other request ignored (timing one learner's work, as calibration and the
+    """Run a learner's program by itself, as no world would: its own arithmetic (`WORK`) carried
+    out, every other request ignored (timing one learner's work, as calibration and the
     benchmarks do). Returns the program's value."""
     reply = None
     try:
         while True:
             request = program.send(reply)
-            reply = request.compute() if isinstance(request, Gradient) else None
-            if isinstance(request, Update):
-                request.apply()
+            reply = request.alone() if isinstance(request, WORK) else None
     except StopIteration as stop:
         return stop.value
 

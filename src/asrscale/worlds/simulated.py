@@ -66,25 +66,25 @@ class SimWorld:
     `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
     `learners_per_node` learners when given (as MPI ranks of one machine can act as several
     nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
-    its GPU where it has one); the modelled devices are the profile's. With a `fuser`
-    (asrscale.training.fused.fused_gradients), learners' gradients are computed together: a
-    learner's is deferred until it (or its model, for an averaging) is needed, and then every
-    deferred one is computed as one, each exactly as alone; with an `updater`
-    (asrscale.training.fused.fused_updates), their optimizer steps likewise. It computes with
+    its GPU where it has one); the modelled devices are the profile's. With `fusers`
+    (asrscale.training.fused.fusers: by kind of learner's work, `ops.WORK`, the function that
+    carries out many learners' at once), learners' gradients, updates and preconditionings are
+    carried out together: a learner's is deferred until it (or its model, for an averaging) is
+    needed, and then every deferred one with it, each exactly as alone. It computes with
     `cores` threads (the job's; by default every core the process may run on): its clock is
     modelled, not measured."""
 
     def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fuser=None, updater=None,
+                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fusers: dict | None = None,
                  cores: int | None = None):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.device = resolve_device(device)
         self.loads_in_background = False  # batches are built in line; their time is modelled
-        # fusing learners: `fuser(jobs)` computes many `ops.Gradient`s as one, `updater(jobs)`
-        # applies many `ops.Update`s as one (deferred: by rank, at most one a rank)
-        self.fuser, self.updater, self._deferred = fuser, updater, {}
+        # fusing learners: `fusers[kind](jobs)` carries out many requests of a kind as one
+        # (deferred: by rank, at most one a rank)
+        self.fusers, self._deferred = fusers or {}, {}
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = cores or available_cores()  # one rank computes at a time, on the job's cores
         per_machine = costs.hardware.learners_per_node
@@ -169,37 +169,29 @@ class SimWorld:
     def _(self, request: ops.Compute, rank: _Rank):
         self._resume(rank, self._computing(rank, request.kind, request.frames))
 
-    @execute.register
-    def _(self, request: ops.Gradient, rank: _Rank):
-        """The modelled time depends on the frames alone: with a fuser the arithmetic waits until
-        a learner needs a result, and every learner's that waits is computed with it as one."""
-        done = self._computing(rank, "backward", request.frames)
-        if self.fuser is None:
-            self._resume(rank, done, request.compute())
-        else:
+    @execute.register(ops.Gradient)
+    @execute.register(ops.Update)
+    @execute.register(ops.Precondition)
+    def _(self, request, rank: _Rank):
+        """A learner's own arithmetic, whose modelled time depends on its kind and frames alone:
+        with a fuser for its kind it waits until a learner needs a result, and is then carried out
+        with every other learner's that waits."""
+        done = self._computing(rank, request.kind, request.frames)
+        if type(request) in self.fusers:
             self._deferred[rank.rank] = request
             self._resume(rank, done)
-
-    @execute.register
-    def _(self, request: ops.Update, rank: _Rank):
-        done = self._computing(rank, "update", 0)
-        if self.updater is None:
-            request.apply()
         else:
-            self._deferred[rank.rank] = request
-        self._resume(rank, done)
+            self._resume(rank, done, request.alone())
 
     def _carry_out_deferred(self) -> None:
-        """Every deferred update, then every deferred gradient (of other learners: a learner
-        waits for what it asked, so it has one at most)."""
+        """Every deferred request, kind by kind, each kind's at once (the learners' are
+        independent, and a learner waits for what it asked, so it has one at most)."""
         deferred, self._deferred = self._deferred, {}
-        updates = [request.job for request in deferred.values() if isinstance(request, ops.Update)]
-        if updates:
-            self.updater(updates)
-        gradients = {index: request for index, request in deferred.items() if isinstance(request, ops.Gradient)}
-        if gradients:
-            for index, loss in zip(gradients, self.fuser([request.job for request in gradients.values()])):
-                self.ranks[index].result = loss
+        for kind, fuser in self.fusers.items():
+            ranks = [index for index, request in deferred.items() if type(request) is kind]
+            if ranks:  # gradients return their losses; the others, nothing
+                for index, result in zip(ranks, fuser([deferred[index].job for index in ranks]) or ()):
+                    self.ranks[index].result = result
 
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):

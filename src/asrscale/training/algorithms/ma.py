@@ -15,8 +15,6 @@ asrscale run works; `train.prefetch: 0` turns the overlap off to measure what it
 Not reproduced: Kaldi's ramp of the number of jobs and its final combination of models.
 """
 
-import time
-
 import torch
 
 from asrscale.training.algorithms.base import PeriodicAveraging, require
@@ -49,14 +47,13 @@ class ModelAveraging(PeriodicAveraging):
                 self.natural_gradient.load_state_dict(self._restored)
         recorder = Recorder() if self.natural_gradient is not None else None
         loss = yield from learner.backward(batch, recorder)
-        start = time.perf_counter()
         if recorder is not None:
-            self.natural_gradient.precondition(recorder.record)
+            natural_gradient = self.natural_gradient
+            yield ops.Precondition(lambda: natural_gradient.precondition(recorder), (natural_gradient, recorder))
             # its per-frame statistics are a minibatch's size times the model's width: not kept
             # while this learner waits (64 simulated MA learners kept 15 GB of them)
             recorder = None
         before = [p.detach().clone() for p in learner.parameters] if self.max_param_change else None
-        yield ops.Compute(learner.seconds_since(start), kind="precondition")
         yield from learner.update(lr)
         if before is not None:
             self._cap_change(learner.parameters, before)
