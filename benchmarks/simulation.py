@@ -36,13 +36,13 @@ def padded_frames(bench: Bench, learners: int) -> int:
 
 
 def run(bench: Bench) -> None:
-    repetitions = 1 if bench.quick else 3
     padding = padded_frames(bench, LEARNERS) / padded_frames(bench, 1)
     bench.add("simulation", f"frames computed with padding, {LEARNERS} learners / SEQ, one epoch", padding, "x")
     # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
+    # (the suite's 5 repetitions: on a shared 2-core machine single ones range over ±20%)
     runs = [("seq", 1)] + [(algorithm, LEARNERS) for algorithm in SIMULATED]
     measured = [{a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
-                for _ in range(repetitions)]  # fmt: skip
+                for _ in range(bench.repetitions)]  # fmt: skip
     seq = [m["seq"] for m in measured]
     for algorithm in SIMULATED:
         simulated = [m[algorithm] for m in measured]

@@ -41,8 +41,8 @@ def neighbours(rank: int, size: int, graph: str) -> list[int]:
 
 def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> None:
     with torch.no_grad():
-        for mine, other in zip(tensors, theirs):
-            mine.add_(other).mul_(0.5)
+        torch._foreach_add_(tensors, theirs)
+        torch._foreach_mul_(tensors, 0.5)
 
 
 class DecentralizedSGD(Averaging):
