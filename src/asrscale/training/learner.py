@@ -1,7 +1,6 @@
 """One learner: its model, optimizer and the two halves of a step, as every algorithm uses them."""
 
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -9,7 +8,6 @@ import torch.nn.functional as F
 from asrscale.errors import ConfigError
 from asrscale.training.fused import Recorder, fused_forward
 from asrscale.worlds import ops
-from asrscale.worlds.devices import synchronize
 
 
 def ctc_loss(model, batch, reduction="mean", recorder: Recorder | None = None):
@@ -81,11 +79,6 @@ class Learner:
     def averaged(self) -> list[torch.Tensor]:
         """What an averaging makes common: the model and the optimizer's state."""
         return self.state + optimizer_state(self.optimizer)
-
-    def seconds_since(self, start: float) -> float:
-        """Compute time since `start` (perf_counter), once the device has finished what was asked."""
-        synchronize(self.device)
-        return time.perf_counter() - start
 
     def backward(self, batch, recorder: Recorder | None = None):
         """The gradient of a minibatch, computed by the world (`ops.Gradient`); returns its loss.

@@ -130,8 +130,8 @@ class SimWorld:
         while self._ready:
             _, index = heapq.heappop(self._ready)
             rank = self.ranks[index]
-            if rank.rank in self._deferred:  # its result is needed now: every deferred one with it
-                self._carry_out_deferred()
+            if rank.rank in self._deferred:  # its result is needed now
+                self._carry_out_deferred(rank)
             result, rank.result = rank.result, None
             try:
                 request = rank.program.send(result)
@@ -183,15 +183,16 @@ class SimWorld:
         else:
             self._resume(rank, done, request.alone())
 
-    def _carry_out_deferred(self) -> None:
-        """Every deferred request, kind by kind, each kind's at once (the learners' are
-        independent, and a learner waits for what it asked, so it has one at most)."""
-        deferred, self._deferred = self._deferred, {}
-        for kind, fuser in self.fusers.items():
-            ranks = [index for index, request in deferred.items() if type(request) is kind]
-            if ranks:  # gradients return their losses; the others, nothing
-                for index, result in zip(ranks, fuser([deferred[index].job for index in ranks]) or ()):
-                    self.ranks[index].result = result
+    def _carry_out_deferred(self, rank: _Rank) -> None:
+        """The rank's deferred request, and with it every deferred one of its kind, at once. Those
+        of other kinds wait on for more company: the learners' requests are independent, and
+        none waits past anything that reads or changes what it computes on (a learner waits for
+        what it asked, so it has one at most; a peer's is carried out before it is averaged)."""
+        kind = type(self._deferred[rank.rank])
+        ranks = [index for index, request in self._deferred.items() if type(request) is kind]
+        jobs = [self._deferred.pop(index).job for index in ranks]
+        for index, result in zip(ranks, self.fusers[kind](jobs) or ()):  # gradients' losses; others return nothing
+            self.ranks[index].result = result
 
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):
@@ -286,7 +287,7 @@ class SimWorld:
         _, members = self._group(rank, request.group)
         peer, gossip = members[request.peer], _Gossip(request.receive)
         if peer.rank in self._deferred:  # what it computes on, or its update, before it is averaged
-            self._carry_out_deferred()
+            self._carry_out_deferred(peer)
         if peer.served is None:  # not serving yet: answered when it begins
             peer.early.append((rank, request.send, gossip))
         else:
