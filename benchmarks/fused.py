@@ -68,7 +68,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     from asrscale.training.algorithms.ma import natural_gradient_of
     from asrscale.training.cells import TorchCell
     from asrscale.training.fused import GraphedLoops, Recorder, fused_gradients, fused_updates, fusers
-    from asrscale.training.learner import Learner, make_optimizer
+    from asrscale.training.learner import GradientJob, Learner, make_optimizer
     from asrscale.training.natural_gradient import precondition_together
     from asrscale.worlds import ops
     from asrscale.worlds.devices import synchronize
@@ -105,7 +105,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         else:
             fused_updates([(each, run.train.lr) for each in learners])
 
-    jobs = [(each, batch, None) for each, batch in zip(learners, batches)]
+    jobs = [GradientJob(each, batch) for each, batch in zip(learners, batches)]
     the_worlds_fuser = fusers(place)[ops.Gradient]  # on a GPU: the recurrence's loops as CUDA graphs
 
     def fused():
@@ -151,7 +151,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
             seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
 
     recorders = [Recorder() for _ in learners]
-    fused_gradients([(each, batch, recorder) for each, batch, recorder in zip(learners, batches, recorders)])
+    fused_gradients([GradientJob(*job) for job in zip(learners, batches, recorders)])
 
     def in_turn(jobs):
         for natural, recorder in jobs:

@@ -251,19 +251,19 @@ def biases_of(weights) -> dict:
     return {name: name.replace("weight", "bias") for name in weights}
 
 
-def fused_gradients(jobs: list[tuple], loops: Loops = EAGER) -> list[float]:
+def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     """The simulated world's fuser: the losses and clipped gradients of many learners' minibatches
-    (`jobs`: (learner, batch, recorder) each, learners of one model on one device), computed as
-    one: every learner's parameters stacked, every batch padded to the longest of all (an added
+    (`jobs`: asrscale.training.learner.GradientJob each, learners of one model on one device),
+    computed as one: every learner's parameters stacked, every batch padded to the longest of all (an added
     utterance weighing nothing where batches differ in size), the loss one per learner, clipping
     per learner; each learner's gradient and statistics written back. Returns the losses."""
-    learners = [learner for learner, _, _ in jobs]
+    learners = [job.learner for job in jobs]
     model, device = learners[0].model, learners[0].device
     names = [name for name, _ in model.named_parameters()]
-    stacked = {name: torch.stack([learner.parameters[k].detach() for learner in learners]).requires_grad_()
+    stacked = {name: torch.stack([job.parameters[k].detach() for job in jobs]).requires_grad_()
                for k, name in enumerate(names)}  # fmt: skip
-    features, lengths, targets, target_lengths, weights = _joint_batch([batch for _, batch, _ in jobs], device)
-    recorder = Recorder() if any(recording is not None for _, _, recording in jobs) else None
+    features, lengths, targets, target_lengths, weights = _joint_batch([job.batch for job in jobs], device)
+    recorder = Recorder() if any(job.recorder is not None for job in jobs) else None
     log_probs, out_lengths = fused_forward(model.config, stacked, features, lengths, recorder, loops)
     losses = F.ctc_loss(log_probs.flatten(0, 1).transpose(0, 1), targets, out_lengths.flatten(),
                         target_lengths.flatten(), reduction="none", zero_infinity=True)  # fmt: skip
@@ -277,10 +277,10 @@ def fused_gradients(jobs: list[tuple], loops: Loops = EAGER) -> list[float]:
         scale = torch.where(clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms))
         for gradient in gradients:
             gradient.mul_(scale.view(-1, *[1] * (gradient.dim() - 1)))
-    for index, (learner, _, recording) in enumerate(jobs):
-        torch._foreach_copy_(learner.gradients, [gradient[index] for gradient in gradients])
-        if recording is not None:
-            recording.record = {name: (x[index], d[index]) for name, (x, d) in recorder.record.items()}
+    for index, job in enumerate(jobs):
+        torch._foreach_copy_(job.learner.gradients, [gradient[index] for gradient in gradients])
+        if job.recorder is not None:
+            job.recorder.record = {name: (x[index], d[index]) for name, (x, d) in recorder.record.items()}
     return per_learner.tolist()
 
 

@@ -1,6 +1,7 @@
 """One learner: its model, optimizer and the two halves of a step, as every algorithm uses them."""
 
 import math
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +57,29 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
             for key in ("momentum_buffer", "exp_avg", "exp_avg_sq") if key in state]  # fmt: skip
 
 
+@dataclass
+class GradientJob:
+    """A learner's gradient as a world may defer it (`ops.Gradient`'s job; computed by
+    asrscale.training.fused.fused_gradients): the learner, whose gradients it writes, its
+    minibatch, its recorder (NG-SGD's statistics, or None) and the parameters it computes with,
+    by default the learner's own."""
+
+    learner: "Learner"
+    batch: object
+    recorder: Recorder | None = None
+    parameters: list | None = None
+
+    def __post_init__(self):
+        self.parameters = self.learner.parameters if self.parameters is None else self.parameters
+
+    def fixed(self) -> "GradientJob":
+        """The same job computing on a copy of the parameters as they are now: the learner's own
+        may then change (be averaged) before it is carried out."""
+        if self.parameters is not self.learner.parameters:
+            return self
+        return replace(self, parameters=[p.detach().clone() for p in self.parameters])
+
+
 class Learner:
     """One learner's model and optimizer. `backward` and `update` are the two halves of a step,
     each a request that the world carries out (`apply` is the update done alone). Every algorithm
@@ -84,7 +108,8 @@ class Learner:
         """The gradient of a minibatch, computed by the world (`ops.Gradient`); returns its loss.
         A loss that is not finite leaves its gradient out (zero), so that the models stay finite
         until the learners meet and stop the run by the divergence rule (asrscale.training.loop)."""
-        value = yield ops.Gradient(lambda: self.compute(batch, recorder), batch.frames, (self, batch, recorder))
+        job = GradientJob(self, batch, recorder)
+        value = yield ops.Gradient(lambda: self.compute(batch, recorder), batch.frames, job)
         if not math.isfinite(value):
             for gradient in self.gradients:
                 gradient.zero_()

@@ -41,7 +41,8 @@ class Compute:
 @dataclass
 class Gradient:
     """Compute a learner's loss and gradient of a minibatch of `frames` input frames (into its
-    parameters' gradients); returns the loss."""
+    parameters' gradients); returns the loss. `job.fixed()`: the job computing on a copy of its
+    inputs as they are, so that a world may let the learner's model be averaged meanwhile."""
 
     alone: Callable[[], float]
     frames: int

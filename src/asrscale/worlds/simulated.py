@@ -187,7 +187,8 @@ class SimWorld:
         """The rank's deferred request, and with it every deferred one of its kind, at once. Those
         of other kinds wait on for more company: the learners' requests are independent, and
         none waits past anything that reads or changes what it computes on (a learner waits for
-        what it asked, so it has one at most; a peer's is carried out before it is averaged)."""
+        what it asked, so it has one at most; a peer about to be averaged has its update carried
+        out, its gradient's parameters fixed)."""
         kind = type(self._deferred[rank.rank])
         ranks = [index for index, request in self._deferred.items() if type(request) is kind]
         jobs = [self._deferred.pop(index).job for index in ranks]
@@ -286,7 +287,10 @@ class SimWorld:
     def _(self, request: ops.Gossip, rank: _Rank):
         _, members = self._group(rank, request.group)
         peer, gossip = members[request.peer], _Gossip(request.receive)
-        if peer.rank in self._deferred:  # what it computes on, or its update, before it is averaged
+        deferred = self._deferred.get(peer.rank)
+        if isinstance(deferred, ops.Gradient):  # what it computes on, fixed as it is: it may wait on
+            deferred.job = deferred.job.fixed()
+        elif deferred is not None:  # its update, before it is averaged
             self._carry_out_deferred(peer)
         if peer.served is None:  # not serving yet: answered when it begins
             peer.early.append((rank, request.send, gossip))
