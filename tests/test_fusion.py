@@ -2,11 +2,13 @@
 each alone, whatever the algorithm (TF32 plays no part on the CPU)."""
 
 import copy
+import json
 
 import pandas as pd
 import pytest
 import torch
 
+from asrscale.cli import make_world
 from asrscale.settings import defaults
 from asrscale.training.fused import fused_updates, fusers
 from asrscale.training.learner import Learner, make_optimizer
@@ -114,3 +116,15 @@ def test_learners_updated_together_are_updated_as_each_alone(optimizer):
         assert together.steps == alone.steps
         for a, b in zip(alone.averaged, together.averaged):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("fuse", ["auto", "on", "off"])
+def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
+    """`auto` fuses on a GPU only (on a CPU fusing is slower), `on` anywhere, `off` nowhere; fusing
+    covers gradients, updates and preconditionings."""
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps(CALIBRATION))
+    settings = {"kind": "simulated", "learners": 4, "learners_per_node": None, "fuse_learners": fuse,
+                "hardware": {"name": "here", **defaults("hardware.this-machine")}}  # fmt: skip
+    world = make_world(settings, "ma", "cpu", 4, 0, calibration)
+    assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

@@ -6,6 +6,7 @@ import torch
 
 from asrscale.settings import defaults
 from asrscale.training.calibration import calibrate
+from asrscale.training.fused import fusers
 from asrscale.training.loop import RunPaths, train
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
@@ -229,10 +230,12 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     assert slow[2] > 1.3 * slow.drop(2).mean() and slow[2] >= even[2], (slow, even)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["alone", "fused"])
 @pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])
 def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_row(
-    corpus, tmp_path, monkeypatch, algorithm
+    corpus, tmp_path, monkeypatch, algorithm, fused
 ):
+    """Fused learners too: killed while gradients wait deferred (ADPSGD's fixed by a gossip)."""
     from test_train import TIMES, Killed, kill_at_loss, same_models
 
     config = run_config(algorithm, epochs=1, batch_size=4, log_interval=2, checkpoint_steps=4)
@@ -241,11 +244,12 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     def run(out):
         costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
         paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P2", corpus / "tokens.txt", out)
-        train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm))
+        together = fusers(torch.device("cpu")) if fused else None
+        train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm, fusers=together))
         return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
 
     whole, whole_metrics = run(tmp_path / "whole")
-    kill_at_loss(monkeypatch, 2 * 10)  # 2 learners, 12 steps an epoch: at step 10 of epoch 1
+    kill_at_loss(monkeypatch, 2 * 10, fused)  # 2 learners, 12 steps an epoch: at step 10 of epoch 1
     with pytest.raises(Killed):
         run(tmp_path / "killed")
     monkeypatch.undo()

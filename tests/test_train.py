@@ -42,11 +42,23 @@ class Killed(BaseException):
     """A job's end by a signal, as far as the trainer can tell: no clean-up of its own runs."""
 
 
-def kill_at_loss(monkeypatch, calls: int):
-    """The run is killed as it computes its `calls`-th loss."""
+def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
+    """The run is killed as it computes its `calls`-th loss (`fused`: fused learners' losses, many
+    in one computation)."""
+    import asrscale.training.fused as fusing
     import asrscale.training.learner as trainer
 
     real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
+    if fused:
+        real_gradients = fusing.fused_gradients
+
+        def gradients(jobs, **options):
+            if any(next(count) == calls for _ in jobs):
+                raise Killed
+            return real_gradients(jobs, **options)
+
+        monkeypatch.setattr(fusing, "fused_gradients", gradients)
+        return
 
     def loss(*args, **kwargs):
         if next(count) == calls:
