@@ -254,9 +254,9 @@ def biases_of(weights) -> dict:
 def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     """The simulated world's fuser: the losses and clipped gradients of many learners' minibatches
     (`jobs`: asrscale.training.learner.GradientJob each, learners of one model on one device),
-    computed as one: every learner's parameters stacked, every batch padded to the longest of all (an added
-    utterance weighing nothing where batches differ in size), the loss one per learner, clipping
-    per learner; each learner's gradient and statistics written back. Returns the losses."""
+    computed as one: every job's parameters stacked, every batch padded to the longest of all (an
+    added utterance weighing nothing where batches differ in size), the loss one per learner,
+    clipping per learner; each learner's gradient and statistics written back. Returns the losses."""
     learners = [job.learner for job in jobs]
     model, device = learners[0].model, learners[0].device
     names = [name for name, _ in model.named_parameters()]

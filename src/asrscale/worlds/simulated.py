@@ -69,8 +69,9 @@ class SimWorld:
     its GPU where it has one); the modelled devices are the profile's. With `fusers`
     (asrscale.training.fused.fusers: by kind of learner's work, `ops.WORK`, the function that
     carries out many learners' at once), learners' gradients, updates and preconditionings are
-    carried out together: a learner's is deferred until it (or its model, for an averaging) is
-    needed, and then every deferred one with it, each exactly as alone. It computes with
+    carried out together: a learner's is deferred until that learner needs it, and is then carried
+    out with every deferred one of its kind, each exactly as alone (a gossip with a learner whose
+    gradient waits fixes what that gradient computes on). It computes with
     `cores` threads (the job's; by default every core the process may run on): its clock is
     modelled, not measured."""
 
@@ -174,8 +175,7 @@ class SimWorld:
     @execute.register(ops.Precondition)
     def _(self, request, rank: _Rank):
         """A learner's own arithmetic, whose modelled time depends on its kind and frames alone:
-        with a fuser for its kind it waits until a learner needs a result, and is then carried out
-        with every other learner's that waits."""
+        with a fuser for its kind it waits (`_carry_out_deferred`)."""
         done = self._computing(rank, request.kind, request.frames)
         if type(request) in self.fusers:
             self._deferred[rank.rank] = request
