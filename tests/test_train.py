@@ -1,5 +1,8 @@
 import json
 import math
+import signal
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -11,6 +14,17 @@ from asrscale.worlds.mpi import MPIWorld
 from conftest import run_config
 
 QUICK = run_config()
+
+
+def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
+    """A launcher reports a rank killed by a signal (abort, segfault) as an exit code only; the
+    job's own log must say where it was."""
+    crash = "import os\nfrom asrscale import cli\ndef tokens(args):\n    os.abort()\ncli.tokens = tokens\n"
+    program = crash + "cli.main(['tokens', '--data', 'text', '--out', 'tokens.txt'])"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == -signal.SIGABRT
+    assert "Fatal Python error: Aborted" in result.stderr, result.stderr
+    assert 'line 4 in tokens' in result.stderr and 'in main' in result.stderr, result.stderr
 
 
 def run(corpus, out, config=QUICK, learners=1):

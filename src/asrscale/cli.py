@@ -3,6 +3,7 @@ come from the file `--settings` names, which the workflow writes from the config
 (`asrscale.study`); paths come on the command line."""
 
 import argparse
+import faulthandler
 import sys
 from pathlib import Path
 
@@ -223,6 +224,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
+    # a crash in native code (a signal: abort, segfault) prints every thread's Python stack into
+    # the job's log, where otherwise a launcher reports only an exit code
+    faulthandler.enable()
     args = parser().parse_args(argv)
     try:
         args.run(args)
