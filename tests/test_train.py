@@ -24,7 +24,7 @@ def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert result.returncode == -signal.SIGABRT
     assert "Fatal Python error: Aborted" in result.stderr, result.stderr
-    assert 'line 4 in tokens' in result.stderr and 'in main' in result.stderr, result.stderr
+    assert "line 4 in tokens" in result.stderr and "in main" in result.stderr, result.stderr
 
 
 def run(corpus, out, config=QUICK, learners=1):
