@@ -123,7 +123,11 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
                 targets=[runs["uninterrupted"] / "model.pt"])  # fmt: skip
 
     resumed = json.loads((run / "run.json").read_text())["resumed"]
-    assert len(resumed) == 2, resumed  # once after the requeue, once after the cancellation
+    # every attempt's output is kept (Snakemake empties the job's log for each attempt)
+    attempts = log.with_suffix(".attempts.log").read_text()
+    assert len(re.findall(r"^== attempt ", attempts, re.MULTILINE)) == len(resumed) + 1, attempts
+    assert attempts.count("resuming from") == len(resumed), attempts
+    assert len(resumed) == 2, (resumed, attempts)  # once after the requeue, once after the cancellation
     models = [torch.load(study / r / "model.pt", weights_only=False)["model"] for r in runs.values()]
     assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
     metrics = [pd.read_csv(study / r / "metrics.tsv", sep="\t") for r in runs.values()]

@@ -104,6 +104,21 @@ def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
     assert "Nothing to be done" in snakemake(study).stdout + snakemake(study).stderr
 
 
+def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_attempt(study, tmp_path):
+    """Training's output goes through a pipeline (tee): the job must still fail by its exit status."""
+    workdir = tmp_path / "study"
+    shutil.copytree(study, workdir, symlinks=True)
+    run = Path("results/tiny/studies/tiny/runs/mpi/seq/default/P1/seed1")
+    (workdir / run / "settings.json").write_text("{ not the workflow's")
+    result = snakemake(workdir, "--forcerun", "train", run / "model.pt", check=False)
+    printed = result.stdout + result.stderr
+    assert result.returncode != 0 and "returned non-zero exit status 1" in printed, printed[-3000:]
+    log = workdir / "logs/tiny/tiny/train/mpi/seq/default-P1-seed1"
+    assert "not a settings file the workflow wrote" in log.with_suffix(".log").read_text()
+    attempts = log.with_suffix(".attempts.log").read_text()
+    assert attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
+
+
 def browser():
     """Headless Chromium through its WebDriver (Debian's chromium and chromium-driver). Where they
     are missing the test is skipped, unless ASRSCALE_REQUIRE_BROWSER is set (as CI does)."""

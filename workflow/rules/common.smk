@@ -13,8 +13,10 @@ envvars:
 
 # Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
 # Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it).
-shell.prefix(f"export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
+# in front of it), the package from this repository (a conda env does not install it). A prefix
+# of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
+# any command of a pipeline does (training's output goes through tee).
+shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 # every key checked, every default filled in, before any job starts (the schema and the study

@@ -22,6 +22,11 @@ rule calibrate:
         " --feats results/{wildcards.corpus}/feats --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
+TRAIN_LOG = (
+    "logs/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
+)
+
+
 rule train:
     input:
         unpack(simulation_inputs),
@@ -37,7 +42,7 @@ rule train:
         metrics=f"{RUN}/metrics.tsv",
         record=f"{RUN}/run.json",
     log:
-        "logs/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
+        f"{TRAIN_LOG}.log",
     benchmark:
         "benchmarks/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
     conda:
@@ -48,12 +53,16 @@ rule train:
     params:
         launch=lambda wildcards: launcher(wildcards) or "",
         out=lambda wildcards, output: Path(output.model).parent,
+        attempts=f"{TRAIN_LOG}.attempts.log",
         simulated=lambda wildcards, input, threads: (
             f"--calibration {input.calibration} --cores {threads}"
             if "calibration" in input.keys()
             else ""
         ),
     shell:
-        "{params.launch} python -m asrscale train --settings {input.settings} --data results/{wildcards.corpus}/data"
+        # Snakemake empties {log} for each attempt: what a preempted, cancelled or failed attempt
+        # printed stays in {params.attempts}, each attempt under a line saying when and where
+        'echo "== attempt $(date -Is) on $(uname -n)${{SLURM_JOB_ID:+, SLURM job $SLURM_JOB_ID}}" >> {params.attempts};'
+        " {params.launch} python -m asrscale train --settings {input.settings} --data results/{wildcards.corpus}/data"
         " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} {params.simulated} > {log} 2>&1"
+        " --out {params.out} {params.simulated} 2>&1 | tee -a {params.attempts} > {log}"
