@@ -22,9 +22,8 @@ rule calibrate:
         " --feats results/{wildcards.corpus}/feats --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
-TRAIN_LOG = (
-    "logs/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
-)
+# a run's job, as its log and benchmark files name it
+TRAIN_JOB = "{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
 
 
 rule train:
@@ -42,9 +41,9 @@ rule train:
         metrics=f"{RUN}/metrics.tsv",
         record=f"{RUN}/run.json",
     log:
-        f"{TRAIN_LOG}.log",
+        f"logs/{TRAIN_JOB}.log",
     benchmark:
-        "benchmarks/{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
+        f"benchmarks/{TRAIN_JOB}.tsv"
     conda:
         "../../envs/train.yaml"
     threads: train_cores
@@ -53,7 +52,7 @@ rule train:
     params:
         launch=lambda wildcards: launcher(wildcards) or "",
         out=lambda wildcards, output: Path(output.model).parent,
-        attempts=f"{TRAIN_LOG}.attempts.log",
+        attempts=f"logs/{TRAIN_JOB}.attempts.log",
         simulated=lambda wildcards, input, threads: (
             f"--calibration {input.calibration} --cores {threads}"
             if "calibration" in input.keys()
