@@ -23,7 +23,9 @@ rule calibrate:
 
 
 # a run's job, as its log and benchmark files name it
-TRAIN_JOB = "{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
+TRAIN_JOB = (
+    "{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
+)
 
 
 rule train:
