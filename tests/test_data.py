@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from asrscale.data.batches import Prefetcher, Subset
+from asrscale.data.batches import Prefetcher, Subset, batch_loader
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
 from asrscale.training.evaluation import share
@@ -30,15 +30,24 @@ def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpu
 
 def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):
     groups = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)
-    ahead = list(Prefetcher(train_set, groups, depth=3))
     inline = list(Prefetcher(train_set, groups, depth=0))
-    assert [b.utts for b in ahead] == [b.utts for b in inline] == groups
-    assert all(torch.equal(a.features, b.features) for a, b in zip(ahead, inline))
+    with batch_loader() as loader:
+        # learners sharing the loader (a simulated world's), each taking a batch in turn
+        learners = [Prefetcher(train_set, groups, depth, loader) for depth in (1, 3, 20)]
+        taken = [list(batches) for batches in zip(*learners)]
+    assert [b.utts for b in inline] == groups
+    for ahead in zip(*taken):
+        assert [b.utts for b in ahead] == groups
+        assert all(torch.equal(a.features, b.features) for a, b in zip(ahead, inline))
 
 
-def test_prefetcher_reraises_loading_errors(train_set):
-    with pytest.raises(KeyError):
-        list(Prefetcher(train_set, [["no-such-utterance"]], depth=2))
+def test_prefetcher_reraises_loading_errors_where_the_batch_is_taken(train_set, corpus):
+    good = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)[0]
+    with batch_loader() as loader:
+        batches = iter(Prefetcher(train_set, [good, ["no-such-utterance"]], 2, loader))
+        assert next(batches).utts == good
+        with pytest.raises(KeyError):
+            next(batches)
 
 
 def test_dev_shares_cover_the_set_once_in_runs_of_similar_length_and_even_frames():

@@ -1,10 +1,11 @@
 """Batches of normalised features and CTC targets, built by a background thread ahead of compute."""
 
 import os
-import queue
 import random
 import sys
 import threading
+from collections import deque
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -93,52 +94,47 @@ class Subset:
         return groups
 
 
+def batch_loader() -> ThreadPoolExecutor:
+    """The thread that builds batches ahead for every learner of this process, in the order they
+    are asked for (`Prefetcher`). One thread: a subset's reader shares its open ark files, so two
+    threads reading one subset would interleave their seeks. It yields the cores to the learners'
+    compute threads: with all cores computing, a loader at equal priority stalls a whole parallel
+    operation whenever it runs; it is never starved, since a learner that waits for a batch
+    leaves its cores idle."""
+    return ThreadPoolExecutor(1, thread_name_prefix="asrscale-loader", initializer=_yield_cores)
+
+
+def _yield_cores() -> None:
+    if sys.platform == "linux":  # where a thread has a priority of its own
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+
+
 class Prefetcher:
-    """Builds the next `depth` batches in a thread while the learner computes.
+    """A learner's batches, each of the next `depth` built ahead on `loader` (`batch_loader`)
+    while the learner computes; with depth 0 built in the learner's thread (to measure what
+    overlap saves). Reading and padding release the GIL in NumPy and file I/O, so the overlap is
+    real. A loading error is raised where the learner takes that batch."""
 
-    Reading and padding release the GIL in NumPy and file I/O, so the overlap is real; with
-    depth 0 batches are built in the caller's thread (to measure what overlap saves)."""
+    def __init__(self, subset: Subset, groups: list[list[str]], depth: int, loader: Executor | None = None):
+        if depth > 0 and loader is None:
+            raise ValueError("building batches ahead needs a loader (asrscale.data.batches.batch_loader)")
+        self._collate, self._groups, self._loader = subset.collate, iter(groups), loader if depth > 0 else None
+        self._ahead: deque[Future] = deque(self._submit() for _ in range(depth))
 
-    _DONE = object()
-
-    def __init__(self, subset: Subset, groups: list[list[str]], depth: int = 4):
-        self._subset, self._groups, self._depth = subset, groups, depth
-        if depth > 0:
-            self._queue: queue.Queue = queue.Queue(depth)
-            self._error: BaseException | None = None
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._fill, daemon=True)
-            self._thread.start()
-
-    def _fill(self):
-        # The loader yields the cores to the learner's compute threads: with all cores computing,
-        # a loader at equal priority stalls a whole parallel operation whenever it runs. It is
-        # never starved: while the learner waits for a batch, its compute threads are idle.
-        if sys.platform == "linux":  # where a thread has a priority of its own
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        try:
-            for group in self._groups:
-                if self._stop.is_set():
-                    return
-                self._queue.put(self._subset.collate(group))
-        except BaseException as error:  # re-raised in the learner's thread
-            self._error = error
-        self._queue.put(self._DONE)
+    def _submit(self) -> Future | None:
+        group = next(self._groups, None)
+        return None if group is None else self._loader.submit(self._collate, group)
 
     def __iter__(self):
-        if self._depth == 0:
-            yield from (self._subset.collate(group) for group in self._groups)
+        if self._loader is None:
+            yield from map(self._collate, self._groups)
             return
-        while (batch := self._queue.get()) is not self._DONE:
-            yield batch
-        if self._error is not None:
-            raise self._error
+        while (ahead := self._ahead.popleft()) is not None:
+            self._ahead.append(self._submit())
+            yield ahead.result()
 
     def close(self):
-        if self._depth > 0:
-            self._stop.set()
-            while self._thread.is_alive():
-                try:
-                    self._queue.get(timeout=0.1)
-                except queue.Empty:
-                    pass
+        """Batches not yet built are not built (one being built is dropped when done)."""
+        for ahead in self._ahead:
+            if ahead is not None:
+                ahead.cancel()

@@ -15,12 +15,13 @@ and its outputs say it diverged, so that the report shows it as such and never a
 import copy
 import math
 import time
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from asrscale.data.batches import Prefetcher, Subset
+from asrscale.data.batches import Prefetcher, Subset, batch_loader
 from asrscale.data.features import FeatureConfig
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
@@ -142,7 +143,7 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
     settings = asdict(run)
     settings["train"] = {k: v for k, v in settings["train"].items() if k not in ("epochs", "checkpoint_steps")}
     identity = {"format": CHECKPOINT_FORMAT, "run": settings, "world": world.description()}
-    prefetch = run.train.prefetch if world.loads_in_background else 0
+    loader, depth = batch_loader(), world.batches_ahead(run.train.prefetch)
 
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(run.seed)
@@ -153,9 +154,13 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
         algorithm = make_algorithm(run.algorithm, layout, run.options)
         if serving:
             return _serve(algorithm, learner, checkpoints, identity, layout, paths.out)
-        return LearnerLoop(run, paths, layout, algorithm, learner, clock, data, checkpoints, identity, prefetch).run()
+        return LearnerLoop(run, paths, layout, algorithm, learner, clock, data, checkpoints, identity,
+                           (depth, loader)).run()  # fmt: skip
 
-    world.launch(program)
+    try:
+        world.launch(program)
+    finally:
+        loader.shutdown(cancel_futures=True)
 
 
 class LearnerLoop:
@@ -163,10 +168,11 @@ class LearnerLoop:
     consensus model's dev evaluation and a checkpoint; the leader writes the run's outputs."""
 
     def __init__(self, run: RunConfig, paths: RunPaths, layout: ops.Layout, algorithm, learner: Learner, clock,
-                 data: list[Subset], checkpoints: Checkpoints, identity: dict, prefetch: int):  # fmt: skip
+                 data: list[Subset], checkpoints: Checkpoints, identity: dict,
+                 prefetch: tuple[int, Executor]):  # fmt: skip
         self.run_config, self.paths, self.layout, self.algorithm, self.learner = run, paths, layout, algorithm, learner
         self.clock, (self.train_set, self.dev_set), self.checkpoints = clock, data, checkpoints
-        self.identity, self.prefetch, self.leader = identity, prefetch, layout.rank == 0
+        self.identity, self.prefetch, self.leader = identity, prefetch, layout.rank == 0  # (depth, loader)
         scale = lr_scale(run.train.lr_scaling, layout.size)  # checked even where it does not apply
         self.scale = scale if algorithm.combines_learners else 1.0
         self.shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
@@ -228,7 +234,7 @@ class LearnerLoop:
         # length together, which would hide stragglers of length); learner 0 takes SEQ's
         seed = self.run_config.seed * 1000 + epoch + 1_000_000 * self.layout.rank
         groups = self.train_set.batches(self.shard, train.batch_size, seed=seed, count=steps)
-        loader = Prefetcher(self.train_set, groups[progress.done :], self.prefetch)
+        loader = Prefetcher(self.train_set, groups[progress.done :], *self.prefetch)
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
         self.clock.reset()

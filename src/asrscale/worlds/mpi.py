@@ -166,7 +166,6 @@ class MPIWorld:
         mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
         self.collectives = choose_collectives(collectives, gpus, mpi_cuda)
         self.torch_groups = self._torch_groups() if self.collectives == "torch" else None
-        self.loads_in_background = True
         self._pending: tuple[float, object] | None = None
         self._responder: _Responder | None = None
         if timeout_s:
@@ -206,6 +205,10 @@ class MPIWorld:
                 )
                 time.sleep(1)  # let the launcher forward the message before Abort kills the ranks
                 self.world.Abort(3)
+
+    def batches_ahead(self, prefetch: int) -> int:
+        """A rank's learner has the loader thread to itself."""
+        return prefetch
 
     def description(self) -> dict:
         return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "collectives": self.collectives}

@@ -233,12 +233,15 @@ class World(Protocol):
 
     device: torch.device  # where this process's learners compute
     threads_per_rank: int  # torch threads a learner may use
-    loads_in_background: bool  # whether batches are built by a thread while learners compute
     label: str  # names the world (and this rank) in error messages
 
     def launch(self, program: Callable[[Layout, bool, object], Generator]) -> None:
         """Run every rank's program that lives in this process: `program(layout, serving, clock)`
         makes one (a server's where `serving`), `clock` its `asrscale.worlds.timing.TimeSplit`."""
+
+    def batches_ahead(self, prefetch: int) -> int:
+        """How many batches each learner has built ahead while it computes, given train.prefetch
+        (asrscale.data.batches.Prefetcher; 0: each built when taken)."""
 
     def description(self) -> dict:
         """What a run's timings rest on (recorded with the run, part of a checkpoint's identity)."""

@@ -82,7 +82,6 @@ class SimWorld:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name = costs, prefetch, name
         self.device = resolve_device(device)
-        self.loads_in_background = False  # batches are built in line; their time is modelled
         # fusing learners: `fusers[kind](jobs)` carries out many requests of a kind as one
         # (deferred: by rank, at most one a rank)
         self.fusers, self._deferred = fusers or {}, {}
@@ -114,6 +113,12 @@ class SimWorld:
         self._collectives: dict[object, list[tuple[_Rank, object]]] = {}
         self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
         self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
+
+    def batches_ahead(self, prefetch: int) -> int:
+        """Batches are really built by the process's one loader thread, for every learner in the
+        order they ask (`prefetch` is the modelled loaders' depth): one ahead each keeps it busy
+        while the others compute, and memory stays one batch a learner."""
+        return min(prefetch, 1)
 
     def description(self) -> dict:
         servers = sum(r.serving for r in self.ranks)
