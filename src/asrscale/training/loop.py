@@ -13,9 +13,10 @@ and its outputs say it diverged, so that the report shows it as such and never a
 """
 
 import copy
+import functools
 import math
 import time
-from concurrent.futures import Executor
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -143,7 +144,9 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
     settings = asdict(run)
     settings["train"] = {k: v for k, v in settings["train"].items() if k not in ("epochs", "checkpoint_steps")}
     identity = {"format": CHECKPOINT_FORMAT, "run": settings, "world": world.description()}
-    loader, depth = batch_loader(), world.batches_ahead(run.train.prefetch)
+    loader = batch_loader()
+    # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
+    prefetcher = functools.partial(Prefetcher, data[0], depth=world.batches_ahead(run.train.prefetch), loader=loader)
 
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(run.seed)
@@ -154,8 +157,7 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
         algorithm = make_algorithm(run.algorithm, layout, run.options)
         if serving:
             return _serve(algorithm, learner, checkpoints, identity, layout, paths.out)
-        return LearnerLoop(run, paths, layout, algorithm, learner, clock, data, checkpoints, identity,
-                           (depth, loader)).run()  # fmt: skip
+        return LearnerLoop(run, paths, layout, algorithm, learner, clock, data, checkpoints, identity, prefetcher).run()
 
     try:
         world.launch(program)
@@ -169,10 +171,10 @@ class LearnerLoop:
 
     def __init__(self, run: RunConfig, paths: RunPaths, layout: ops.Layout, algorithm, learner: Learner, clock,
                  data: list[Subset], checkpoints: Checkpoints, identity: dict,
-                 prefetch: tuple[int, Executor]):  # fmt: skip
+                 prefetcher: Callable[[list[list[str]]], Prefetcher]):  # fmt: skip
         self.run_config, self.paths, self.layout, self.algorithm, self.learner = run, paths, layout, algorithm, learner
         self.clock, (self.train_set, self.dev_set), self.checkpoints = clock, data, checkpoints
-        self.identity, self.prefetch, self.leader = identity, prefetch, layout.rank == 0  # (depth, loader)
+        self.identity, self.prefetcher, self.leader = identity, prefetcher, layout.rank == 0
         scale = lr_scale(run.train.lr_scaling, layout.size)  # checked even where it does not apply
         self.scale = scale if algorithm.combines_learners else 1.0
         self.shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
@@ -234,7 +236,7 @@ class LearnerLoop:
         # length together, which would hide stragglers of length); learner 0 takes SEQ's
         seed = self.run_config.seed * 1000 + epoch + 1_000_000 * self.layout.rank
         groups = self.train_set.batches(self.shard, train.batch_size, seed=seed, count=steps)
-        loader = Prefetcher(self.train_set, groups[progress.done :], *self.prefetch)
+        loader = self.prefetcher(groups[progress.done :])
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
         self.clock.reset()
