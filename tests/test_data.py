@@ -30,8 +30,8 @@ def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpu
 
 def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):
     groups = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)
-    inline = list(Prefetcher(train_set, groups, depth=0))
     with batch_loader() as loader:
+        inline = list(Prefetcher(train_set, groups, 0, loader))
         # learners sharing the loader (a simulated world's), each taking a batch in turn
         learners = [Prefetcher(train_set, groups, depth, loader) for depth in (1, 3, 20)]
         taken = [list(batches) for batches in zip(*learners)]

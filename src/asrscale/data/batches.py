@@ -115,18 +115,16 @@ class Prefetcher:
     overlap saves). Reading and padding release the GIL in NumPy and file I/O, so the overlap is
     real. A loading error is raised where the learner takes that batch."""
 
-    def __init__(self, subset: Subset, groups: list[list[str]], depth: int, loader: Executor | None = None):
-        if depth > 0 and loader is None:
-            raise ValueError("building batches ahead needs a loader (asrscale.data.batches.batch_loader)")
-        self._collate, self._groups, self._loader = subset.collate, iter(groups), loader if depth > 0 else None
-        self._ahead: deque[Future] = deque(self._submit() for _ in range(depth))
+    def __init__(self, subset: Subset, groups: list[list[str]], depth: int, loader: Executor):
+        self._collate, self._groups, self._depth, self._loader = subset.collate, iter(groups), depth, loader
+        self._ahead: deque[Future | None] = deque(self._submit() for _ in range(depth))
 
     def _submit(self) -> Future | None:
         group = next(self._groups, None)
         return None if group is None else self._loader.submit(self._collate, group)
 
     def __iter__(self):
-        if self._loader is None:
+        if self._depth == 0:
             yield from map(self._collate, self._groups)
             return
         while (ahead := self._ahead.popleft()) is not None:
