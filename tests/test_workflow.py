@@ -230,3 +230,43 @@ def test_simulated_runs_on_the_cpu_take_a_core_each_and_runs_on_ranks_the_machin
     on_ranks = re.findall(r"wildcards: [^\n]*world=mpi[^\n]*\n\s+threads: (\d+)", result.stdout)
     assert simulated and set(simulated) == {"1"}, result.stdout[-2000:]
     assert on_ranks and set(on_ranks) == {"2"}, result.stdout[-2000:]
+
+
+def report_of(study: Path, tmp_path: Path, change) -> str:
+    """The report of the tiny study's gathered tables with its runs changed by `change`."""
+    from asrscale.analysis.report import make_report
+    from asrscale.config.paths import TABLES
+
+    tables = [tmp_path / f"{name}.tsv" for name in TABLES]
+    for table in tables:
+        shutil.copy(study / "results" / "tiny" / "studies" / "tiny" / table.name, table)
+    runs = pd.read_csv(tables[0], sep="\t")
+    change(runs).to_csv(tables[0], sep="\t", index=False)
+    make_report(tables, tmp_path / "figures", "changed", tmp_path / "report.html", [], yaml.safe_load(TINY.read_text()))
+    return (tmp_path / "report.html").read_text()
+
+
+def test_the_report_of_a_study_whose_every_run_diverged(study, tmp_path):
+    from asrscale.analysis.measures import RESULTS
+
+    def every_run_diverged(runs):
+        runs.loc[:, RESULTS] = float("nan")
+        return runs.assign(diverged="the dev loss was not finite", converged=False)
+
+    page = report_of(study, tmp_path, every_run_diverged)
+    assert "No run has a test WER: every run diverged." in page
+    assert "SEQ (the baseline) diverged: no speedups or accuracy against SEQ." in page
+    assert "0 of its 7 runs converged" in page and '<table id="confusions">' not in page
+    assert page.count("<td><b>diverged</b></td>") == len(pd.read_csv(tmp_path / "runs.tsv", sep="\t"))
+
+
+def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
+    page = report_of(study, tmp_path, lambda runs: runs.assign(converged=False, converged_by=""))
+    assert "0 of its 7 runs converged" in page and "keep SEQ's accuracy: none; did not converge: ssgd" in page
+    assert "reproduced" not in re.sub(r"not reproduced", "", page.split('<table id="claims">')[1].split("</table>")[0])
+
+
+def test_the_report_of_a_study_without_seq(study, tmp_path):
+    page = report_of(study, tmp_path, lambda runs: runs[runs.trained_as != "seq"])
+    assert "No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs)." in page
+    assert "P=2:" not in page and re.search(r'<table id="runs">.*?</table>', page)

@@ -70,13 +70,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
         "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
         "compute_basis": compute_basis(world) if simulated else "measured",
-        "cpu": environment["cpu"],
-        "cores": environment["cpu_count"],
-        "gpu": environment["gpu"] or "none",
-        "hostname": environment["hostname"],
-        "torch": environment["packages"]["torch"],
-        "mpi": environment["mpi"],
-        "commit": environment["commit"] or "unknown",
+        **_environment(environment),
         "trained_as": record["algorithm"],
         "diverged": _divergence(record.get("diverged")),
         "run": str(run),
@@ -84,6 +78,13 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     # the most frequent word errors of the LM decode
     confusions = pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"]).assign(**keys)
     return row, epochs, confusions, _learners(metrics, world, keys)
+
+
+def _environment(environment: dict) -> dict:
+    """Where a run ran (asrscale.provenance), as the runs table's columns."""
+    return {"cpu": environment["cpu"], "cores": environment["cpu_count"], "gpu": environment["gpu"] or "none",
+            "hostname": environment["hostname"], "torch": environment["packages"]["torch"], "mpi": environment["mpi"],
+            "commit": environment["commit"] or "unknown"}  # fmt: skip
 
 
 def _learners(metrics: pd.DataFrame, world: dict, keys: dict) -> pd.DataFrame:

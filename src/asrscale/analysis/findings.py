@@ -1,0 +1,128 @@
+"""What a study found, as plain data for its report: the best run, SEQ's baseline, per learner
+count the fastest algorithm and which keep SEQ's accuracy, the claims' verdicts
+(`asrscale.analysis.claims`), what the study can decide, its cost, how it was timed and decoded,
+and its environment. Every figure here comes from the measures of `asrscale.analysis.measures`;
+a study of any outcome has findings (every run diverged, none converged, no SEQ run)."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from asrscale.analysis.claims import verdicts
+from asrscale.analysis.measures import (
+    KEYS,
+    baseline,
+    best_run,
+    by_learners,
+    diverged,
+    learner_hours,
+    matches_seq,
+    modelled_against_measured,
+    runs_of,
+    trained,
+)  # fmt: skip
+from asrscale.analysis.tables import Tables
+
+
+@dataclass(frozen=True)
+class AtLearners:
+    """The algorithms at one learner count, against SEQ."""
+
+    learners: int
+    fastest: tuple[str, float] | None  # by time speedup (None: no run has one)
+    to_target: tuple[str, float, float] | None  # the fastest to the target: speedup, learner-hours
+    kept: list[str]  # converged, and keep SEQ's accuracy (the claims' rule)
+    late: list[str]  # did not converge
+    wer_change: list[tuple[str, float | None]]  # WER points against SEQ (None: diverged)
+
+
+@dataclass(frozen=True)
+class Findings:
+    runs: pd.DataFrame  # every run, as gathered
+    best: pd.Series | None  # the trained run of lowest WER (None: every run diverged)
+    best_mean: pd.Series | None  # the configured algorithm and learner count of lowest mean WER over seeds
+    seq: pd.DataFrame  # SEQ's runs as configured (empty: none in the study)
+    target_dev_loss: float
+    at_learners: list[AtLearners]
+    claims: pd.DataFrame
+    trained: int  # the runs trained (not reported under another name), sweeps' included
+    configured: int  # the runs trained as configured (not a sweep's variants)
+    converged: int  # of those
+    undecided: int  # claims not decided here
+    gone: pd.DataFrame  # the runs that diverged
+    learner_hours: dict[str, float]  # per kind of timing
+    shared_with_seq: list[str]  # algorithms whose one-learner run is SEQ's
+    modelled_on: list[tuple[str, str]]  # (hardware profile, what its compute rests on)
+    validation: pd.DataFrame  # runs made in both worlds
+    confusions: pd.DataFrame  # the best run's most frequent word errors
+    sweeps: list[dict]  # each setting swept: the runs it varied, its values
+    skipped: dict[str, int]  # utterances left out, by report
+    config: dict
+    config_digest: str
+
+
+def analyse(tables: Tables, skipped_reports: list[Path], config: dict) -> Findings:
+    runs = tables.runs
+    configured = runs[runs.variant == "default"]
+    claims = verdicts(runs, tables.points)
+    best = best_run(runs)
+    return Findings(
+        runs=runs, best=best, best_mean=_best_mean(configured), seq=baseline(configured),
+        target_dev_loss=runs.target_dev_loss.iloc[0], at_learners=at_learners(configured), claims=claims,
+        trained=len(trained(runs)), configured=len(trained(configured)),
+        converged=int(trained(configured).converged.sum()),
+        undecided=int((~claims.verdict.str.startswith(("reproduced", "not reproduced"))).sum()),
+        gone=trained(runs)[diverged(trained(runs))], learner_hours=learner_hours(runs).to_dict(),
+        shared_with_seq=sorted(runs[runs.algorithm != runs.trained_as].algorithm.unique()),
+        modelled_on=list(runs[runs.world == "simulated"][["hardware", "compute_basis"]].drop_duplicates()
+                         .itertuples(index=False, name=None)),
+        validation=modelled_against_measured(runs), confusions=_confusions(tables.confusions, best),
+        sweeps=_sweeps(tables.points),
+        skipped={str(report): len(Path(report).read_text().splitlines()) - 1 for report in skipped_reports},
+        config=config, config_digest=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12],
+    )  # fmt: skip
+
+
+def at_learners(table: pd.DataFrame) -> list[AtLearners]:
+    """Per learner count, the algorithms against SEQ (none where the study has no SEQ run)."""
+    seq = baseline(table)
+    if seq.empty:
+        return []
+    means, found = by_learners(table).drop("seq", level=0, errors="ignore"), []
+    for p, group in means.groupby(level="learners"):
+        speedups, reached = group.speedup.dropna(), group.to_target.dropna()
+        first = reached.idxmax()[0] if not reached.empty else None
+        runs = {a: runs_of(trained(table), a, p) for a, _ in group.index}
+        late = [a for a, r in runs.items() if not r.converged.all()]
+        found.append(AtLearners(
+            learners=int(p),
+            fastest=(speedups.idxmax()[0], speedups.max()) if not speedups.empty else None,
+            to_target=(first, reached.max(), group.hours[first, p]) if first else None,
+            kept=[a for a, r in runs.items() if a not in late and matches_seq(table, r)],
+            late=late,
+            wer_change=[(a, None if pd.isna(w) else w - seq.wer.mean()) for (a, _), w in group.wer.items()],
+        ))  # fmt: skip
+    return found
+
+
+def _sweeps(points: pd.DataFrame) -> list[dict]:
+    return [{"setting": setting,
+             "runs": ", ".join(f"{a} P={p}" for a, p in group.groupby("algorithm").learners.first().items()),
+             "values": ", ".join(dict.fromkeys(group.value.map(json.dumps)))}
+            for setting, group in points.groupby("sweep", sort=True)]  # fmt: skip
+
+
+def _best_mean(table: pd.DataFrame) -> pd.Series | None:
+    """The algorithm and learner count of lowest mean WER (named by its index), with its greedy WER."""
+    means = by_learners(table).dropna(subset=["wer"])
+    return None if means.empty else means.loc[means.wer.idxmin()]
+
+
+def _confusions(confusions: pd.DataFrame, best: pd.Series | None, kept: int = 10) -> pd.DataFrame:
+    """The most frequent word errors of the best run."""
+    if best is None:
+        return confusions.iloc[:0]
+    return confusions.merge(best[KEYS].to_frame().T.astype(confusions[KEYS].dtypes), on=KEYS).head(kept)
