@@ -13,171 +13,68 @@ and its outputs say it diverged, so that the report shows it as such and never a
 """
 
 import copy
-import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from asrscale.data.batches import Prefetcher, Subset, batch_loader
-from asrscale.data.features import FeatureConfig
+from asrscale.config.sections import RunConfig
+from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
-from asrscale.data.tokens import Tokens
-from asrscale.errors import ConfigError
-from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
-from asrscale.provenance import environment
-from asrscale.training.algorithms import make_algorithm
+from asrscale.training import records
+from asrscale.training.algorithms.base import Algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.evaluation import evaluate
-from asrscale.training.learner import Learner, make_optimizer
-from asrscale.training.models import ModelConfig, build_model
+from asrscale.training.learner import Learner
+from asrscale.training.records import Interval, Progress
 from asrscale.training.schedule import learning_rate, lr_scale
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
 
-CHECKPOINT_FORMAT = 3  # a checkpoint of another format is not resumed
-
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """config.yaml's `train` section, every key (the schema holds the defaults)."""
+class RunContext:
+    """What every learner of a run in this process shares."""
 
-    epochs: int
-    batch_size: int  # per learner
-    optimizer: str  # "adam" or "sgd" (with momentum)
-    lr: float
-    momentum: float
-    lr_scaling: str  # how lr follows the learners an update combines: "linear", "sqrt" or "none"
-    warmup_epochs: float  # from lr to the scaled rate, linearly
-    lr_decay: float  # multiplied into lr after every epoch
-    clip_grad_norm: float  # 0 disables
-    divergence_factor: float  # a loss above this times the untrained model's dev loss: diverged
-    log_interval: int  # steps
-    checkpoint_steps: int  # also checkpoint every this many steps within an epoch (0: at its end only)
-    prefetch: int  # batches built ahead by a thread; 0 builds them in the learner's thread
-    device: str  # "cpu", "cuda", or "auto" (the world places its learners)
-    threads: int  # torch threads per learner; 0: the machine's cores shared among its learners
-
-    def __post_init__(self):
-        if self.checkpoint_steps % self.log_interval:  # checkpoints come at log lines
-            raise ConfigError(f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
-                             f"train.log_interval ({self.log_interval})")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What one run trains: its settings file, which the workflow writes (`asrscale.study`)."""
-
-    algorithm: str
-    options: dict  # the algorithm's own settings
-    seed: int
-    train: TrainConfig
-    model: ModelConfig
-    features: FeatureConfig
-    cmvn: str  # features.cmvn: their normalisation, applied when they are loaded
-
-    @classmethod
-    def from_settings(cls, settings: dict) -> "RunConfig":
-        return cls(settings["algorithm"], settings["options"], settings["seed"], TrainConfig(**settings["train"]),
-                   ModelConfig(**settings["model"]), FeatureConfig(**settings["features"]),
-                   settings["cmvn"])  # fmt: skip
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    data: Path  # Kaldi data dirs: <data>/{train,dev}
-    feats: Path  # features: <feats>/{train,dev}
+    run: RunConfig
+    out: Path  # the run's folder
     shards: Path  # shard<rank>.tsv for this learner count
-    tokens: Path
-    out: Path  # the run's directory
+    train_set: Subset
+    dev_set: Subset
+    checkpoints: Checkpoints
+    prefetcher: Callable[[list[list[str]]], Prefetcher]  # a learner's batches of an epoch, built ahead
+    world: dict  # the world's description (run.json)
 
 
-@dataclass
-class Progress:
-    """Where a learner's run stands, checkpointed and restored whole: the epoch under way, the
-    steps it has done, its frames, time and metrics rows so far and the algorithm's averagings;
-    the leader's also every finished epoch's rows and averagings, and where the run resumed."""
+@dataclass(frozen=True)
+class LearnerContext:
+    """One learner: the run it takes part in, its place in the world, its algorithm and model, and
+    its clock (the wall clock, or a simulated learner's modelled one)."""
 
-    epoch: int = 1
-    done: int = 0
-    frames: int = 0
-    elapsed: float = 0.0  # the epoch's training time so far
-    trained_s: float = 0.0  # every finished epoch's
-    rows: list = field(default_factory=list)
-    exchanges: list = field(default_factory=list)
-    history: list = field(default_factory=list)
-    pairings: list = field(default_factory=list)
-    resumes: list = field(default_factory=list)
-    untrained_dev_loss: float = math.nan  # the reference of the divergence rule
-    worst_loss: float = 0.0  # the highest interval loss since the learners last checked for divergence
-    diverged: dict | None = None  # why and where, once the run has
-
-    def next_epoch(self) -> None:
-        self.epoch, self.done, self.frames, self.elapsed, self.rows, self.exchanges = self.epoch + 1, 0, 0, 0.0, [], []
-
-
-class Interval:
-    """The loss and frames of the steps since the last log line."""
-
-    def __init__(self):
-        self.loss, self.frames, self.steps = 0.0, 0, 0
-
-    def add(self, loss: float, frames: int) -> None:
-        self.loss, self.frames, self.steps = self.loss + loss, self.frames + frames, self.steps + 1
-
-
-def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
-    """Have `world` carry out a run: each learner's loop, and the algorithm's server loop on a
-    server rank. The MPI world runs this rank's program; a simulated world runs every rank's."""
-    torch.set_num_threads(run.train.threads or world.threads_per_rank)
-    torch.set_flush_denormal(True)  # denormals made one CPU run 3-4x slower
-    tokens = Tokens.read(paths.tokens)
-    # one copy of the data, shared by every learner a world runs in this process
-    data = [Subset.of(paths.data, paths.feats, subset, run.cmvn, tokens) for subset in ("train", "dev")]
-    checkpoints = Checkpoints(paths.out / "checkpoints")
-    # a checkpoint is resumed only by the run that wrote it: the same settings (the number of
-    # epochs aside: a run may be extended), the same world (for a simulated run, the same
-    # hardware profile and calibration)
-    settings = asdict(run)
-    settings["train"] = {k: v for k, v in settings["train"].items() if k not in ("epochs", "checkpoint_steps")}
-    identity = {"format": CHECKPOINT_FORMAT, "run": settings, "world": world.description()}
-    loader = batch_loader()
-    # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
-    prefetcher = functools.partial(Prefetcher, data[0], depth=world.batches_ahead(run.train.prefetch), loader=loader)
-
-    def program(layout: ops.Layout, serving: bool, clock):
-        torch.manual_seed(run.seed)
-        model = build_model(run.model, run.features.dim, len(tokens)).to(world.device)
-        name = f"{run.algorithm} {'server' if serving else 'rank'} {layout.rank}"
-        learner = Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model),
-                          run.train.clip_grad_norm, name)  # fmt: skip
-        algorithm = make_algorithm(run.algorithm, layout, run.options)
-        if serving:
-            return _serve(algorithm, learner, checkpoints, identity, layout, paths.out)
-        return LearnerLoop(run, paths, layout, algorithm, learner, clock, data, checkpoints, identity, prefetcher).run()
-
-    try:
-        world.launch(program)
-    finally:
-        loader.shutdown(cancel_futures=True)
+    shared: RunContext
+    layout: ops.Layout
+    algorithm: Algorithm
+    learner: Learner
+    clock: object
 
 
 class LearnerLoop:
     """One learner's program: resume (or start), then epochs of steps, each epoch ended by the
     consensus model's dev evaluation and a checkpoint; the leader writes the run's outputs."""
 
-    def __init__(self, run: RunConfig, paths: RunPaths, layout: ops.Layout, algorithm, learner: Learner, clock,
-                 data: list[Subset], checkpoints: Checkpoints, identity: dict,
-                 prefetcher: Callable[[list[list[str]]], Prefetcher]):  # fmt: skip
-        self.run_config, self.paths, self.layout, self.algorithm, self.learner = run, paths, layout, algorithm, learner
-        self.clock, (self.train_set, self.dev_set), self.checkpoints = clock, data, checkpoints
-        self.identity, self.prefetcher, self.leader = identity, prefetcher, layout.rank == 0
-        scale = lr_scale(run.train.lr_scaling, layout.size)  # checked even where it does not apply
-        self.scale = scale if algorithm.combines_learners else 1.0
-        self.shard = read_shard(paths.shards / f"shard{layout.rank}.tsv")
+    def __init__(self, context: LearnerContext):
+        shared = context.shared
+        self.run_config, self.checkpoints = shared.run, shared.checkpoints
+        self.train_set, self.dev_set, self.shared = shared.train_set, shared.dev_set, shared
+        self.layout, self.algorithm, self.learner, self.clock = (context.layout, context.algorithm, context.learner,
+                                                                 context.clock)  # fmt: skip
+        self.leader = self.layout.rank == 0
+        scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
+        self.scale = scale if self.algorithm.combines_learners else 1.0
+        self.shard = read_shard(shared.shards / f"shard{self.layout.rank}.tsv")
         self.evaluated = None  # the consensus model, where it is not the learner's own
 
     def run(self):
@@ -187,7 +84,7 @@ class LearnerLoop:
         (steps,) = yield ops.Reduce([math.ceil(len(self.shard) / self.run_config.train.batch_size)], "learners", "min")
         steps = int(steps)
         if steps == 0:
-            raise ValueError(f"shard {self.layout.rank} of {self.paths.shards} is empty")
+            raise ValueError(f"shard {self.layout.rank} of {self.shared.shards} is empty")
         (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
         yield from self.algorithm.plan(frames / (self.layout.size * steps))
         while progress.epoch <= self.run_config.train.epochs and not progress.diverged:
@@ -208,7 +105,7 @@ class LearnerLoop:
     def resume_or_start(self):
         """The newest checkpoint's progress (a resumed learner goes on from its own state), or a
         start from learner 0's model."""
-        state = self.checkpoints.resumable(self.identity, f"rank{self.layout.rank}")
+        state = self.checkpoints.restore(f"rank{self.layout.rank}", self.learner, self.algorithm)
         if state is None:
             if self.leader and self.checkpoints.latest() is not None:
                 print(f"not resuming from {self.checkpoints.latest()}: other settings wrote it; starting afresh")
@@ -218,9 +115,7 @@ class LearnerLoop:
             if self.leader:
                 self.untrained = copy.deepcopy(self.learner.model).cpu()
             return progress
-        replica = None if "model" in state else self.checkpoints.resumable(self.identity, "rank0")
-        _restore(state, self.learner, self.algorithm, replica)
-        progress = Progress(**state["progress"])
+        progress = Progress(**state)
         self.algorithm.exchanges = progress.exchanges
         if self.leader:
             progress.resumes.append({"epoch": progress.epoch, "step": progress.done,
@@ -236,7 +131,7 @@ class LearnerLoop:
         # length together, which would hide stragglers of length); learner 0 takes SEQ's
         seed = self.run_config.seed * 1000 + epoch + 1_000_000 * self.layout.rank
         groups = self.train_set.batches(self.shard, train.batch_size, seed=seed, count=steps)
-        loader = self.prefetcher(groups[progress.done :])
+        loader = self.shared.prefetcher(groups[progress.done :])
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
         self.clock.reset()
@@ -249,11 +144,8 @@ class LearnerLoop:
             interval.add((yield from self.algorithm.step(self.learner, batch, lr)), batch.frames)
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
-                progress.rows.append(self.log_line(progress, interval, steps, lr, epoch_start))
-                loss = progress.rows[-1]["loss"]
-                progress.worst_loss = max(progress.worst_loss, loss if math.isfinite(loss) else math.inf)
+                self.log_interval(progress, interval, steps, lr, epoch_start)
                 interval = Interval()
-                self.clock.reset()
                 if train.checkpoint_steps and step % train.checkpoint_steps == 0 and step < steps:
                     if (yield from self.check_divergence(progress)):
                         yield from self.collect_rows(progress)
@@ -264,18 +156,15 @@ class LearnerLoop:
         yield from self.algorithm.epoch_done(self.learner)
         return epoch_start, lr
 
-    def log_line(self, progress: Progress, interval: Interval, steps: int, lr: float, epoch_start: float) -> dict:
-        split = self.clock.snapshot()
-        row = {
-            "kind": "interval", "epoch": progress.epoch, "step": progress.done, "rank": self.layout.rank, "lr": lr,
-            "time_s": progress.trained_s + self.clock.now() - epoch_start, "loss": interval.loss / interval.steps,
-            "frames": interval.frames, "frames_per_s": interval.frames / split["wall_s"], **split,
-        }  # fmt: skip
+    def log_interval(self, progress: Progress, interval: Interval, steps: int, lr: float, epoch_start: float) -> None:
+        """The interval's row (the leader also prints it); the worst loss since the last check."""
+        time_s = progress.trained_s + self.clock.now() - epoch_start
+        row = records.interval_row(progress, interval, self.layout.rank, lr, time_s, self.clock.snapshot())
         if self.leader:
-            shares = " ".join(f"{c[:-2]} {100 * split[c] / split['wall_s']:.0f}%" for c in list(split)[1:])
-            print(f"epoch {progress.epoch} step {progress.done}/{steps} | loss {row['loss']:.3f} | lr {lr:.2e} | "
-                  f"{row['frames_per_s']:,.0f} frames/s | {shares}", flush=True)  # fmt: skip
-        return row
+            records.say_interval(row, steps)
+        progress.rows.append(row)
+        progress.worst_loss = max(progress.worst_loss, row["loss"] if math.isfinite(row["loss"]) else math.inf)
+        self.clock.reset()
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
         """The epoch's training time (the learners' mean), the consensus model's dev loss, every
@@ -289,13 +178,7 @@ class LearnerLoop:
         diverged = yield from self.check_divergence(progress, dev_loss)
         yield from self.collect_rows(progress)
         if self.leader:
-            progress.history.append({
-                "kind": "epoch", "epoch": progress.epoch, "step": steps, "rank": 0, "time_s": progress.trained_s,
-                "frames": int(frames), "frames_per_s": frames / seconds, "wall_s": seconds, "lr": lr,
-                "dev_loss": dev_loss, "dev_ter": dev_ter,
-            })  # fmt: skip
-            print(f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "
-                  f"{progress.trained_s:.0f} s")  # fmt: skip
+            progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter)))
         if diverged:
             return
         progress.next_epoch()
@@ -330,11 +213,11 @@ class LearnerLoop:
         """The outputs of a diverged run: its metrics up to where it stopped, and the model of
         its last good checkpoint (learner 0's, kept with every rank's state), or the untrained
         model where it diverged before the first."""
-        latest = self.checkpoints.latest()
-        model = self.untrained if latest is None else copy.deepcopy(self.learner.model).cpu()
-        if latest is not None:
-            model.load_state_dict(torch.load(latest / "rank0.pt", weights_only=False, map_location="cpu")["model"])
-        progress.diverged["model"] = "untrained" if latest is None else f"learner 0's at {latest}"
+        latest, state = self.checkpoints.latest(), self.checkpoints.leader_model()
+        model = self.untrained if state is None else copy.deepcopy(self.learner.model).cpu()
+        if state is not None:
+            model.load_state_dict(state)
+        progress.diverged["model"] = "untrained" if state is None else f"learner 0's at {latest}"
         self.write_outputs(progress, model)
         where = f"epoch {progress.diverged['epoch']}, step {progress.diverged['step']}"
         print(f"diverged at {where}: {progress.diverged['reason']}; the model is {progress.diverged['model']}, and "
@@ -357,83 +240,22 @@ class LearnerLoop:
         checkpoint complete."""
         step = (progress.epoch - 1) * steps + progress.done
         progress.exchanges = self.algorithm.exchanges
-        state = _state(self.identity, self.learner, self.algorithm, self.leader or not self.algorithm.replicated,
-                       progress=asdict(progress))  # fmt: skip
-        self.checkpoints.save(step, f"rank{self.layout.rank}", state)
+        with_model = self.leader or not self.algorithm.replicated
+        self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
+                              asdict(progress))  # fmt: skip
         yield from self.algorithm.checkpoint(self.learner, step)
         yield ops.Barrier("learners")
         if self.leader:
             self.checkpoints.complete(step)
 
     def write_outputs(self, progress: Progress, model) -> None:
-        """The leader's outputs, written last and the model (the learners' consensus) the very
-        last: a run killed before it ends leaves nothing that looks complete."""
-        out, run = self.paths.out, self.run_config
-        write_metrics(out / "metrics.tsv", progress.history)
-        if progress.pairings:
-            lines = ["step\trank\tpeer"] + ["\t".join(map(str, pairing)) for pairing in sorted(set(progress.pairings))]
-            atomic_write_text(out / "exchanges.tsv", "\n".join(lines) + "\n")
-        record = {
-            "algorithm": run.algorithm, "learners": self.layout.size, "seed": run.seed, "options": run.options,
-            "train": asdict(run.train), "model": asdict(run.model), "features": asdict(run.features), "cmvn": run.cmvn,
-            "world": self.identity["world"], "resumed": progress.resumes,
+        """The leader's outputs (asrscale.training.records), the model (the learners' consensus)
+        the very last."""
+        run = self.run_config
+        facts = {
+            "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
             "learning_rate": {"lr": run.train.lr, "scale": self.scale, "rule": run.train.lr_scaling,
                               "warmup_epochs": run.train.warmup_epochs, "decay": run.train.lr_decay},
-            "parameters": sum(p.numel() for p in model.parameters()), "threads_per_learner": torch.get_num_threads(),
-            "nodes": self.layout.nodes, "device": str(self.learner.device), "environment": environment(),
-            "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged,
+            "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
         }  # fmt: skip
-        atomic_write_json(out / "run.json", record)
-        final = {"model": {name: tensor.cpu() for name, tensor in model.state_dict().items()},
-                 "model_config": asdict(run.model), "tokens": self.train_set.tokens.symbols,
-                 "features": asdict(run.features), "cmvn": run.cmvn, "epochs": run.train.epochs}  # fmt: skip
-        atomic_torch_save(final, out / "model.pt")
-
-
-def _serve(algorithm, learner: Learner, checkpoints: Checkpoints, identity: dict, layout: ops.Layout, out: Path):
-    name = f"server{layout.rank}"
-    if (state := checkpoints.resumable(identity, name)) is not None:
-        _restore(state, learner, algorithm)
-
-    def checkpoint(step: int) -> None:
-        checkpoints.save(step, name, _state(identity, learner, algorithm, with_model=True))
-
-    yield from algorithm.serve(learner, checkpoint)
-    atomic_write_text(
-        out / "server.tsv",
-        "learner\tpulled\tapplied_at\tstaleness\tapplied\n"
-        + "".join("\t".join(map(str, r)) + "\n" for r in algorithm.records),
-    )
-
-
-def _state(identity: dict, learner: Learner, algorithm, with_model: bool, **progress) -> dict:
-    """A rank's part of a checkpoint."""
-    state = {"identity": identity, "algorithm": algorithm.state_dict(), "learner_steps": learner.steps,
-             "rng": torch.get_rng_state(), **progress}  # fmt: skip
-    if with_model:
-        state.update(model=learner.model.state_dict(), optimizer=learner.optimizer.state_dict())
-    return state
-
-
-def _restore(state: dict, learner: Learner, algorithm, replica: dict | None = None) -> None:
-    """Back to a rank's checkpointed state; `replica`: learner 0's, whose model it shares."""
-    held = state if "model" in state else replica
-    learner.model.load_state_dict(held["model"])
-    learner.optimizer.load_state_dict(held["optimizer"])
-    algorithm.load_state_dict(state["algorithm"])
-    learner.steps = state["learner_steps"]
-    torch.set_rng_state(state["rng"])
-
-
-METRIC_COLUMNS = (
-    "kind", "epoch", "step", "rank", "time_s", "loss", "frames", "frames_per_s", "wall_s",
-    "compute_s", "communication_s", "data_wait_s", "idle_s", "lr", "dev_loss", "dev_ter",
-)  # fmt: skip
-
-
-def write_metrics(path: Path, rows: list[dict]) -> None:
-    def cell(value):
-        return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
-
-    lines = ["\t".join(METRIC_COLUMNS)] + ["\t".join(cell(r.get(c)) for c in METRIC_COLUMNS) for r in rows]
-    atomic_write_text(path, "\n".join(lines) + "\n")
+        records.write_outputs(self.shared.out, run, progress, model, facts, self.train_set.tokens.symbols)
