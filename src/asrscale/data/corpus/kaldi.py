@@ -6,7 +6,14 @@ from pathlib import Path
 
 from asrscale.data.audio import is_command
 from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.sources import Entry, read_listing
+from asrscale.data.corpus.entry import Entry, read_listing
+
+LISTINGS = ("wav.scp", "text", "utt2spk", "segments", "feats.scp")
+
+
+def kaldi_listings(folder: Path) -> list[Path]:
+    """The tables of a data dir that list its utterances (editing one imports it again)."""
+    return [folder / name for name in LISTINGS if (folder / name).is_file()]
 
 
 def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 
 from asrscale.data.badinput import BadInput, Skipped
+from asrscale.data.corpus.entry import Entry
 from asrscale.data.corpus.manifest import json_lines
-from asrscale.data.corpus.sources import Entry
 
 
 def _text(row: dict, key: str) -> str:
@@ -75,13 +75,23 @@ def _entry(supervision: dict, where: str, recording: dict, manifest: Path, offse
                  _text(recording, "id"))  # fmt: skip
 
 
+def _recordings_manifest(supervisions: Path) -> Path:
+    return supervisions.with_name(supervisions.name.replace("supervisions", "recordings"))
+
+
+def lhotse_listings(path: Path) -> list[Path]:
+    """The manifest, and a supervisions manifest's recordings manifest beside it."""
+    recordings = _recordings_manifest(path)
+    return [path] + ([recordings] if recordings != path and recordings.is_file() else [])
+
+
 def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
     name = path.name
     if "supervisions" not in name and "cuts" not in name:
         raise BadInput(f"{path}: a lhotse source is a supervisions or a cuts manifest (its name says which)")
     if "cuts" in name:
         return _from_cuts(path, skipped)
-    recordings_path = path.with_name(name.replace("supervisions", "recordings"))
+    recordings_path = _recordings_manifest(path)
     if not recordings_path.is_file():
         raise BadInput(f"{path}: its recordings manifest {recordings_path} does not exist")
     recordings, duplicated = _recordings(recordings_path, skipped)

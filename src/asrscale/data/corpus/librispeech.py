@@ -4,7 +4,11 @@
 from pathlib import Path
 
 from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.sources import Entry, read_listing
+from asrscale.data.corpus.entry import Entry, read_listing
+
+
+def librispeech_listings(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.trans.txt"))
 
 
 def import_librispeech(folder: Path, skipped: Skipped) -> list[Entry]:

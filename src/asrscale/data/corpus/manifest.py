@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.sources import Entry
+from asrscale.data.corpus.entry import Entry
 
 REQUIRED = ("path", "text")
 
@@ -69,6 +69,10 @@ def seconds(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)) or not math.isfinite(float(value)):
         raise ValueError(value)
     return float(value)
+
+
+def manifest_listings(path: Path) -> list[Path]:
+    return [path]
 
 
 def import_manifest(path: Path, skipped: Skipped) -> list[Entry]:

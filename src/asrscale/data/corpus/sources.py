@@ -1,8 +1,8 @@
 """Bringing your own corpus: what every importer yields, the checks all formats share, and what
 happens to bad input.
 
-An importer (`kaldi.py`, `librispeech.py`, `manifest.py`) reads one format into `Entry`s, each
-naming the file and line it came from. `import_subset` gathers the entries of one subset (train,
+An importer (one module per format, registered in `formats.py`) reads one format into `Entry`s
+(`entry.py`), each naming the file and line it came from. `import_subset` gathers the entries of one subset (train,
 dev or test) from any number of sources and writes the data dir the rest of the workflow reads,
 after the checks every format needs: unique ids, a transcript that is valid UTF-8 and not empty
 after normalisation, audio that exists with a readable header, the configured channel, a
@@ -14,70 +14,28 @@ subset bad stops it too (the report is written first).
 import math
 import re
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import kaldiio
 import soundfile
 
+from asrscale.config.sections import FeatureConfig, ImportSettings, TextNormalisation
 from asrscale.data.audio import is_command, open_audio
-from asrscale.data.badinput import BadInput, BadInputPolicy, Skipped
+from asrscale.data.badinput import BadInput, Skipped
+from asrscale.data.corpus.entry import Entry
+from asrscale.data.corpus.formats import FORMATS
 from asrscale.data.datadir import DataDir
-from asrscale.data.features import FeatureConfig
 
 
-@dataclass(frozen=True)
-class Entry:
-    utt: str
-    audio: str  # a file path, or a shell command ending in "|" that writes the audio to stdout
-    text: str
-    speaker: str
-    where: str  # "file:line" that names its audio, for messages
-    start: float = 0.0  # seconds into the recording (a segment)
-    end: float | None = None  # None: to the end of the recording
-    recording: str | None = None  # a segment's recording id; None: the utterance is the recording
-    text_where: str | None = None  # "file:line" of its transcript, when not `where`
-    feats: str | None = None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
-
-
-@dataclass(frozen=True)
-class TextNormalisation:
-    """Applied to every transcript on import, so training targets and scoring references agree."""
-
-    lowercase: bool
-    punctuation: str  # "strip": drop it (apostrophes inside words stay); "keep"
-
-    def __call__(self, text: str) -> str:
-        if self.lowercase:
-            text = text.lower()
-        if self.punctuation == "strip":
-            text = "".join(" " if unicodedata.category(c).startswith("P") and c != "'" else c for c in text)
-            text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
-        return " ".join(text.split())
-
-
-def read_listing(path: Path, skipped: Skipped) -> dict[str, tuple[str, str]]:
-    """A Kaldi-style table `key value...` as key -> (value, "file:line"). A line that is not
-    UTF-8, and every line of a duplicated key, is reported to `skipped` and left out."""
-    table, rejected = {}, set()
-    for number, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
-        where = f"{path}:{number}"
-        key = raw.split(maxsplit=1)[0].decode("utf-8", "replace") if raw.strip() else ""
-        if not key:
-            continue
-        try:
-            value = raw.decode("utf-8").strip().partition(" ")[2].strip()
-        except UnicodeDecodeError as error:
-            skipped.add(key, where, f"not valid UTF-8 ({error.reason} at byte {error.start})")
-            rejected.add(key)
-            continue
-        if key in table or key in rejected:
-            first = table.pop(key, (None, "an earlier line"))[1]
-            skipped.add(key, where, f"duplicate id {key!r} (also at {first})")
-            rejected.add(key)
-            continue
-        table[key] = (value, where)
-    return table
+def normalise(text: str, settings: TextNormalisation) -> str:
+    """A transcript as training and scoring see it (corpus.text)."""
+    if settings.lowercase:
+        text = text.lower()
+    if settings.punctuation == "strip":
+        text = "".join(" " if unicodedata.category(c).startswith("P") and c != "'" else c for c in text)
+        text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
+    return " ".join(text.split())
 
 
 def probe(spec: str) -> soundfile._SoundFileInfo:
@@ -91,13 +49,6 @@ def probe(spec: str) -> soundfile._SoundFileInfo:
     if info.frames == 0:
         raise BadInput(f"audio {spec} is empty")
     return info
-
-
-@dataclass(frozen=True)
-class ImportSettings:
-    features: FeatureConfig  # rate, channel; kind "kaldi": feats.scp
-    text: TextNormalisation
-    bad_input: BadInputPolicy
 
 
 def _features_duration(entry: Entry, features: FeatureConfig) -> float:
@@ -155,7 +106,7 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
         if counts[entry.utt] > 1:
             skipped.add(entry.utt, entry.where, f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)")
             continue
-        text = settings.text(entry.text)
+        text = normalise(entry.text, settings.text)
         if not text:
             skipped.add(entry.utt, entry.text_where or entry.where, "empty transcript")
             continue
@@ -183,8 +134,6 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
 
 def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> DataDir:
     """Import one subset from its sources (each {format, path, prefix}) into the data dir `out`."""
-    from asrscale.data.corpus import IMPORTERS
-
     out = Path(out)
     # the watch list sits beside the data dir, which a rerun replaces
     skipped = Skipped(settings.bad_input, out / "skipped.tsv", "import", out.with_name(f"{out.name}.watch"))
@@ -193,7 +142,7 @@ def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> D
         path, prefix = Path(source["path"]), source.get("prefix", "")
         if not path.exists():
             raise BadInput(f"{path} does not exist (source {index} of this subset: {source})")
-        found = IMPORTERS[source["format"]](path, skipped)
+        found = FORMATS[source["format"]].read(path, skipped)
         # recordings are known only inside their source: numbered, two sources' never clash
         number = f"@{index}" if len(sources) > 1 else ""
         if prefix or number:

@@ -16,6 +16,7 @@ import numpy as np
 import soundfile
 from scipy.signal import lfilter
 
+from asrscale.config.sections import SyntheticConfig
 from asrscale.data.audio import resample
 from asrscale.data.corpus import grammar
 from asrscale.data.corpus.espeak import Espeak, variant_names
@@ -23,18 +24,6 @@ from asrscale.data.datadir import DataDir
 
 ACCENTS = ("en", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-us-nyc")
 SUBSETS = ("train", "dev", "test")
-
-
-@dataclass(frozen=True)
-class SyntheticConfig:
-    seed: int
-    sample_rate: int
-    utterances: dict  # subset -> count
-    utterances_per_speaker: int
-    held_out_variants: dict  # "dev"/"test" -> number of voice variants reserved for that subset
-    snr_db: tuple  # (min, max) of the additive noise
-    rate_wpm: tuple  # (min, max) speaking rate
-    pitch: tuple  # (min, max) eSpeak pitch, 0-99
 
 
 @dataclass(frozen=True)
