@@ -19,11 +19,11 @@ def step_seconds(work: Path) -> float:
     """One default training step (forward, backward, update) on this machine, median of 5."""
     import torch
 
-    from asrscale.training.loop import Learner, make_optimizer
+    from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds.ops import run_alone
 
     study = Study.of(work)
-    train_set, model, train = study.train_set(), study.build_model(), study.seq.train
+    train_set, model, train = study.subset("train"), study.build_model(), study.seq.train
     batch = train_set.collate(sorted(train_set.frames)[: train.batch_size])
     learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
     torch.set_flush_denormal(True)
@@ -66,7 +66,7 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
     from mpi4py import MPI
 
     from asrscale.training.algorithms import make_algorithm
-    from asrscale.training.loop import Learner, make_optimizer
+    from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds import ops
     from asrscale.worlds.mpi import MPIWorld
 

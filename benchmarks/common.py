@@ -33,9 +33,9 @@ class Bench:
     def repetitions(self) -> int:
         return 1 if self.quick else 5
 
-    @property
-    def results(self) -> Path:
-        return self.work / "results" / CORPUS
+    def path(self, template: str, **fields) -> Path:
+        """A path of the benchmarks' corpus and study (a template of asrscale.config.paths)."""
+        return self.work / template.format(corpus=CORPUS, study=CORPUS, **fields)
 
     def scratch(self, name: str) -> Path:
         """An empty folder for one measurement."""
@@ -79,11 +79,11 @@ def prepare(work: Path, quick: bool) -> Bench:
     config = corpus_config(quick)
     configfile = work / "config.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
-    targets = [f"results/{CORPUS}/{t}" for t in (
-        "feats/train/feats.scp", "feats/dev/feats.scp", "feats/test/feats.scp", "lm/words.arpa", "tokens.txt",
-        "shards/P1", "shards/P64",
-        f"studies/{CORPUS}/calibration.json",
-    )]  # fmt: skip
+    from asrscale.config import paths
+
+    targets = [template.format(corpus=CORPUS, study=CORPUS, subset=subset, learners=learners)
+               for template in (paths.FEATURES, paths.LANGUAGE_MODEL, paths.TOKENS, paths.SHARDS, paths.CALIBRATION)
+               for subset in ("train", "dev", "test") for learners in (1, 64)]  # fmt: skip
     command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", work,
                "--configfile", configfile, "--cores", "2", *targets]  # fmt: skip
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True)
@@ -101,42 +101,58 @@ def settings(work: Path) -> dict:
 
 @dataclass(frozen=True)
 class Study:
-    """A prepared corpus and its study as the workflow resolves it (`asrscale.study`), for child
+    """A prepared corpus and its study as the workflow resolves it (`asrscale.config.study`), for child
     processes: `seq` is SEQ's run as the study trains it."""
 
-    results: Path
-    resolved: object  # asrscale.study.Study
-    seq: object  # asrscale.training.loop.RunConfig
+    work: Path
+    resolved: object  # asrscale.config.study.Study
+    seq: object  # asrscale.config.sections.RunConfig
     tokens: object  # Tokens
 
     @classmethod
     def of(cls, work: Path) -> "Study":
+        from asrscale.config import paths
+        from asrscale.config.sections import RunConfig
+        from asrscale.config.study import Run
+        from asrscale.config.study import Study as Resolved
         from asrscale.data.tokens import Tokens
-        from asrscale.study import Run
-        from asrscale.study import Study as Resolved
-        from asrscale.training.loop import RunConfig
 
-        resolved, results = Resolved(settings(work)), Path(work) / "results" / CORPUS
+        resolved = Resolved(settings(work))
         seq = RunConfig.from_settings(resolved.run_settings(Run("simulated", "seq", "default", 1, 1)))
-        return cls(results, resolved, seq, Tokens.read(results / "tokens.txt"))
+        return cls(Path(work), resolved, seq, Tokens.read(Path(work) / resolved.at(paths.TOKENS)))
 
     def settings_file(self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train) -> Path:
         """A run's settings file, as the workflow writes it, with `train` changes."""
+        from asrscale.config.study import Run
         from asrscale.io import atomic_write_json
-        from asrscale.study import Run
 
         settings = self.resolved.run_settings(Run(world, algorithm, "default", learners, 1))
         settings["train"].update(train)
         atomic_write_json(folder / "settings.json", settings)
         return folder / "settings.json"
 
-    def train_set(self):
+    def path(self, template: str, **fields) -> Path:
+        """A path of the prepared corpus and study (a template of asrscale.config.paths)."""
+        return self.work / self.resolved.at(template, **fields)
+
+    def subset(self, name: str):
+        """A subset of the prepared corpus, normalised as training normalises it."""
+        from asrscale.config import paths
         from asrscale.data.batches import Subset
 
-        return Subset.of(self.results / "data", self.results / "feats", "train", self.seq.cmvn, self.tokens)
+        data, feats = self.path(paths.DATA, subset=name), self.path(paths.FEATURES, subset=name)
+        return Subset(data, feats, self.path(paths.FEATURES, subset="train"), self.seq.cmvn, self.tokens)
+
+    def corpus_arguments(self, *subsets: str) -> list:
+        """`asrscale train`'s and `calibrate`'s arguments that name a subset's data dir and features."""
+        from asrscale.config import paths
+
+        return [argument for name in subsets
+                for argument in (f"--{name}-data", self.path(paths.DATA, subset=name),
+                                 f"--{name}-feats", self.path(paths.FEATURES, subset=name))]  # fmt: skip
 
     def build_model(self):
-        from asrscale.training.models import build_model
+        from asrscale.models import build_model
 
         return build_model(self.seq.model, self.seq.features.dim, len(self.tokens))
 

@@ -11,21 +11,22 @@ the decode job also chooses the LM weight and word bonus on the dev set (every p
 import itertools
 import time
 
+from asrscale.config import paths
 from benchmarks.common import Bench, Study, median
 
 
 def run(bench: Bench) -> None:
     import torch
 
-    from asrscale.data.batches import Subset
+    from asrscale.config.sections import DecodeSettings
     from asrscale.decoding.beam import LexiconBeamSearch, Weights
-    from asrscale.decoding.decode import DecodeSettings, choose_weights, model_outputs, wer
+    from asrscale.decoding.decode import choose_weights, model_outputs, wer
     from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds.ops import run_alone
 
     study = Study.of(bench.work)
     torch.manual_seed(1)
-    model, train, train_set = study.build_model(), study.seq.train, study.train_set()
+    model, train, train_set = study.build_model(), study.seq.train, study.subset("train")
     learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
     steps = 2 if bench.quick else 400
     groups = train_set.batches(sorted(train_set.frames), train.batch_size, seed=1)
@@ -33,8 +34,7 @@ def run(bench: Bench) -> None:
         run_alone(learner.backward(train_set.collate(group)))
         run_alone(learner.update(train.lr))
     model.eval()
-    dev, test = (Subset.of(study.results / "data", study.results / "feats", name, study.seq.cmvn, study.tokens)
-                 for name in ("dev", "test"))  # fmt: skip
+    dev, test = study.subset("dev"), study.subset("test")
     settings = DecodeSettings(**study.resolved.stage_settings("decode"))
 
     greedy_s, outputs = [], None
@@ -42,7 +42,7 @@ def run(bench: Bench) -> None:
         start = time.perf_counter()
         outputs = model_outputs(model, test)
         greedy_s.append(time.perf_counter() - start)
-    search = LexiconBeamSearch(study.results / "lm" / "words.arpa", study.tokens, settings.beam,
+    search = LexiconBeamSearch(study.path(paths.LANGUAGE_MODEL), study.tokens, settings.beam,
                                settings.beam_threshold)  # fmt: skip
     start = time.perf_counter()
     tried = choose_weights(search, model_outputs(model, dev), settings)

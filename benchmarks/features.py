@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from asrscale.config import paths
 from benchmarks.common import ROOT, Bench, Study, child, child_main, median, one_thread_environment
 
 JOBS = (1, 2)
@@ -52,7 +53,7 @@ def workflow_stage(bench: Bench, data: Path, jobs: int) -> float:
 
 
 def run(bench: Bench) -> None:
-    data = bench.results / "data" / "train"
+    data = bench.path(paths.DATA, subset="train")
     settings = Study.of(bench.work).seq.features
     if settings.kind != "fbank":
         raise ValueError("the plain loop computes config.yaml's default features: kind fbank")

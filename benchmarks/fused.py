@@ -23,6 +23,7 @@ auto` fuses on a GPU only: the CPU figure records it.
 import time
 from pathlib import Path
 
+from asrscale.config import paths
 from benchmarks.common import Bench, Study, child, child_main, median
 
 LEARNERS = 64
@@ -77,8 +78,8 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         return {"measured": False, "why": "no CUDA device here"}
     torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
     study = Study.of(work)
-    run, train_set, place = study.seq, study.train_set(), torch.device(device)
-    shards = [read_shard(study.results / "shards" / f"P{LEARNERS}" / f"shard{r}.tsv") for r in range(LEARNERS)]
+    run, train_set, place = study.seq, study.subset("train"), torch.device(device)
+    shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS) / f"shard{r}.tsv") for r in range(LEARNERS)]
     batch_size = run.train.batch_size
     batches = [train_set.collate(sorted(shard)[:batch_size]).to(place) for shard in shards]
     torch.manual_seed(run.seed)

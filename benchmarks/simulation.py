@@ -13,7 +13,8 @@ captures) cancels, and the epochs' dev evaluations and checkpoints count, on bot
 import shutil
 from pathlib import Path
 
-from benchmarks.common import CORPUS, Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb
+from asrscale.config import paths
+from benchmarks.common import Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
@@ -27,8 +28,8 @@ def padded_frames(bench: Bench, learners: int) -> int:
     from asrscale.data.shard import read_shard
 
     study = Study.of(bench.work)
-    config, train_set = study.seq.train, study.train_set()
-    shards = [read_shard(bench.results / "shards" / f"P{learners}" / f"shard{r}.tsv") for r in range(learners)]
+    config, train_set = study.seq.train, study.subset("train")
+    shards = [read_shard(bench.path(paths.SHARDS, learners=learners) / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
     seed = study.seq.seed
     groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, seed * 1000 + 1, steps)]
@@ -89,30 +90,18 @@ def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int,
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
-    results = work / "results" / CORPUS
+    study = Study.of(work)
     out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}-{device}-{epochs}"
     shutil.rmtree(out, ignore_errors=True)
     train = {"batch_size": batch_size} if batch_size else {}
     # SEQ really trains alone; the others are simulated on the study's hardware profile
-    settings = Study.of(work).settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi",
-                                            epochs=epochs, device=device, **train)  # fmt: skip
-    argv = [
-        "train",
-        "--settings",
-        settings,
-        "--data",
-        results / "data",
-        "--feats",
-        results / "feats",
-        "--shards",
-        results / "shards" / f"P{learners}",
-        "--tokens",
-        results / "tokens.txt",
-        "--out",
-        out,
-    ]
+    settings = study.settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi", epochs=epochs,
+                                   device=device, **train)  # fmt: skip
+    argv = ["train", "--settings", settings, *study.corpus_arguments("train", "dev"),
+            "--shards", study.path(paths.SHARDS, learners=learners), "--tokens", study.path(paths.TOKENS),
+            "--out", out]  # fmt: skip
     if learners > 1:
-        argv += ["--calibration", results / "studies" / CORPUS / "calibration.json"]
+        argv += ["--calibration", study.path(paths.CALIBRATION)]
     with Stopwatch() as watch:
         cli.main(list(map(str, argv)))
     rows = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]

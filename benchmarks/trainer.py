@@ -39,15 +39,16 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     import torch
     import torch.nn.functional as F
 
+    from asrscale.config import paths as folders
     from asrscale.data.shard import write_shards
     from asrscale.training.learner import make_optimizer
-    from asrscale.training.loop import RunPaths, train
+    from asrscale.training.run import RunPaths, train
     from asrscale.worlds.mpi import MPIWorld
 
     study = Study.of(work)
-    results, run = study.results, study.seq
+    run = study.seq
     train_config = replace(run.train, epochs=1)
-    train_set = study.train_set()
+    train_set = study.subset("train")
     steps = min(steps, len(train_set.frames) // train_config.batch_size)
     utts = sorted(train_set.frames)[: steps * train_config.batch_size]
     scratch = work / "scratch" / "trainer"
@@ -61,7 +62,9 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     def asrscale_epoch(prefetch: int) -> tuple[float, float, float]:
         out = scratch / f"run-prefetch{prefetch}"
         shutil.rmtree(out, ignore_errors=True)
-        paths = RunPaths(results / "data", results / "feats", scratch / "shards", results / "tokens.txt", out)
+        paths = RunPaths(study.path(folders.DATA, subset="train"), study.path(folders.DATA, subset="dev"),
+                         study.path(folders.FEATURES, subset="train"), study.path(folders.FEATURES, subset="dev"),
+                         scratch / "shards", study.path(folders.TOKENS), out)  # fmt: skip
         train(replace(run, train=replace(train_config, prefetch=prefetch)), paths, world)
         with open(out / "metrics.tsv") as file:
             rows = list(csv.DictReader(file, delimiter="\t"))

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from asrscale.data.badinput import BadInputPolicy
-from asrscale.data.corpus.synthetic import SyntheticConfig, synthesise_part
+from asrscale.config.schema import build, defaults
+from asrscale.config.sections import BadInputPolicy, FeatureConfig, ModelConfig, RunConfig, SyntheticConfig, TrainConfig
+from asrscale.data.corpus.synthetic import synthesise_part
 from asrscale.data.datadir import read_table
-from asrscale.data.features import FeatureConfig, combine_parts, extract_part, read_frame_counts
+from asrscale.data.features import combine_parts, extract_part, read_frame_counts
 from asrscale.data.shard import write_shards
 from asrscale.data.tokens import Tokens
-from asrscale.settings import build, defaults
-from asrscale.training.loop import RunConfig, TrainConfig
-from asrscale.training.models import ModelConfig
+from asrscale.training.run import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -63,6 +62,18 @@ def run_config(algorithm: str = "seq", seed: int = 3, options: dict | None = Non
     return RunConfig(algorithm, options or {}, seed, build(TrainConfig, "train", **{**QUICK, **train}),
                      build(ModelConfig, "model", **model), build(FeatureConfig, "features"),
                      defaults("features")["cmvn"])  # fmt: skip
+
+
+def run_paths(corpus: Path, shards: Path, out: Path) -> RunPaths:
+    """A run's inputs in a corpus laid out as the `corpus` fixture's."""
+    return RunPaths(corpus / "data" / "train", corpus / "data" / "dev", corpus / "feats" / "train",
+                    corpus / "feats" / "dev", shards, corpus / "tokens.txt", out)  # fmt: skip
+
+
+def corpus_arguments(corpus: Path, *subsets: str) -> list:
+    """The arguments of `asrscale train` or `calibrate` that name subsets of the `corpus` fixture."""
+    return [argument for name in subsets for argument in
+            (f"--{name}-data", corpus / "data" / name, f"--{name}-feats", corpus / "feats" / name)]  # fmt: skip
 
 
 def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:

@@ -49,9 +49,9 @@ def test_kavg_period_policies():
 def test_the_algorithms_that_are_seq_with_one_learner():
     # each is checked against SEQ with one learner on a real rank in test_mpi.py; ASGD (a server
     # round trip) and MA (natural gradient, capped change) cost or compute differently
-    from asrscale.training.algorithms import ALGORITHMS
+    from asrscale.config.algorithms import ALGORITHMS
 
-    assert {name for name, cls in ALGORITHMS.items() if cls.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}
+    assert {name for name, spec in ALGORITHMS.items() if spec.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}
 
 
 def test_asgd_messages_are_float32_on_the_wire():

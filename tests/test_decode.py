@@ -10,15 +10,15 @@ from asrscale.decoding.decode import unknown_characters
 from asrscale.decoding.lm import BOS, EOS, UNK, vocabulary, write_arpa
 from asrscale.decoding.scoring import align
 from asrscale.errors import UserError
-from asrscale.training.evaluation import error_counts, greedy
+from asrscale.models import error_counts
 
 
 def test_greedy_collapses_repeats_and_drops_blanks():
     tokens = Tokens(["<blank>", " ", "a", "b"])
     path = [2, 2, 0, 2, 3, 1, 1, 3, 0, 0]
     log_probs = torch.nn.functional.one_hot(torch.tensor([path]), 4).float().log()
-    assert greedy(log_probs, torch.tensor([10]), tokens) == ["aab b"]
-    assert greedy(log_probs, torch.tensor([3]), tokens) == ["a"]
+    assert tokens.greedy(log_probs, torch.tensor([10])) == ["aab b"]
+    assert tokens.greedy(log_probs, torch.tensor([3])) == ["a"]
 
 
 def test_error_counts_in_words_and_characters():
@@ -82,7 +82,7 @@ def test_beam_search_with_the_lexicon_and_lm_beats_the_best_path(tmp_path):
     frames = [{"t": 0.9}, {"h": 0.9}, {"e": 0.9}, {" ": 0.9}, {"c": 0.9}, {"o": 0.4, "u": 0.33, "a": 0.27}, {"t": 0.9}]
     emissions = _emissions(tokens, *frames)
     best_path = torch.from_numpy(emissions)[None]
-    assert greedy(best_path, torch.tensor([len(frames)]), tokens) == ["the cot"]
+    assert tokens.greedy(best_path, torch.tensor([len(frames)])) == ["the cot"]
     assert search.decode(search.decoder(Weights(lm_weight=0, word_bonus=0)), emissions) == "the cut"
     assert search.decode(search.decoder(Weights(lm_weight=1, word_bonus=0)), emissions) == "the cat"
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from asrscale.config.algorithms import ALGORITHMS
 from asrscale.data.batches import Batch
-from asrscale.training.algorithms import ALGORITHMS, make_algorithm
+from asrscale.models import build_model
+from asrscale.training.algorithms import make_algorithm
 from asrscale.training.fused import Recorder, fused_forward, fusers
-from asrscale.training.learner import make_optimizer
-from asrscale.training.loop import Learner
-from asrscale.training.models import build_model
+from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
 from asrscale.worlds.devices import resolve_device

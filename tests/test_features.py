@@ -2,10 +2,11 @@ import kaldiio
 import numpy as np
 import python_speech_features as psf
 
+from asrscale.config.schema import build
+from asrscale.config.sections import FeatureConfig
 from asrscale.data.audio import load_audio
 from asrscale.data.datadir import read_data_dir, read_table
-from asrscale.data.features import FeatureConfig, Normaliser, compute, read_frame_counts
-from asrscale.settings import build
+from asrscale.data.features import Normaliser, compute, read_frame_counts
 
 
 def test_log_mel_equals_python_speech_features(corpus):

@@ -4,8 +4,8 @@ of its own model computed alone, to float rounding."""
 import pytest
 import torch
 
+from asrscale.models import build_model
 from asrscale.training.fused import EAGER, Loops, fused_forward
-from asrscale.training.models import build_model
 from conftest import model_config
 
 CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=32)]

@@ -8,15 +8,14 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.cli import make_world
-from asrscale.settings import defaults
+from asrscale.config.schema import defaults
 from asrscale.training.fused import fused_updates, fusers
 from asrscale.training.learner import Learner, make_optimizer
-from asrscale.training.loop import RunPaths, train
+from asrscale.training.run import make_world, train
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import run_config
+from conftest import run_config, run_paths
 from test_sim import CALIBRATION
 
 
@@ -34,7 +33,7 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None,
     together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
     world = SimWorld(learners, costs, servers, learners_per_node=2, prefetch=run.train.prefetch, name=algorithm,
                      device=device, fusers=together)  # fmt: skip
-    paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
+    paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
     train(run, paths, world)
     return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
 
@@ -126,5 +125,5 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     calibration.write_text(json.dumps(CALIBRATION))
     settings = {"kind": "simulated", "learners": 4, "learners_per_node": None, "fuse_learners": fuse,
                 "hardware": {"name": "here", **defaults("hardware.this-machine")}}  # fmt: skip
-    world = make_world(settings, "ma", "cpu", 4, 0, calibration)
+    world = make_world(settings, run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
     assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

@@ -14,7 +14,7 @@ import torch
 
 from asrscale.training.cells import best_cell
 from asrscale.training.fused import EAGER, GraphedLoops, fused_forward
-from conftest import MPI_WORLD, ROOT, mpiexec, run_config, run_snakemake
+from conftest import MPI_WORLD, ROOT, corpus_arguments, mpiexec, run_config, run_snakemake
 from test_fused import CONFIGS, learners_and_batch, stack
 from test_mpi import train_command
 
@@ -83,10 +83,7 @@ def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_pa
         "calibrate",
         "--settings",
         settings,
-        "--data",
-        corpus / "data",
-        "--feats",
-        corpus / "feats",
+        *corpus_arguments(corpus, "train"),
         "--tokens",
         corpus / "tokens.txt",
         "--out",

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrscale.data.corpus.sources import BadInput, BadInputPolicy, ImportSettings, TextNormalisation, import_subset
+from asrscale.config.schema import build
+from asrscale.config.sections import BadInputPolicy, FeatureConfig, ImportSettings, TextNormalisation
+from asrscale.data.badinput import BadInput
+from asrscale.data.corpus.sources import import_subset, normalise
 from asrscale.data.datadir import read_data_dir, read_table
-from asrscale.data.features import FeatureConfig, extract_part, read_frame_counts
-from asrscale.settings import build
+from asrscale.data.features import extract_part, read_frame_counts
 from conftest import write_own_corpora
 
 
@@ -75,9 +77,9 @@ def read_frame_counts_of_part(prefix):
 
 
 def test_text_normalisation():
-    normalise = build(TextNormalisation, "corpus.text")
-    assert normalise("  HELLO, World!  it's \"fine\" -- 'quoted' ") == "hello world it's fine quoted"
-    assert TextNormalisation(lowercase=False, punctuation="keep")("A, b") == "A, b"
+    default = build(TextNormalisation, "corpus.text")
+    assert normalise("  HELLO, World!  it's \"fine\" -- 'quoted' ", default) == "hello world it's fine quoted"
+    assert normalise("A, b", TextNormalisation(lowercase=False, punctuation="keep")) == "A, b"
 
 
 def write_kaldi(folder, wav: dict, text: dict, segments: dict | None = None, raw_text: bytes | None = None):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from asrscale.training.models import build_model, reverse_within_lengths
+from asrscale.models import build_model, reverse_within_lengths
 from conftest import model_config
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import MPI_WORLD, ROOT, mpiexec, run_config, write_settings
+from conftest import MPI_WORLD, ROOT, corpus_arguments, mpiexec, run_config, write_settings
 
 
 def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI_WORLD, **train):
@@ -22,8 +22,8 @@ def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI
     run = run_config(algorithm, options=options, **{"log_interval": 2, **train})
     settings = write_settings(out.parent / f"{out.name}.settings.json", run, world)
     return [
-        sys.executable, "-m", "asrscale", "train", "--settings", settings, "--data", corpus / "data",
-        "--feats", corpus / "feats", "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
+        sys.executable, "-m", "asrscale", "train", "--settings", settings, *corpus_arguments(corpus, "train", "dev"),
+        "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
     ]  # fmt: skip
 
 

@@ -4,14 +4,14 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.settings import defaults
+from asrscale.config.schema import defaults
 from asrscale.training.calibration import calibrate
 from asrscale.training.fused import fusers
-from asrscale.training.loop import RunPaths, train
+from asrscale.training.run import train
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import run_config
+from conftest import run_config, run_paths
 
 # this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
 # for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
@@ -208,7 +208,8 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
 
-    train_set = Subset.of(corpus / "data", corpus / "feats", "train", "global", Tokens.read(corpus / "tokens.txt"))
+    train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global",
+                       Tokens.read(corpus / "tokens.txt"))  # fmt: skip
     calibration = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
     for rates in calibration["by_threads"].values():
         assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0
@@ -216,7 +217,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     def staleness(out, **hardware):
         # the fixed calibration, not this machine's of the moment, keeps the schedule deterministic
         costs = CostModel(profile(**hardware), CALIBRATION, seed=QUICK.seed)
-        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
+        paths = run_paths(corpus, corpus / "shards" / "P4", out)
         train(QUICK, paths, SimWorld(4, costs, servers=1, name="asgd"))
         metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
         assert sorted(metrics[metrics.kind == "interval"]["rank"].unique()) == [0, 1, 2, 3]
@@ -243,7 +244,7 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
 
     def run(out):
         costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
-        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P2", corpus / "tokens.txt", out)
+        paths = run_paths(corpus, corpus / "shards" / "P2", out)
         together = fusers(torch.device("cpu")) if fused else None
         train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm, fusers=together))
         return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
@@ -276,7 +277,7 @@ def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(
     for index, calibration in enumerate((CALIBRATION, slow_host)):
         out = tmp_path / str(index)
         costs = CostModel(profile(jitter=0.1), calibration, seed=QUICK.seed)
-        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", out)
+        paths = run_paths(corpus, corpus / "shards" / "P4", out)
         world = SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm)
         train(config, paths, world)
         results.append(pd.read_csv(out / "metrics.tsv", sep="\t"))
@@ -292,8 +293,7 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
 
     def last_steps(algorithm, straggler):
         costs = CostModel(profile(stragglers={straggler: 3.0}), CALIBRATION, seed=QUICK.seed)
-        paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt",
-                         tmp_path / f"{algorithm}{straggler}")  # fmt: skip
+        paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / f"{algorithm}{straggler}")  # fmt: skip
         world = SimWorld(4, costs, learners_per_node=1, name=algorithm)
         train(run_config(algorithm, epochs=1, batch_size=4, log_interval=1), paths, world)
         metrics = pd.read_csv(paths.out / "metrics.tsv", sep="\t")
@@ -319,7 +319,7 @@ def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(corpus, tmp_
     exploding = run_config(algorithm, options=options, lr=1e4, epochs=2, batch_size=4, log_interval=2,
                            checkpoint_steps=checkpoint_steps)  # fmt: skip
     costs = CostModel(profile(learners_per_node=2), CALIBRATION, seed=QUICK.seed)
-    paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / "P4", corpus / "tokens.txt", tmp_path)
+    paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path)
     train(exploding, paths, SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm))
     diverged, metrics, _, _ = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"]) == (1, checkpoint_steps or 6)

@@ -7,9 +7,9 @@ from dataclasses import fields
 import pytest
 import yaml
 
+from asrscale.config.sections import RunConfig, TrainConfig
+from asrscale.config.study import Run, Study
 from asrscale.errors import ConfigError
-from asrscale.study import Run, Study
-from asrscale.training.loop import RunConfig, TrainConfig
 from conftest import ROOT
 
 
@@ -43,7 +43,9 @@ def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     # one policy: every algorithm trains with the study's train settings; options are its own
     settings = [study.run_settings(run) for run in runs]
     assert all(s["train"] == settings[0]["train"] for s in settings)
-    assert study.run_settings(Run("simulated", "ma", "default", 4, 1))["options"] == {"frames_per_job": 50000}
+    # every option of the algorithm: the table's defaults, config.yaml's over them
+    options = study.run_settings(Run("simulated", "ma", "default", 4, 1))["options"]
+    assert options == {"frames_per_job": 50000, "natural_gradient": True, "max_param_change": 2.0}
 
 
 def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run():

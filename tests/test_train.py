@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.training.loop import RunPaths, train
-from asrscale.training.models import build_model
+from asrscale.models import build_model
+from asrscale.training.run import train
 from asrscale.worlds.mpi import MPIWorld
-from conftest import run_config
+from conftest import run_config, run_paths
 
 QUICK = run_config()
 
@@ -28,7 +28,7 @@ def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
 
 
 def run(corpus, out, config=QUICK, learners=1):
-    paths = RunPaths(corpus / "data", corpus / "feats", corpus / "shards" / f"P{learners}", corpus / "tokens.txt", out)
+    paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
     train(config, paths, MPIWorld())
     return torch.load(out / "model.pt", weights_only=False), pd.read_csv(out / "metrics.tsv", sep="\t")
 

@@ -6,11 +6,11 @@ clock."""
 import pytest
 import torch
 
-from asrscale.settings import defaults
-from asrscale.training.loop import RunPaths, train
+from asrscale.config.schema import defaults
+from asrscale.training.run import train
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import MPI_WORLD, mpiexec, run_config
+from conftest import MPI_WORLD, mpiexec, run_config, run_paths
 from test_mpi import train_command
 from test_sim import CALIBRATION
 
@@ -22,7 +22,7 @@ def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, MPI_WORLD, epochs=1))
     costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine")), CALIBRATION)
     run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's
-    paths = RunPaths(corpus / "data", corpus / "feats", shards, corpus / "tokens.txt", tmp_path / "simulated")
+    paths = run_paths(corpus, shards, tmp_path / "simulated")
     train(run, paths, SimWorld(2, costs, prefetch=run.train.prefetch, name=algorithm))
     mpi, simulated = (torch.load(tmp_path / world / "model.pt", weights_only=False)["model"]
                       for world in ("mpi", "simulated"))  # fmt: skip

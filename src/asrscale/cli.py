@@ -1,6 +1,6 @@
 """`asrscale <stage>`: the commands the workflow's rules call, one per stage. A stage's settings
 come from the file `--settings` names, which the workflow writes from the configuration
-(`asrscale.study`); paths come on the command line."""
+(`asrscale.config.study`); paths come on the command line."""
 
 import argparse
 import faulthandler
@@ -12,7 +12,8 @@ from asrscale.io import read_settings
 
 
 def synth(args):
-    from asrscale.data.corpus.synthetic import SyntheticConfig, synthesise_part
+    from asrscale.config.sections import SyntheticConfig
+    from asrscale.data.corpus.synthetic import synthesise_part
 
     config = SyntheticConfig(**read_settings(args.settings))
     for subset, data in synthesise_part(config, args.part, args.parts, args.out / "audio").items():
@@ -20,13 +21,11 @@ def synth(args):
 
 
 def import_data(args):
-    from asrscale.data.badinput import BadInputPolicy
-    from asrscale.data.corpus.sources import ImportSettings, TextNormalisation, import_subset
-    from asrscale.data.features import FeatureConfig
+    from asrscale.config.sections import ImportSettings
+    from asrscale.data.corpus.sources import import_subset
 
     settings = read_settings(args.settings)
-    parts = (FeatureConfig, "features"), (TextNormalisation, "text"), (BadInputPolicy, "bad_input")
-    data = import_subset(settings["sources"], ImportSettings(*(kind(**settings[key]) for kind, key in parts)), args.out)
+    data = import_subset(settings["sources"], ImportSettings.from_settings(settings), args.out)
     print(f"imported {len(data.text)} utterances of {len(data.spk2utt)} speakers into {args.out}")
 
 
@@ -54,9 +53,9 @@ def language_model(args):
 
 
 def features(args):
-    from asrscale.data.badinput import BadInputPolicy
+    from asrscale.config.sections import BadInputPolicy, FeatureConfig
     from asrscale.data.datadir import read_data_dir
-    from asrscale.data.features import FeatureCache, FeatureConfig, extract_part
+    from asrscale.data.features import FeatureCache, extract_part
 
     settings = read_settings(args.settings)
     config, policy = FeatureConfig(**settings["features"]), BadInputPolicy(**settings["bad_input"])
@@ -82,19 +81,17 @@ def calibrate(args):
 
     import yaml
 
+    from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
     from asrscale.data.batches import Subset
-    from asrscale.data.features import FeatureConfig
     from asrscale.data.tokens import Tokens
     from asrscale.io import atomic_write_json
     from asrscale.provenance import environment
     from asrscale.training.calibration import calibrate, measured_compute
-    from asrscale.training.loop import TrainConfig
-    from asrscale.training.models import ModelConfig
 
     settings = read_settings(args.settings)
     config, model, features = (TrainConfig(**settings["train"]), ModelConfig(**settings["model"]),
                                FeatureConfig(**settings["features"]))  # fmt: skip
-    train_set = Subset.of(args.data, args.feats, "train", settings["cmvn"], Tokens.read(args.tokens))
+    train_set = Subset(args.train_data, args.train_feats, args.train_feats, settings["cmvn"], Tokens.read(args.tokens))
     calibration = calibrate(config, model, features, train_set)
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
@@ -104,58 +101,19 @@ def calibrate(args):
     print(yaml.safe_dump(profile, sort_keys=False, width=120))
 
 
-def make_world(settings: dict, algorithm: str, device: str, prefetch: int, seed: int, calibration: Path | None,
-               cores: int | None = None):  # fmt: skip
-    """The world a run's settings name: its simulated cluster (computing with `cores` threads), or
-    this rank's MPI world."""
-    from asrscale.training.algorithms import algorithm_class
-
-    servers = algorithm_class(algorithm).servers
-    if settings["kind"] == "simulated":
-        from asrscale.worlds.costmodel import CostModel, Hardware
-        from asrscale.worlds.simulated import SimWorld
-
-        if calibration is None:
-            raise ValueError("a simulated run needs this machine's calibration: --calibration")
-        from asrscale.training.fused import fusers
-
-        profile = dict(settings["hardware"])
-        costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=seed)
-        world = SimWorld(settings["learners"], costs, servers, settings["learners_per_node"], prefetch, algorithm,
-                         device, cores=cores)  # fmt: skip
-        fuse = settings["fuse_learners"]
-        if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
-            world.fusers = fusers(world.device)
-        return world
-    from asrscale.worlds.mpi import MPIWorld
-
-    return MPIWorld(servers=servers, learners_per_node=settings["learners_per_node"], timeout_s=settings["timeout_s"],
-                    name=algorithm, collectives=settings["collectives"], device=device)  # fmt: skip
-
-
 def train(args):
-    from asrscale.training.loop import RunConfig, RunPaths, train
+    from asrscale.training.run import RunPaths, run_settings_file
 
-    settings = read_settings(args.settings)
-    run = RunConfig.from_settings(settings)
-    world = make_world(settings["world"], run.algorithm, run.train.device, run.train.prefetch, run.seed,
-                       args.calibration, args.cores)  # fmt: skip
-    paths = RunPaths(args.data, args.feats, args.shards, args.tokens, args.out)
-    try:
-        train(run, paths, world)
-    except BaseException as error:  # this rank's error ends every rank: none is left waiting for it
-        said = error if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
-        print(f"asrscale train: {world.label}: {said}", file=sys.stderr, flush=True)
-        world.abort(1)
-        if isinstance(error, UserError):
-            sys.exit(1)
-        raise
+    paths = RunPaths(args.train_data, args.dev_data, args.train_feats, args.dev_feats, args.shards, args.tokens,
+                     args.out)  # fmt: skip
+    run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores)
 
 
 def decode(args):
     import json
 
-    from asrscale.decoding.decode import DecodeSettings, decode_run
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.decoding.decode import decode_run
 
     subsets = {"dev": (args.dev_data, args.dev_feats), "test": (args.data, args.feats)}
     scores = decode_run(args.model, subsets, args.train_feats, args.lm, DecodeSettings(**read_settings(args.settings)),
@@ -171,10 +129,10 @@ def gather(args):
 
 
 def report(args):
-    from asrscale.analysis.report import render
+    from asrscale.analysis.report import make_report
 
     settings = read_settings(args.settings)
-    render(args.results, args.figures, settings["title"], args.out, args.skipped, settings["config"])
+    make_report(args.tables, args.figures, settings["title"], args.out, args.skipped, settings["config"])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -202,12 +160,12 @@ def parser() -> argparse.ArgumentParser:
     stage(shard, "balanced shards for P learners", ("--feats", path), ("--learners", {"type": int, "required": True}),
           ("--out", path))  # fmt: skip
     stage(calibrate, "time the model on this machine for the cost model of simulated runs", settings,
-          *[(f"--{k}", path) for k in ("data", "feats", "tokens", "out")])  # fmt: skip
+          *[(f"--{k}", path) for k in ("train-data", "train-feats", "tokens", "out")])  # fmt: skip
     stage(
         train,
         "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
         settings,
-        *[(f"--{k}", path) for k in ("data", "feats", "shards", "tokens", "out")],
+        *[(f"--{k}", path) for k in ("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out")],
         ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
         ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"}),
     )
@@ -218,8 +176,10 @@ def parser() -> argparse.ArgumentParser:
         *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
     )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
-    stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("results", "figures", "out")],
-          ("--skipped", {"type": Path, "nargs": "*", "default": [], "help": "skipped-utterance reports"}))  # fmt: skip
+    stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("figures", "out")],
+          ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
+          ("--skipped", {"type": Path, "nargs": "*", "default": [],
+                         "help": "folders whose skipped.tsv lists the utterances left out"}))  # fmt: skip
     return top
 
 

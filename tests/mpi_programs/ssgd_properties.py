@@ -10,13 +10,14 @@ from pathlib import Path
 import torch
 from mpi4py import MPI
 
+from asrscale.config.schema import build
+from asrscale.config.sections import ModelConfig
 from asrscale.data.batches import Subset
 from asrscale.data.shard import read_shard
 from asrscale.data.tokens import Tokens
-from asrscale.settings import build
+from asrscale.models import build_model
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.learner import Learner
-from asrscale.training.models import ModelConfig, build_model
 from asrscale.worlds.mpi import MPIWorld
 
 corpus = Path(sys.argv[1])

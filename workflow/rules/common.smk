@@ -1,9 +1,10 @@
 import os
 import sys
 
+from asrscale.config import paths
+from asrscale.config.study import SUBSETS, Study
+from asrscale.data.corpus.formats import listings
 from asrscale.io import atomic_write_json, atomic_write_text
-from asrscale.settings import validate
-from asrscale.study import SUBSETS, Study
 from asrscale.worlds.devices import uses_gpu
 
 
@@ -19,11 +20,10 @@ envvars:
 shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
-# every key checked, every default filled in, before any job starts (the schema and the study
-# resolver live in the package: src/asrscale/config.schema.yaml, src/asrscale/study.py)
-validate(config)
+# The rules read the configuration only through the study it resolves to (src/asrscale/config/):
+# every key checked and every default filled in, once, before any job starts. Every path is a
+# template of asrscale.config.paths, its fields the rules' wildcards.
 STUDY = Study(config)
-RUN = "results/{corpus}/studies/{study}/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
 
 
 wildcard_constraints:
@@ -39,6 +39,13 @@ wildcard_constraints:
     stage="[a-z-]+",
 
 
+def fill(template, **fields):
+    """A path template (asrscale.config.paths) with some fields filled, the rest left as wildcards."""
+    for name, value in fields.items():
+        template = template.replace(f"{{{name}}}", str(value))
+    return template
+
+
 def run_of(wildcards):
     """The run a rule's wildcards name."""
     return STUDY.run_of(
@@ -50,31 +57,27 @@ def run_of(wildcards):
     )
 
 
-def source_tables(wildcards):
+def watched(wildcards):
     """The files that list a subset's utterances, and the audio files an import or extraction of
     it found bad (their watch lists): editing or fixing one imports the subset again."""
-    watch_lists = [Path(f"results/{STUDY.corpus}/data/{wildcards.subset}.watch")]
-    watch_lists += Path(f"results/{STUDY.corpus}/feats/{wildcards.subset}").glob(
-        "part*.watch"
-    )
-    watched = [
+    watch_lists = [Path(STUDY.at(paths.DATA_WATCH, subset=wildcards.subset))]
+    parts = Path(STUDY.at(paths.FEATURE_PART, subset=wildcards.subset, part=0)).parent
+    watch_lists += parts.glob("part*.watch")
+    bad_audio = [
         Path(path)
         for watch in watch_lists
         if watch.is_file()
         for path in watch.read_text().splitlines()
         if Path(path).is_file()
     ]
-    return watched + STUDY.source_tables(wildcards.subset)
+    return bad_audio + listings(STUDY.sources(wildcards.subset))
 
 
 def skipped_reports():
-    """Every report of utterances left out, by import (own corpora) and by feature extraction."""
-    stages = ["data", "feats"] if STUDY.imported else ["feats"]
-    return [
-        f"results/{STUDY.corpus}/{stage}/{subset}/skipped.tsv"
-        for stage in stages
-        for subset in SUBSETS
-    ]
+    """The folders whose skipped.tsv lists the utterances left out: by import (your own corpus)
+    and by feature extraction."""
+    stages = [paths.DATA, paths.FEATURES] if STUDY.imported else [paths.FEATURES]
+    return expand(stages, corpus=STUDY.corpus, subset=SUBSETS)
 
 
 def simulation_inputs(wildcards):
@@ -82,7 +85,9 @@ def simulation_inputs(wildcards):
     if wildcards.world == "mpi":
         return {}
     return {
-        "calibration": f"results/{wildcards.corpus}/studies/{wildcards.study}/calibration.json"
+        "calibration": paths.CALIBRATION.format(
+            corpus=wildcards.corpus, study=wildcards.study
+        )
     }
 
 
@@ -90,9 +95,3 @@ def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)
     atomic_write_text(log, f"wrote {path}\n")
-
-
-def language_model(wildcards):
-    """The ARPA file of decoding: the training transcripts' model, or your own (decode.lm)."""
-    lm = config["decode"]["lm"]
-    return f"results/{wildcards.corpus}/lm/words.arpa" if lm == "train" else lm

@@ -2,18 +2,10 @@ if STUDY.imported:
 
     rule import_subset:
         input:
-            source_tables,
-            settings="results/{corpus}/settings/import-{subset}.json",
+            watched,
+            settings=fill(paths.CORPUS_SETTINGS, stage="import-{subset}"),
         output:
-            multiext(
-                "results/{corpus}/data/{subset}/",
-                "wav.scp",
-                "text",
-                "utt2spk",
-                "spk2utt",
-                "utt2dur",
-                "skipped.tsv",
-            ),
+            directory(paths.DATA),
         log:
             "logs/{corpus}/import/{subset}.log",
         conda:
@@ -21,16 +13,15 @@ if STUDY.imported:
         resources:
             **JOB_RESOURCES,
         shell:
-            "python -m asrscale import-data --settings {input.settings}"
-            " --out results/{wildcards.corpus}/data/{wildcards.subset} > {log} 2>&1"
+            "python -m asrscale import-data --settings {input.settings} --out {output} > {log} 2>&1"
 
 else:
 
     rule synthesise:
         input:
-            settings="results/{corpus}/settings/synthesise.json",
+            settings=fill(paths.CORPUS_SETTINGS, stage="synthesise"),
         output:
-            directory("results/{corpus}/synth/part{part}"),
+            directory(paths.SYNTHESIS_PART),
         log:
             "logs/{corpus}/synthesise/part{part}.log",
         benchmark:
@@ -40,26 +31,19 @@ else:
         resources:
             **JOB_RESOURCES,
         params:
-            parts=config["corpus"]["builtin"]["jobs"],
+            parts=STUDY.synthesis_jobs,
         shell:
             "python -m asrscale synth --settings {input.settings} --part {wildcards.part} --parts {params.parts}"
             " --out {output} > {log} 2>&1"
 
     rule data_dir:
         input:
-            expand(
-                "results/{{corpus}}/synth/part{part}",
-                part=range(config["corpus"]["builtin"]["jobs"]),
-            ),
+            [
+                fill(paths.SYNTHESIS_PART, part=part)
+                for part in range(STUDY.synthesis_jobs)
+            ],
         output:
-            multiext(
-                "results/{corpus}/data/{subset}/",
-                "wav.scp",
-                "text",
-                "utt2spk",
-                "spk2utt",
-                "utt2dur",
-            ),
+            directory(paths.DATA),
         log:
             "logs/{corpus}/data_dir/{subset}.log",
         conda:
@@ -71,15 +55,14 @@ else:
                 f"{part}/{wildcards.subset}" for part in input
             ],
         shell:
-            "python -m asrscale combine-data --out results/{wildcards.corpus}/data/{wildcards.subset}"
-            " {params.parts} > {log} 2>&1"
+            "python -m asrscale combine-data --out {output} {params.parts} > {log} 2>&1"
 
 
 rule tokens:
     input:
-        "results/{corpus}/data/train/text",
+        fill(paths.DATA, subset="train"),
     output:
-        "results/{corpus}/tokens.txt",
+        paths.TOKENS,
     log:
         "logs/{corpus}/tokens.log",
     conda:
@@ -87,4 +70,4 @@ rule tokens:
     resources:
         **JOB_RESOURCES,
     shell:
-        "python -m asrscale tokens --data results/{wildcards.corpus}/data/train --out {output} > {log} 2>&1"
+        "python -m asrscale tokens --data {input} --out {output} > {log} 2>&1"

@@ -1,9 +1,9 @@
 rule language_model:
     input:
-        settings="results/{corpus}/settings/language-model.json",
-        text="results/{corpus}/data/train/text",
+        settings=fill(paths.CORPUS_SETTINGS, stage="language-model"),
+        train_data=fill(paths.DATA, subset="train"),
     output:
-        "results/{corpus}/lm/words.arpa",
+        paths.LANGUAGE_MODEL,
     log:
         "logs/{corpus}/language-model.log",
     conda:
@@ -11,24 +11,24 @@ rule language_model:
     resources:
         **JOB_RESOURCES,
     shell:
-        "python -m asrscale language-model --settings {input.settings} --data results/{wildcards.corpus}/data/train"
-        " --out {output} > {log} 2>&1"
+        "python -m asrscale language-model --settings {input.settings} --data {input.train_data} --out {output}"
+        " > {log} 2>&1"
 
 
 rule decode:
     input:
-        settings="results/{corpus}/studies/{study}/settings/decode.json",
-        model=f"{RUN}/model.pt",
-        lm=language_model,
-        data=expand("results/{{corpus}}/data/{subset}/text", subset=("dev", "test")),
-        feats=expand(
-            "results/{{corpus}}/feats/{subset}/feats.scp", subset=("dev", "test")
-        ),
-        train_feats="results/{corpus}/feats/train/cmvn.npz",
+        settings=fill(paths.STUDY_SETTINGS, stage="decode"),
+        model=f"{paths.RUN}/model.pt",
+        lm=STUDY.language_model,
+        test_data=fill(paths.DATA, subset="test"),
+        test_feats=fill(paths.FEATURES, subset="test"),
+        dev_data=fill(paths.DATA, subset="dev"),
+        dev_feats=fill(paths.FEATURES, subset="dev"),
+        train_feats=fill(paths.FEATURES, subset="train"),
     output:
-        scores=f"{RUN}/test/scores.json",
-        hypotheses=f"{RUN}/test/hypotheses.tsv",
-        alignments=multiext(f"{RUN}/test/alignment.", "lm.txt", "greedy.txt"),
+        scores=f"{paths.RUN}/test/scores.json",
+        hypotheses=f"{paths.RUN}/test/hypotheses.tsv",
+        alignments=multiext(f"{paths.RUN}/test/alignment.", "lm.txt", "greedy.txt"),
     log:
         "logs/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
     benchmark:
@@ -38,10 +38,8 @@ rule decode:
     resources:
         **JOB_RESOURCES,
     params:
-        results=lambda wildcards, input: Path(input.train_feats).parents[2],
-        out=lambda wildcards, output: Path(output.scores).parent,
+        folder=lambda wildcards, output: Path(output.scores).parent,
     shell:
         "python -m asrscale decode --settings {input.settings} --model {input.model} --lm {input.lm}"
-        " --data {params.results}/data/test --feats {params.results}/feats/test"
-        " --dev-data {params.results}/data/dev --dev-feats {params.results}/feats/dev"
-        " --train-feats {params.results}/feats/train --out {params.out} > {log} 2>&1"
+        " --data {input.test_data} --feats {input.test_feats} --dev-data {input.dev_data}"
+        " --dev-feats {input.dev_feats} --train-feats {input.train_feats} --out {params.folder} > {log} 2>&1"

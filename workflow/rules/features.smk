@@ -1,27 +1,10 @@
-FEATURE_JOBS = config["features"]["jobs"]
-
-
 rule features:
     input:
         # extraction and bad input only: normalisation (features.cmvn) is applied as features load
-        settings="results/{corpus}/settings/features.json",
-        data=multiext(
-            "results/{corpus}/data/{subset}/",
-            "wav.scp",
-            "utt2spk",
-            "spk2utt",
-            "text",
-            "utt2dur",
-        ),
+        settings=fill(paths.CORPUS_SETTINGS, stage="features"),
+        data=paths.DATA,
     output:
-        multiext(
-            "results/{corpus}/feats/{subset}/part{part}",
-            ".ark",
-            ".scp",
-            ".frames",
-            ".cmvn.npz",
-            ".skipped",
-        ),
+        multiext(paths.FEATURE_PART, ".ark", ".scp", ".frames", ".cmvn.npz", ".skipped"),
     log:
         "logs/{corpus}/features/{subset}-part{part}.log",
     benchmark:
@@ -31,30 +14,25 @@ rule features:
     resources:
         **JOB_RESOURCES,
     params:
+        prefix=lambda wildcards, output: Path(output[0]).with_suffix(""),
+        parts=STUDY.feature_jobs,
         # your own corpus: a rerun after a fix computes only the utterances that changed
-        cache=f"--cache results/{STUDY.corpus}/cache/features" if STUDY.imported else "",
-        parts=FEATURE_JOBS,
+        cache=f"--cache {STUDY.at(paths.FEATURE_CACHE)}" if STUDY.imported else "",
     shell:
-        "python -m asrscale features --settings {input.settings} --data results/{wildcards.corpus}/data/{wildcards.subset}"
-        " --part {wildcards.part} --parts {params.parts} {params.cache}"
-        " --out results/{wildcards.corpus}/feats/{wildcards.subset}/part{wildcards.part} > {log} 2>&1"
+        "python -m asrscale features --settings {input.settings} --data {input.data} --part {wildcards.part}"
+        " --parts {params.parts} {params.cache} --out {params.prefix} > {log} 2>&1"
 
 
 rule combine_features:
     input:
         expand(
-            "results/{{corpus}}/feats/{{subset}}/part{part}{ext}",
-            part=range(FEATURE_JOBS),
+            f"{paths.FEATURE_PART}{{ext}}",
+            part=range(STUDY.feature_jobs),
             ext=[".scp", ".frames", ".cmvn.npz", ".skipped"],
+            allow_missing=True,
         ),
     output:
-        multiext(
-            "results/{corpus}/feats/{subset}/",
-            "feats.scp",
-            "utt2num_frames",
-            "cmvn.npz",
-            "skipped.tsv",
-        ),
+        directory(paths.FEATURES),
     log:
         "logs/{corpus}/combine_features/{subset}.log",
     conda:
@@ -63,18 +41,17 @@ rule combine_features:
         **JOB_RESOURCES,
     params:
         parts=expand(
-            "results/{{corpus}}/feats/{{subset}}/part{part}", part=range(FEATURE_JOBS)
+            paths.FEATURE_PART, part=range(STUDY.feature_jobs), allow_missing=True
         ),
     shell:
-        "python -m asrscale combine-features --out results/{wildcards.corpus}/feats/{wildcards.subset}"
-        " {params.parts} > {log} 2>&1"
+        "python -m asrscale combine-features --out {output} {params.parts} > {log} 2>&1"
 
 
 rule shard:
     input:
-        "results/{corpus}/feats/train/utt2num_frames",
+        fill(paths.FEATURES, subset="train"),
     output:
-        directory("results/{corpus}/shards/P{learners}"),
+        directory(paths.SHARDS),
     log:
         "logs/{corpus}/shard/P{learners}.log",
     conda:
@@ -82,5 +59,4 @@ rule shard:
     resources:
         **JOB_RESOURCES,
     shell:
-        "python -m asrscale shard --feats results/{wildcards.corpus}/feats/train --learners {wildcards.learners}"
-        " --out {output} > {log} 2>&1"
+        "python -m asrscale shard --feats {input} --learners {wildcards.learners} --out {output} > {log} 2>&1"

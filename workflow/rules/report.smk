@@ -10,43 +10,36 @@ rule gather:
             run=sorted({STUDY.folder(run) for run in STUDY.runs()}),
             file=["metrics.tsv", "run.json", "test/scores.json"],
         ),
-        settings="results/{corpus}/studies/{study}/settings/gather.json",
+        settings=fill(paths.STUDY_SETTINGS, stage="gather"),
     output:
         runs=report(
-            "results/{corpus}/studies/{study}/runs.tsv",
+            fill(paths.TABLE, table="runs"),
             caption="../report/runs.rst",
             category="Tables",
         ),
-        epochs="results/{corpus}/studies/{study}/epochs.tsv",
-        staleness="results/{corpus}/studies/{study}/staleness.tsv",
-        sweeps="results/{corpus}/studies/{study}/sweeps.tsv",
-        exchanges="results/{corpus}/studies/{study}/exchanges.tsv",
-        confusions="results/{corpus}/studies/{study}/confusions.tsv",
-        learners="results/{corpus}/studies/{study}/learners.tsv",
+        tables=[fill(paths.TABLE, table=table) for table in paths.TABLES[1:]],
     log:
         "logs/{corpus}/gather/{study}.log",
     conda:
         "../../envs/report.yaml"
+    params:
+        folder=lambda wildcards, output: Path(output.runs).parent,
     shell:
-        "python -m asrscale gather --settings {input.settings}"
-        " --out results/{wildcards.corpus}/studies/{wildcards.study} > {log} 2>&1"
+        "python -m asrscale gather --settings {input.settings} --out {params.folder} > {log} 2>&1"
 
 
 rule report:
     input:
-        settings=f"results/{STUDY.corpus}/studies/{{study}}/settings/report.json",
-        runs=f"results/{STUDY.corpus}/studies/{{study}}/runs.tsv",
-        epochs=f"results/{STUDY.corpus}/studies/{{study}}/epochs.tsv",
-        staleness=f"results/{STUDY.corpus}/studies/{{study}}/staleness.tsv",
-        sweeps=f"results/{STUDY.corpus}/studies/{{study}}/sweeps.tsv",
-        exchanges=f"results/{STUDY.corpus}/studies/{{study}}/exchanges.tsv",
-        confusions=f"results/{STUDY.corpus}/studies/{{study}}/confusions.tsv",
-        learners=f"results/{STUDY.corpus}/studies/{{study}}/learners.tsv",
+        settings=fill(paths.STUDY_SETTINGS, corpus=STUDY.corpus, stage="report"),
+        tables=[
+            fill(paths.TABLE, corpus=STUDY.corpus, table=table)
+            for table in paths.TABLES
+        ],
         skipped=skipped_reports(),
     output:
-        html="reports/{study}.html",
+        html=paths.REPORT,
         figures=report(
-            directory(f"results/{STUDY.corpus}/studies/{{study}}/figures"),
+            directory(fill(paths.FIGURES, corpus=STUDY.corpus)),
             patterns=["{name}.png"],
             caption="../report/figures.rst",
             category="Figures",
@@ -56,8 +49,6 @@ rule report:
         f"logs/{STUDY.corpus}/report/{{study}}.log",
     conda:
         "../../envs/report.yaml"
-    params:
-        results=lambda wildcards, input: Path(input.runs).parent,
     shell:
-        "python -m asrscale report --settings {input.settings} --results {params.results} --figures {output.figures}"
+        "python -m asrscale report --settings {input.settings} --tables {input.tables} --figures {output.figures}"
         " --skipped {input.skipped} --out {output.html} > {log} 2>&1"

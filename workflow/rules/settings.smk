@@ -1,6 +1,6 @@
 # Every stage's settings and every run's, each in a file written from the configuration by the
-# study resolver (src/asrscale/study.py); `asrscale <stage> --settings` reads it. A change of
-# settings rewrites the file, and so reruns what reads it (and only that). These rules run in
+# study resolver (src/asrscale/config/study.py); `asrscale <stage> --settings` reads it. A change
+# of settings rewrites the file, and so reruns what reads it (and only that). These rules run in
 # Snakemake's own process (profiles/default: force-use-threads).
 localrules:
     corpus_settings,
@@ -10,7 +10,7 @@ localrules:
 
 rule corpus_settings:
     output:
-        "results/{corpus}/settings/{stage}.json",
+        paths.CORPUS_SETTINGS,
     log:
         "logs/{corpus}/settings/{stage}.log",
     params:
@@ -21,7 +21,7 @@ rule corpus_settings:
 
 rule study_settings:
     output:
-        "results/{corpus}/studies/{study}/settings/{stage}.json",
+        paths.STUDY_SETTINGS,
     log:
         "logs/{corpus}/{study}/settings/{stage}.log",
     params:
@@ -32,7 +32,7 @@ rule study_settings:
 
 rule run_settings:
     output:
-        f"{RUN}/settings.json",
+        f"{paths.RUN}/settings.json",
     log:
         "logs/{corpus}/{study}/settings/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
     params:

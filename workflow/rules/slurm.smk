@@ -1,23 +1,9 @@
 # Sizing jobs on SLURM (--profile slurm): config slurm: holds the site's settings, and
-# ASRSCALE_SLURM_<KEY> in the environment wins over it. Whether jobs go to SLURM is known only
-# once jobs are made, so resources that depend on it are functions.
+# ASRSCALE_SLURM_<KEY> in the environment wins over it (Study.slurm). Whether jobs go to SLURM is
+# known only once jobs are made, so resources that depend on it are functions.
 
 
-def slurm_settings():
-    settings = dict(config["slurm"])
-    for key, value in settings.items():
-        variable = f"ASRSCALE_SLURM_{key.upper()}"
-        if variable in os.environ:
-            try:
-                settings[key] = type(value)(os.environ[variable])
-            except ValueError:
-                raise ValueError(
-                    f"{variable}={os.environ[variable]!r}: slurm.{key} takes an integer"
-                ) from None
-    return settings
-
-
-SLURM = slurm_settings()
+SLURM = STUDY.slurm(os.environ)
 
 
 def on_slurm():
@@ -60,7 +46,7 @@ def launcher(wildcards):
             per_node=ranks_per_node(wildcards),
             cpus=SLURM["cpus_per_learner"],
         )
-    return config["mpi"]["launcher"].format(ranks=ranks(wildcards))
+    return STUDY.mpi_launcher(ranks(wildcards))
 
 
 def tasks_per_node(wildcards):
@@ -113,6 +99,6 @@ def train_cores(wildcards):
     train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
     from a second on the 2-core CI machine, where two runs side by side train 1.3x the frames).
     """
-    if wildcards.world == "mpi" or on_slurm() or uses_gpu(config["train"]["device"]):
+    if wildcards.world == "mpi" or on_slurm() or uses_gpu(STUDY.train_device):
         return job_cores()
-    return min(config["train"]["threads"] or 1, workflow.cores)
+    return min(STUDY.train_threads or 1, workflow.cores)

@@ -1,11 +1,11 @@
 rule calibrate:
     input:
-        settings="results/{corpus}/studies/{study}/settings/calibrate.json",
-        data="results/{corpus}/data/train/text",
-        feats="results/{corpus}/feats/train/feats.scp",
-        tokens="results/{corpus}/tokens.txt",
+        settings=fill(paths.STUDY_SETTINGS, stage="calibrate"),
+        train_data=fill(paths.DATA, subset="train"),
+        train_feats=fill(paths.FEATURES, subset="train"),
+        tokens=paths.TOKENS,
     output:
-        "results/{corpus}/studies/{study}/calibration.json",
+        paths.CALIBRATION,
     log:
         "logs/{corpus}/{study}/calibrate.log",
     benchmark:
@@ -18,8 +18,8 @@ rule calibrate:
         **JOB_RESOURCES,
         gres=ONE_GPU,  # times the GPU learners train on
     shell:
-        "python -m asrscale calibrate --settings {input.settings} --data results/{wildcards.corpus}/data"
-        " --feats results/{wildcards.corpus}/feats --tokens {input.tokens} --out {output} > {log} 2>&1"
+        "python -m asrscale calibrate --settings {input.settings} --train-data {input.train_data}"
+        " --train-feats {input.train_feats} --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
 # a run's job, as its log and benchmark files name it
@@ -31,17 +31,17 @@ TRAIN_JOB = (
 rule train:
     input:
         unpack(simulation_inputs),
-        settings=f"{RUN}/settings.json",
-        data=expand("results/{{corpus}}/data/{subset}/text", subset=["train", "dev"]),
-        feats=expand(
-            "results/{{corpus}}/feats/{subset}/feats.scp", subset=["train", "dev"]
-        ),
-        shards="results/{corpus}/shards/P{learners}",
-        tokens="results/{corpus}/tokens.txt",
+        settings=f"{paths.RUN}/settings.json",
+        train_data=fill(paths.DATA, subset="train"),
+        dev_data=fill(paths.DATA, subset="dev"),
+        train_feats=fill(paths.FEATURES, subset="train"),
+        dev_feats=fill(paths.FEATURES, subset="dev"),
+        shards=paths.SHARDS,
+        tokens=paths.TOKENS,
     output:
-        model=f"{RUN}/model.pt",
-        metrics=f"{RUN}/metrics.tsv",
-        record=f"{RUN}/run.json",
+        model=f"{paths.RUN}/model.pt",
+        metrics=f"{paths.RUN}/metrics.tsv",
+        record=f"{paths.RUN}/run.json",
     log:
         f"logs/{TRAIN_JOB}.log",
     benchmark:
@@ -53,7 +53,7 @@ rule train:
         **TRAIN_RESOURCES,
     params:
         launch=lambda wildcards: launcher(wildcards) or "",
-        out=lambda wildcards, output: Path(output.model).parent,
+        folder=lambda wildcards, output: Path(output.model).parent,
         attempts=f"logs/{TRAIN_JOB}.attempts.log",
         simulated=lambda wildcards, input, threads: (
             f"--calibration {input.calibration} --cores {threads}"
@@ -64,6 +64,7 @@ rule train:
         # Snakemake empties {log} for each attempt: what a preempted, cancelled or failed attempt
         # printed stays in {params.attempts}, each attempt under a line saying when and where
         'echo "== attempt $(date -Is) on $(uname -n)${{SLURM_JOB_ID:+, SLURM job $SLURM_JOB_ID}}" >> {params.attempts};'
-        " {params.launch} python -m asrscale train --settings {input.settings} --data results/{wildcards.corpus}/data"
-        " --feats results/{wildcards.corpus}/feats --shards {input.shards} --tokens {input.tokens}"
-        " --out {params.out} {params.simulated} 2>&1 | tee -a {params.attempts} > {log}"
+        " {params.launch} python -m asrscale train --settings {input.settings} --train-data {input.train_data}"
+        " --dev-data {input.dev_data} --train-feats {input.train_feats} --dev-feats {input.dev_feats}"
+        " --shards {input.shards} --tokens {input.tokens} --out {params.folder} {params.simulated}"
+        " 2>&1 | tee -a {params.attempts} > {log}"

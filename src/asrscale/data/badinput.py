@@ -7,25 +7,15 @@ skips and reports them, and stops only when more than `max_fraction` of a subset
 writing the report.
 """
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from asrscale.errors import ConfigError, UserError
+from asrscale.config.sections import BadInputPolicy
+from asrscale.errors import UserError
 from asrscale.io import atomic_write_text
 
 
 class BadInput(UserError):
     """Input that cannot be used, named by its file and line."""
-
-
-@dataclass(frozen=True)
-class BadInputPolicy:
-    policy: str  # "skip": leave the utterance out and report it; "stop": stop at the first
-    max_fraction: float  # more than this fraction of a subset bad stops the run even when skipping
-
-    def __post_init__(self):
-        if self.policy not in ("skip", "stop"):
-            raise ConfigError(f"corpus.bad_input.policy must be 'skip' or 'stop', not {self.policy!r}")
 
 
 class Skipped:

@@ -48,12 +48,6 @@ class Subset:
         utt2spk = read_table(Path(data_dir) / "utt2spk")
         self._normalise = Normaliser(cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz", utt2spk)
 
-    @classmethod
-    def of(cls, data_root: Path, feats_root: Path, name: str, cmvn: str, tokens: Tokens) -> "Subset":
-        """Subset `name` ("train", "dev", ...) of a corpus laid out as <data_root>/<name> and
-        <feats_root>/<name>, normalised with the training set's statistics."""
-        return cls(Path(data_root) / name, Path(feats_root) / name, Path(feats_root) / "train", cmvn, tokens)
-
     def collate(self, utts: list[str]) -> Batch:
         feats = [self._normalise(u, self._reader[u]) for u in utts]
         padded = np.zeros((len(feats), max(len(f) for f in feats), feats[0].shape[1]), np.float32)

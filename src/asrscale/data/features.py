@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import kaldiio
@@ -18,29 +18,11 @@ import numpy as np
 import python_speech_features as psf
 import soundfile
 
+from asrscale.config.sections import BadInputPolicy, FeatureConfig
 from asrscale.data.audio import is_command, read_audio, resample
-from asrscale.data.badinput import BadInput, BadInputPolicy, Skipped
+from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.datadir import DataDir, read_table
 from asrscale.io import atomic_write_text
-
-
-@dataclass(frozen=True)
-class FeatureConfig:
-    """config.yaml's `features` as extracted (their normalisation, `features.cmvn`, is applied when
-    they are loaded, so that changing it extracts nothing again)."""
-
-    # "fbank" (log-mel), "mfcc" (13 cepstra plus deltas and double deltas), or "kaldi": each
-    # utterance's features from its Kaldi data dir's feats.scp (`bins` of them), not its audio
-    kind: str
-    bins: int
-    sample_rate: int
-    window_ms: float
-    shift_ms: float
-    channel: int  # of multi-channel audio
-
-    @property
-    def dim(self) -> int:
-        return 39 if self.kind == "mfcc" else self.bins
 
 
 @functools.lru_cache(maxsize=8)

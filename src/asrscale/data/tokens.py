@@ -1,4 +1,5 @@
-"""The character token set of CTC: index 0 is the blank, then the characters of the training text."""
+"""The character token set of CTC: index 0 is the blank, then the characters of the training text;
+text encoded into tokens, and tokens (and CTC's outputs) decoded into text."""
 
 from pathlib import Path
 
@@ -37,3 +38,10 @@ class Tokens:
 
     def decode(self, ids) -> str:
         return "".join(self.symbols[i] for i in ids if i != 0)
+
+    def greedy(self, log_probs, lengths) -> list[str]:
+        """CTC's greedy decoding of a batch's log-probabilities (batch × frames × tokens, each
+        utterance `lengths` frames): the best token per frame, repeats collapsed, blanks removed."""
+        best = log_probs.argmax(-1)
+        return [" ".join(self.decode(path[:length].unique_consecutive().tolist()).split())
+                for path, length in zip(best, lengths)]  # fmt: skip

@@ -10,26 +10,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from asrscale.config.sections import DecodeSettings, FeatureConfig, ModelConfig
 from asrscale.data.batches import Subset
-from asrscale.data.features import FeatureConfig
 from asrscale.data.tokens import Tokens
 from asrscale.decoding.beam import LexiconBeamSearch, Weights
 from asrscale.decoding.scoring import align
 from asrscale.io import atomic_write_json, atomic_write_text
-from asrscale.training.evaluation import error_counts, greedy
-from asrscale.training.models import ModelConfig, build_model
+from asrscale.models import build_model, error_counts
 from asrscale.worlds.devices import resolve_device
 
 CONFUSIONS_KEPT = 20
-
-
-@dataclass(frozen=True)
-class DecodeSettings:
-    beam: int
-    beam_threshold: float
-    lm_weights: list[float]
-    word_bonuses: list[float]
-    device: str = "auto"
 
 
 @dataclass
@@ -56,7 +46,7 @@ def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
         for group in subset.batches(list(subset.frames), batch_size, seed=None):
             batch = subset.collate(group).to(device)
             log_probs, lengths = model(batch.features, batch.lengths)
-            texts = greedy(log_probs, lengths, subset.tokens)
+            texts = subset.tokens.greedy(log_probs, lengths)
             for utt, scores, length, text in zip(group, log_probs.float().cpu().numpy(), lengths.tolist(), texts):
                 by_utt[utt] = (text, scores[:length])
     utts = sorted(by_utt)

@@ -1,7 +1,7 @@
 """Many learners' forward and backward passes as one computation: every parameter stacked over
 the learners (`[N, ...]`), one batched matrix product per time step for all of them.
 
-The arithmetic is each learner's own, as `asrscale.training.models` defines it (the same padding rule,
+The arithmetic is each learner's own, as `asrscale.models` defines it (the same padding rule,
 the same reversal of the backward direction within each utterance's length, the same output
 layer), so a learner's loss and gradients equal those of its model computed alone, to float
 rounding. What is shared is only the launch of each kernel: at batch 32 a GPU is bound by kernel
@@ -24,8 +24,9 @@ import torch.nn.functional as F
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
+from asrscale.config.sections import ModelConfig
+from asrscale.models import stack_frames
 from asrscale.training.cells import TorchCell, best_cell
-from asrscale.training.models import ModelConfig, stack_frames
 from asrscale.training.natural_gradient import precondition_together
 from asrscale.worlds import ops
 

@@ -47,10 +47,9 @@ def average_with(tensors: list[torch.Tensor], theirs: list[torch.Tensor]) -> Non
 
 class DecentralizedSGD(Averaging):
     name = "adpsgd"
-    alone_is_seq = True
     group = "learners"  # the group whose members gossip (H-ADPSGD: the node leaders)
 
-    def __init__(self, layout, graph: str = "ring"):
+    def __init__(self, layout, graph: str):
         super().__init__(layout)
         require(graph in GRAPHS, f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)

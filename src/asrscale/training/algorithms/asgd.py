@@ -33,10 +33,9 @@ def header(like: torch.Tensor, *values: float) -> torch.Tensor:
 
 class AsynchronousSGD(Algorithm):
     name = "asgd"
-    servers = 1
     combines_learners = False  # the server applies each learner's gradient alone
 
-    def __init__(self, layout, staleness_lr: bool = False, max_staleness: int | None = None):
+    def __init__(self, layout, staleness_lr: bool, max_staleness: int | None):
         super().__init__(layout)
         require(
             max_staleness is None or max_staleness >= 0, f"asgd: max_staleness must be at least 0, not {max_staleness}"
@@ -114,5 +113,5 @@ class AsynchronousSGD(Algorithm):
                     self.version += 1
                     if self.version >= MAX_VERSION:
                         raise ValueError(f"asgd: over {MAX_VERSION} server updates; a float32 header counts no further")
-                self.records.append((source - self.servers, pulled, self.version, staleness, applied))
+                self.records.append((source - self.layout.servers, pulled, self.version, staleness, applied))
             yield ops.Send([*learner.state, header(meta, self.version)], source, tag=MODEL)

@@ -31,11 +31,6 @@ class Algorithm:
     #: whether an update combines every learner's minibatch (directly, or by averaging models that
     #: each took a step): the learning rate then follows P (asrscale.training.schedule)
     combines_learners: bool = True
-    #: world ranks that serve rather than learn (ASGD's parameter server)
-    servers: int = 0
-    #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
-    #: trains SEQ once and reports its run for this algorithm too (tests/test_mpi.py checks it)
-    alone_is_seq: bool = False
     #: whether every learner holds the same model and optimizer state after every step, so that
     #: a checkpoint needs learner 0's alone
     replicated: bool = False
@@ -83,7 +78,7 @@ class Algorithm:
         return learner.state
 
     def serve(self, learner, checkpoint):
-        """The program of a server rank (algorithms with `servers` > 0); `checkpoint(step)` saves
+        """The program of a server rank (algorithms whose table entry has servers); `checkpoint(step)` saves
         the server's state."""
         raise NotImplementedError(f"{self.name} has no server role")
 

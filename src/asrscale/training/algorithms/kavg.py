@@ -25,10 +25,8 @@ PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 
 class KStepAveraging(PeriodicAveraging):
     name = "kavg"
-    alone_is_seq = True
 
-    def __init__(self, layout, period: int = 8, period_policy: str = "fixed", reference_learners: int = 4,
-                 plateau: float = 0.01):  # fmt: skip
+    def __init__(self, layout, period: int, period_policy: str, reference_learners: int, plateau: float):
         super().__init__(layout)
         require(period >= 1, f"kavg: period must be at least 1, not {period}")
         require(period_policy in PERIOD_POLICIES,

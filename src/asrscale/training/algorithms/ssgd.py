@@ -12,7 +12,6 @@ from asrscale.worlds import ops
 
 class SynchronousSGD(Algorithm):
     name = "ssgd"
-    alone_is_seq = True
     replicated = True
 
     def step(self, learner, batch, lr):

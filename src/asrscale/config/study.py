@@ -1,7 +1,8 @@
 """The one place that turns a configuration (config.yaml and the files over it) into a study: its
-runs, each run's complete settings, and the settings of every other stage. The workflow writes
-each into a file (a run's `settings.json` is also its record of what it was asked to do), and
-`asrscale <stage> --settings` reads it; nothing else resolves the configuration.
+runs, each run's complete settings, the settings of every other stage, and what the workflow
+needs to know to run them (paths, job counts, launchers). The workflow writes each stage's and
+each run's settings into a file (a run's `settings.json` is also its record of what it was asked
+to do), and `asrscale <stage> --settings` reads it; nothing else reads the configuration.
 
 A run is one algorithm at one learner count and seed, in one world, as configured or in a
 variant: the configuration with one setting changed by a sweep, named "<setting>=<value>" (an
@@ -9,19 +10,18 @@ option of algorithms.<name>, or train.<key>). An algorithm that is SEQ with one 
 SEQ's run (trained once)."""
 
 import copy
-import inspect
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from asrscale.config import paths
+from asrscale.config.algorithms import algorithm_spec
+from asrscale.config.schema import validate
+from asrscale.config.sections import TrainConfig
 from asrscale.errors import ConfigError
-from asrscale.settings import validate
-from asrscale.training.algorithms import algorithm_class
-from asrscale.training.loop import TrainConfig
 
 SUBSETS = ("train", "dev", "test")
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
-SOURCE_TABLES = {"kaldi": ("wav.scp", "text", "utt2spk", "segments", "feats.scp")}
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Study:
             key = f"config: study.sweeps[{index}]"
             if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
                 raise ConfigError(f"{key}.learners: seq is one learner, not {sweep['learners']}")
-            settings = sorted(_options(sweep["algorithm"])) + [f"train.{key}" for key in TRAIN_KEYS]
+            settings = sorted(algorithm_spec(sweep["algorithm"]).options) + [f"train.{key}" for key in TRAIN_KEYS]
             if sweep["vary"] not in settings:
                 raise ConfigError(f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
                                   f"one of {settings}")  # fmt: skip
@@ -116,7 +116,7 @@ class Study:
     def trained_as(self, run: Run) -> Run:
         """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner
         (with the same train settings: an option of the algorithm changes nothing there)."""
-        if run.learners == 1 and algorithm_class(run.algorithm).alone_is_seq:
+        if run.learners == 1 and algorithm_spec(run.algorithm).alone_is_seq:
             variant = run.variant if run.variant.startswith("train.") else "default"
             return Run(run.world, "seq", variant, 1, run.seed)
         return run
@@ -128,8 +128,12 @@ class Study:
     def folder(self, run: Run) -> str:
         """Where `run` is trained (SEQ's folder for an algorithm that is SEQ alone)."""
         run = self.trained_as(run)
-        return (f"results/{self.corpus}/studies/{self.name}/runs/{self.world_folder(run.world)}/{run.algorithm}/"
-                f"{run.variant}/P{run.learners}/seed{run.seed}")  # fmt: skip
+        return self.at(paths.RUN, world=self.world_folder(run.world), algorithm=run.algorithm, variant=run.variant,
+                       learners=run.learners, seed=run.seed)  # fmt: skip
+
+    def at(self, template: str, **fields) -> str:
+        """A path of `asrscale.config.paths` in this study's corpus and study, other fields given."""
+        return template.format(corpus=self.corpus, study=self.name, **fields)
 
     def run_of(self, world_folder: str, algorithm: str, variant: str, learners, seed) -> Run:
         """The run a folder's names stand for."""
@@ -137,7 +141,7 @@ class Study:
 
     def ranks(self, run: Run) -> int:
         """A run's processes: its learners and any server ranks on real ranks; one when simulated."""
-        return run.learners + algorithm_class(run.algorithm).servers if run.world == "mpi" else 1
+        return run.learners + algorithm_spec(run.algorithm).servers if run.world == "mpi" else 1
 
     # each run's settings
     def _variant(self, algorithm: str, setting: str, value) -> str:
@@ -147,15 +151,18 @@ class Study:
         """The value `setting` takes in `algorithm`'s runs as configured."""
         if setting.startswith("train."):
             return self.config["train"][setting.removeprefix("train.")]
-        options = self.config["algorithms"].get(algorithm, {})
-        return options[setting] if setting in options else _options(algorithm)[setting]
+        return self._options(algorithm)[setting]
+
+    def _options(self, algorithm: str) -> dict:
+        """Every option of `algorithm` as configured: its defaults, with config.yaml's over them."""
+        return {**algorithm_spec(algorithm).options, **self.config["algorithms"].get(algorithm, {})}
 
     def run_settings(self, run: Run) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
         seed, the train (every algorithm the study's own), model and features settings, with the
         variant's change, and its world."""
         config = self.config
-        options = copy.deepcopy(config["algorithms"].get(run.algorithm, {}))
+        options = copy.deepcopy(self._options(run.algorithm))
         train = dict(config["train"])
         if run.variant != "default":
             setting, value = run.variant.split("=", 1)
@@ -176,6 +183,50 @@ class Study:
         return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
                 "model": config["model"], "features": features, "cmvn": config["features"]["cmvn"],
                 "world": world}  # fmt: skip
+
+    # what the workflow's rules need to know besides settings
+    @property
+    def synthesis_jobs(self) -> int:
+        return self.config["corpus"]["builtin"]["jobs"]
+
+    @property
+    def feature_jobs(self) -> int:
+        """Feature extraction jobs per subset."""
+        return self.config["features"]["jobs"]
+
+    def sources(self, subset: str) -> list[dict]:
+        """Your own corpus: a subset's sources (corpus.subsets.<subset>)."""
+        return self.config["corpus"]["subsets"][subset]
+
+    @property
+    def language_model(self) -> str:
+        """The ARPA file of decoding: the training transcripts' model, or your own (decode.lm)."""
+        lm = self.config["decode"]["lm"]
+        return self.at(paths.LANGUAGE_MODEL) if lm == "train" else lm
+
+    @property
+    def train_device(self) -> str:
+        return self.config["train"]["device"]
+
+    @property
+    def train_threads(self) -> int:
+        return self.config["train"]["threads"]
+
+    def mpi_launcher(self, ranks: int) -> str:
+        """The command that starts `ranks` MPI ranks on this machine (mpi.launcher)."""
+        return self.config["mpi"]["launcher"].format(ranks=ranks)
+
+    def slurm(self, environ: dict) -> dict:
+        """The site's SLURM settings (slurm:), each overridden by ASRSCALE_SLURM_<KEY> in `environ`."""
+        settings = dict(self.config["slurm"])
+        for key, value in settings.items():
+            variable = f"ASRSCALE_SLURM_{key.upper()}"
+            if variable in environ:
+                try:
+                    settings[key] = type(value)(environ[variable])
+                except ValueError:
+                    raise ConfigError(f"{variable}={environ[variable]!r}: slurm.{key} takes an integer") from None
+        return settings
 
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:
@@ -207,25 +258,3 @@ class Study:
         if stage == "report":
             return {"title": config["report"]["title"], "config": config}
         raise ValueError(f"no settings of a stage {stage!r}")
-
-    def source_tables(self, subset: str) -> list[Path]:
-        """The files that list a subset's utterances (editing one imports the subset again)."""
-        tables = []
-        for source in self.config["corpus"]["subsets"][subset]:
-            path = Path(source["path"])
-            if source["format"] == "kaldi":
-                tables += [path / name for name in SOURCE_TABLES["kaldi"] if (path / name).is_file()]
-            elif source["format"] == "librispeech":
-                tables += sorted(path.rglob("*.trans.txt"))
-            else:
-                tables.append(path)
-            recordings = path.with_name(path.name.replace("supervisions", "recordings"))
-            if source["format"] == "lhotse" and recordings != path and recordings.is_file():
-                tables.append(recordings)
-        return tables
-
-
-def _options(algorithm: str) -> dict:
-    """An algorithm's options and their defaults (its constructor's keyword arguments)."""
-    parameters = inspect.signature(algorithm_class(algorithm)).parameters
-    return {name: p.default for name, p in parameters.items() if name != "layout"}

@@ -1,26 +1,17 @@
-"""Acoustic models for CTC: (B)LSTM and a feed-forward DNN on spliced frames.
+"""Acoustic models for CTC: (B)LSTM and a feed-forward DNN on spliced frames, and the errors of
+their transcripts against references (training's dev evaluation and the decoding stage share them).
 
 Both stack `stack` consecutive frames and keep every `stack`-th (frame-rate reduction), then map
 each output frame to log-probabilities over the tokens. The studies used 4×800 LSTMs and
 6-layer BLSTMs; the defaults here are sized for a CPU (docs/sizing.md).
 """
 
-from dataclasses import dataclass
-
+import jiwer
 import torch
 from torch import nn
 
+from asrscale.config.sections import ModelConfig
 from asrscale.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    kind: str  # "lstm" or "dnn"
-    layers: int
-    units: int
-    bidirectional: bool
-    stack: int
-    context: int  # dnn only: stacked frames spliced on each side
 
 
 def stack_frames(features: torch.Tensor, lengths: torch.Tensor, stack: int):
@@ -111,3 +102,11 @@ def build_model(config: ModelConfig, input_dim: int, tokens: int) -> nn.Module:
     if config.kind not in models:
         raise ConfigError(f"model.kind must be one of {sorted(models)}, not {config.kind!r}")
     return models[config.kind](config, input_dim, tokens)
+
+
+def error_counts(references: list[str], hypotheses: list[str], unit: str) -> tuple[int, int]:
+    """(edit errors, reference length) in words or characters, for rates summed over many batches."""
+    process = jiwer.process_words if unit == "word" else jiwer.process_characters
+    out = process(references, hypotheses)
+    errors = out.substitutions + out.deletions + out.insertions
+    return errors, out.hits + out.substitutions + out.deletions

@@ -1,5 +1,6 @@
-"""config.yaml's schema (config.schema.yaml, beside this module): the one source of every
-setting's default, and the check of a configuration that names the key that is wrong."""
+"""config.yaml's schema (schema.yaml, beside this module): every key documented and checked, with
+its default (the algorithms' options excepted: their defaults are in `asrscale.config.algorithms`);
+a wrong configuration is an error that names the key."""
 
 import copy
 import dataclasses
@@ -10,7 +11,7 @@ import yaml
 
 from asrscale.errors import ConfigError
 
-SCHEMA = yaml.safe_load(resources.files("asrscale").joinpath("config.schema.yaml").read_text())
+SCHEMA = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
 # the least a configuration holds: every other setting has a default
 MINIMAL = {"corpus": {"name": "defaults"}, "study": {"runs": [{"algorithm": "seq"}]}}
 

@@ -1,0 +1,25 @@
+"""Every path the workflow writes, in one place: a corpus's data dirs, features, tokens, shards and
+language model; a study's settings, calibration, runs, tables, figures and report. Each is a
+template whose fields are Snakemake's wildcards ({corpus}, {subset}, {study}, ...): the rules use
+the templates as they are, and `Study` fills them in for its own corpus, study and runs."""
+
+CORPUS = "results/{corpus}"
+CORPUS_SETTINGS = CORPUS + "/settings/{stage}.json"  # the settings of a corpus's stage
+SYNTHESIS_PART = CORPUS + "/synth/part{part}"  # the built-in corpus: one synthesis job's audio and data
+DATA = CORPUS + "/data/{subset}"  # a subset's Kaldi data dir
+DATA_WATCH = CORPUS + "/data/{subset}.watch"  # bad audio an import found: fixing one imports again
+FEATURE_PART = CORPUS + "/feats/{subset}.parts/part{part}"  # one extraction job's .ark, .scp, ...
+FEATURES = CORPUS + "/feats/{subset}"  # a subset's feats.scp, utt2num_frames, cmvn.npz, skipped.tsv
+FEATURE_CACHE = CORPUS + "/cache/features"  # your own corpus: features per utterance, kept across reruns
+TOKENS = CORPUS + "/tokens.txt"
+SHARDS = CORPUS + "/shards/P{learners}"
+LANGUAGE_MODEL = CORPUS + "/lm/words.arpa"  # decode.lm: train
+
+STUDY = CORPUS + "/studies/{study}"
+STUDY_SETTINGS = STUDY + "/settings/{stage}.json"
+CALIBRATION = STUDY + "/calibration.json"
+RUN = STUDY + "/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
+TABLE = STUDY + "/{table}.tsv"  # the gathered tables
+TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners")
+FIGURES = STUDY + "/figures"
+REPORT = "reports/{study}.html"
