@@ -5,7 +5,6 @@ from asrscale.config import paths
 from asrscale.config.study import SUBSETS, Study
 from asrscale.data.corpus.formats import listings
 from asrscale.io import atomic_write_json, atomic_write_text
-from asrscale.worlds.devices import uses_gpu
 
 
 envvars:

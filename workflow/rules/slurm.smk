@@ -99,6 +99,9 @@ def train_cores(wildcards):
     train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
     from a second on the 2-core CI machine, where two runs side by side train 1.3x the frames).
     """
+    # torch is asked only here, once there are runs to place: reading the study loads none
+    from asrscale.worlds.devices import uses_gpu
+
     if wildcards.world == "mpi" or on_slurm() or uses_gpu(STUDY.train_device):
         return job_cores()
     return min(STUDY.train_threads or 1, workflow.cores)

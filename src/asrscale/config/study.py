@@ -157,6 +157,11 @@ class Study:
         """Every option of `algorithm` as configured: its defaults, with config.yaml's over them."""
         return {**algorithm_spec(algorithm).options, **self.config["algorithms"].get(algorithm, {})}
 
+    def _features(self) -> dict:
+        """features: as extracted (asrscale.config.sections.FeatureConfig): their normalisation
+        applies as they load, and the number of jobs is the workflow's."""
+        return {key: value for key, value in self.config["features"].items() if key not in ("jobs", "cmvn")}
+
     def run_settings(self, run: Run) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
         seed, the train (every algorithm the study's own), model and features settings, with the
@@ -170,7 +175,6 @@ class Study:
                 train[setting.removeprefix("train.")] = json.loads(value)
             else:
                 options[setting] = json.loads(value)
-        features = {key: value for key, value in config["features"].items() if key not in ("jobs", "cmvn")}
         learners_per_node = config["study"]["learners_per_node"]
         if run.world == "mpi":
             world = {"kind": "mpi", "collectives": config["mpi"]["collectives"],
@@ -181,7 +185,7 @@ class Study:
                      "learners_per_node": learners_per_node,
                      "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
         return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
-                "model": config["model"], "features": features, "cmvn": config["features"]["cmvn"],
+                "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],
                 "world": world}  # fmt: skip
 
     # what the workflow's rules need to know besides settings
@@ -233,7 +237,7 @@ class Study:
         """The settings of a stage that is not a run: `synthesise`, `import-<subset>`, `features`,
         `calibrate`, `language-model`, `decode`, `gather` or `report`."""
         config, corpus = self.config, self.config["corpus"]
-        features = {key: value for key, value in config["features"].items() if key not in ("jobs", "cmvn")}
+        features = self._features()
         if stage == "synthesise":
             return {key: value for key, value in corpus["builtin"].items() if key != "jobs"}
         if stage.startswith("import-") and stage.removeprefix("import-") in corpus.get("subsets", {}):
