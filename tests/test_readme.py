@@ -1,0 +1,36 @@
+"""What README.md says of settings agrees with the configuration: every "`<key>` (default <value>)"
+with the schema's default, every "config.yaml's `<key>: <value>`" with config.yaml."""
+
+import copy
+import re
+
+import yaml
+
+from asrscale.config.schema import MINIMAL, validate
+from conftest import ROOT
+
+KEY = r"[a-z_]+(?:\.[a-z_]+)+"
+DEFAULT = re.compile(rf"`({KEY})`\s+\(default:?\s+`?([^`),;:]+)`?")
+CONFIGURED = re.compile(rf"config\.yaml's `({KEY}): ([^`]+)`")
+
+
+def setting(config: dict, key: str):
+    for part in key.split("."):
+        config = config[part]
+    return config
+
+
+def test_the_defaults_the_readme_names_are_the_schemas():
+    stated = DEFAULT.findall((ROOT / "README.md").read_text())
+    defaults = validate(copy.deepcopy(MINIMAL))
+    assert len(stated) >= 4, stated
+    for key, value in stated:
+        assert yaml.safe_load(value) == setting(defaults, key), f"README: `{key}` (default {value})"
+
+
+def test_the_settings_the_readme_says_config_yaml_has_are_its_own():
+    stated = CONFIGURED.findall((ROOT / "README.md").read_text())
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    assert len(stated) >= 3, stated
+    for key, value in stated:
+        assert yaml.safe_load(value) == setting(config, key), f"README: config.yaml's `{key}: {value}`"
