@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 def tiny_corpus_config(**changes) -> SyntheticConfig:
     settings = dict(
         seed=7, sample_rate=16000, utterances={"train": 96, "dev": 16, "test": 16}, utterances_per_speaker=8,
-        held_out_variants={"dev": 8, "test": 12}, snr_db=(15, 30), rate_wpm=(150, 190), pitch=(30, 70),
+        vocabulary=3000, held_out_variants={"dev": 8, "test": 12}, snr_db=(15, 30), rate_wpm=(150, 190), pitch=(30, 70),
     )  # fmt: skip
     settings.update(changes)
     return SyntheticConfig(**settings)

@@ -7,21 +7,30 @@ import sys
 import numpy as np
 import soundfile
 
-from asrscale.data.corpus import grammar
+from asrscale.data.corpus.grammar import Grammar
 from asrscale.data.corpus.synthetic import plan
 from asrscale.data.datadir import read_data_dir
 from conftest import ROOT, tiny_corpus_config
 
 
-def test_grammar_is_deterministic_and_within_its_vocabulary():
-    first = [grammar.sentence(random.Random(3)) for _ in range(5)]
-    assert first == [grammar.sentence(random.Random(3)) for _ in range(5)]
-    sentences = [grammar.sentence(random.Random(i)) for i in range(500)]
-    words = {w for s in sentences for w in s.split()}
-    vocabulary = grammar.vocabulary()
-    assert 150 <= len(vocabulary) <= 500
-    assert {w.removesuffix("s") for w in words} <= vocabulary | {w.removesuffix("s") for w in vocabulary}
-    assert len(set(sentences)) > 400
+def test_grammar_is_deterministic_varied_and_within_its_vocabulary():
+    first = [Grammar(1, 3000).sentence(random.Random(3)) for _ in range(5)]
+    assert first == [Grammar(1, 3000).sentence(random.Random(3)) for _ in range(5)]
+    grammar, rng = Grammar(1, 3000), random.Random(1)
+    sentences = [grammar.sentence(rng) for _ in range(2000)]
+    words = [w for s in sentences for w in s.split()]
+    assert set(words) <= grammar.words() and all(w.isascii() and w.isalpha() and w.islower() for w in words)
+    assert sum(len(content) for content in grammar.lists.values()) == 3000
+    assert len(set(sentences)) > 1980 and len(set(words)) > 1000  # few repeats, a vocabulary used widely
+    assert Grammar(2, 3000).lists != grammar.lists  # another seed draws other words
+
+
+def test_no_dev_or_test_sentence_is_a_training_sentence():
+    """The LM is estimated from the training transcripts: it must not know an evaluation sentence."""
+    utterances = plan(tiny_corpus_config(utterances={"train": 2000, "dev": 300, "test": 300}, vocabulary=50))
+    texts = {s: [u.text for u in utterances if u.subset == s] for s in ("train", "dev", "test")}
+    assert len(set(texts["train"])) < len(texts["train"])  # so few words that training repeats itself
+    assert not set(texts["train"]) & (set(texts["dev"]) | set(texts["test"]))
 
 
 def test_plan_holds_out_voices_for_dev_and_test():

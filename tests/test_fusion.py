@@ -55,9 +55,10 @@ def test_fused_learners_train_every_algorithm_as_learners_computed_one_by_one(co
 
 def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(corpus, tmp_path):
     """A learner's deferred gradient waits until the learner needs it, whatever other learners
-    need meanwhile, and a gossip fixes what it computes on rather than computing it: SSGD's, KAVG's
-    and ADPSGD's 4 learners are computed as one at every step (KAVG's and ADPSGD's each at its own
-    pace, ADPSGD's averaged while their gradients wait); MA's preconditionings
+    need meanwhile, and a gossip fixes what it computes on rather than computing it: SSGD's 4
+    learners are computed as one at every step, KAVG's and ADPSGD's at nearly every step (each at its
+    own pace: a learner a little behind joins the next group; ADPSGD's averaged while their gradients
+    wait; before deferral waited for need, their groups were mostly of one); MA's preconditionings
     all together where a preconditioning lasts longer than the learners' gradients end apart (as
     on the GPU profiles: 44 ms against 5 ms), several together where not; Adam trains the same
     fused."""
@@ -73,8 +74,10 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
         simulate(corpus, out, algorithm, 4, True, instead={kind: fuser}, **changes)
         return list(sizes)
 
-    for algorithm in ("ssgd", "kavg", "adpsgd"):
-        assert set(sizes_of(algorithm, ops.Gradient)) == {4}, algorithm
+    assert set(sizes_of("ssgd", ops.Gradient)) == {4}
+    for algorithm in ("kavg", "adpsgd"):
+        found = sizes_of(algorithm, ops.Gradient)
+        assert sum(found) == 4 * 6 and found.count(4) >= len(found) - 2, (algorithm, found)
     assert sum(sizes_of("ma", ops.Precondition)) == 4 * 6
     slow = copy.deepcopy(CALIBRATION)
     for rates in slow["by_threads"].values():

@@ -16,6 +16,7 @@ class SyntheticConfig:
     sample_rate: int
     utterances: dict  # subset -> count
     utterances_per_speaker: int
+    vocabulary: int  # content words of the grammar
     held_out_variants: dict  # "dev"/"test" -> number of voice variants reserved for that subset
     snr_db: tuple  # (min, max) of the additive noise
     rate_wpm: tuple  # (min, max) speaking rate

@@ -18,9 +18,10 @@ from scipy.signal import lfilter
 
 from asrscale.config.sections import SyntheticConfig
 from asrscale.data.audio import resample
-from asrscale.data.corpus import grammar
 from asrscale.data.corpus.espeak import Espeak, variant_names
+from asrscale.data.corpus.grammar import Grammar
 from asrscale.data.datadir import DataDir
+from asrscale.errors import UserError
 
 ACCENTS = ("en", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-us-nyc")
 SUBSETS = ("train", "dev", "test")
@@ -40,8 +41,11 @@ class Utterance:
 
 
 def plan(config: SyntheticConfig) -> list[Utterance]:
-    """Every utterance of the corpus, cheaply and deterministically, before any audio is made."""
-    rng = random.Random(config.seed)
+    """Every utterance of the corpus, cheaply and deterministically, before any audio is made. No
+    dev or test sentence is a training sentence: the word LM, estimated from the training
+    transcripts, must not know an evaluation sentence by heart."""
+    rng, grammar = random.Random(config.seed), Grammar(config.seed, config.vocabulary)
+    training: set[str] = set()
     variants = variant_names()
     rng.shuffle(variants)
     n_dev, n_test = config.held_out_variants["dev"], config.held_out_variants["test"]
@@ -61,12 +65,26 @@ def plan(config: SyntheticConfig) -> list[Utterance]:
                     voice=f"{accent}+{variant}",
                     rate=rate,
                     pitch=pitch,
-                    text=grammar.sentence(rng),
+                    text=_sentence(grammar, rng, subset, training),
                     snr_db=rng.uniform(*config.snr_db),
                     seed=rng.getrandbits(32),
                 )  # fmt: skip
             )
     return utterances
+
+
+def _sentence(grammar: Grammar, rng: random.Random, subset: str, training: set[str], tries: int = 1000) -> str:
+    """A sentence of `subset`: a training one is remembered, a dev or test one is never one of those
+    (the training subset is planned first)."""
+    for _ in range(tries):
+        text = grammar.sentence(rng)
+        if subset == "train":
+            training.add(text)
+            return text
+        if text not in training:
+            return text
+    raise UserError(f"corpus.builtin: no {subset} sentence outside the training ones in {tries} tries; "
+                    "raise corpus.builtin.vocabulary")  # fmt: skip
 
 
 def add_noise(speech: np.ndarray, snr_db: float, rng: np.random.Generator) -> np.ndarray:
