@@ -7,7 +7,7 @@ from flashlight.lib.text.dictionary import Dictionary
 from asrscale.data.tokens import Tokens
 from asrscale.decoding.beam import LexiconBeamSearch, Weights
 from asrscale.decoding.decode import unknown_characters
-from asrscale.decoding.lm import BOS, EOS, UNK, vocabulary, write_arpa
+from asrscale.decoding.lm import BOS, EOS, UNK, log10_probability, read_arpa, report, vocabulary, write_arpa
 from asrscale.decoding.scoring import align
 from asrscale.errors import UserError
 from asrscale.models import error_counts
@@ -61,6 +61,34 @@ def test_kneser_ney_arpa_is_a_distribution_after_every_context(tmp_path):
             total = sum(10 ** lm.score(state, dictionary.get_index(w))[1] for w in [*words, UNK])
             assert total + 10 ** lm.finish(state)[1] == pytest.approx(1, abs=1e-4)
             state, _ = lm.score(state, dictionary.get_index(word))
+
+
+def test_the_lm_statistics_score_as_kenlm_scores_and_count_what_the_lm_has_not_seen(tmp_path):
+    rng = np.random.default_rng(1)
+    words = "the cat sat on a mat dog ran far away".split()
+    training = [" ".join(rng.choice(words, rng.integers(1, 8))) for _ in range(100)]
+    arpa = tmp_path / "3.arpa"
+    write_arpa(arpa, training, 3)
+    model, dictionary = read_arpa(arpa), Dictionary([*words, BOS, EOS, UNK])
+    lm = KenLM(str(arpa), dictionary)
+    test = ["the dog sat far away", "a cat ran on the mat", "the cat sat"]
+    log_sum = 0.0
+    for text in test:  # every word's probability as KenLM computes it, by our backoff rule
+        state, history = lm.start(False), (BOS,)
+        for word in text.split():
+            state, score = lm.score(state, dictionary.get_index(word))
+            assert log10_probability(model, history[-2:], word) == pytest.approx(score, abs=1e-5)
+            history, log_sum = (*history, word), log_sum + score
+        log_sum += lm.finish(state)[1]
+    found = report(arpa, training, {"test": [*test, "the zebra sat"]})["test"]
+    assert found["in_training_text"] == sum(t in training for t in test) and found["words"] == 17
+    assert found["oov_rate"] == pytest.approx(1 / 17)  # "zebra"
+    predicted = 14 + 3  # the test's words and sentence ends, zebra's sentence left out
+    # as SRILM counts: the OOV itself unscored, but kept in the history, where no n-gram holds it
+    zebra = log10_probability(model, (BOS,), "the") + log10_probability(model, ("the", "zebra"), "sat")
+    zebra += log10_probability(model, ("zebra", "sat"), EOS)
+    assert found["perplexity"] == pytest.approx(10 ** (-(log_sum + zebra) / (predicted + 3)), rel=1e-4)
+    assert found["coverage"]["2-grams"] < 1 and found["coverage"]["3-grams"] < found["coverage"]["2-grams"]
 
 
 def test_a_file_that_is_not_arpa_is_named(tmp_path):

@@ -52,6 +52,18 @@ def language_model(args):
     write_arpa(args.out, list(read_table(args.data / "text").values()), read_settings(args.settings)["order"])
 
 
+def lm_statistics(args):
+    from asrscale.data.datadir import read_table
+    from asrscale.decoding.lm import report
+    from asrscale.io import atomic_write_json
+
+    def texts(folder: Path) -> list[str]:
+        return list(read_table(folder / "text").values())
+
+    atomic_write_json(args.out, report(args.lm, texts(args.train_data), {"dev": texts(args.dev_data),
+                                                                          "test": texts(args.test_data)}))  # fmt: skip
+
+
 def features(args):
     from asrscale.config.sections import BadInputPolicy, FeatureConfig
     from asrscale.data.datadir import read_data_dir
@@ -132,7 +144,9 @@ def report(args):
     from asrscale.analysis.report import make_report
 
     settings = read_settings(args.settings)
-    make_report(args.tables, args.figures, settings["title"], args.out, args.skipped, settings["config"])
+    make_report(
+        args.tables, args.lm_statistics, args.figures, settings["title"], args.out, args.skipped, settings["config"]
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -154,6 +168,8 @@ def parser() -> argparse.ArgumentParser:
     stage(tokens, "the token set of a training text", ("--data", path), ("--out", path))
     stage(language_model, "a word n-gram language model of a training text, as an ARPA file", settings,
           ("--data", path), ("--out", path))  # fmt: skip
+    stage(lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
+          *[(f"--{k}", path) for k in ("lm", "train-data", "dev-data", "test-data", "out")])  # fmt: skip
     stage(features, "extract features of one part of a data dir", settings, ("--data", path), *part, ("--out", path),
           ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"}))  # fmt: skip
     stage(combine_features, "merge feature parts", ("--out", path), ("parts", {"type": Path, "nargs": "+"}))
@@ -176,7 +192,7 @@ def parser() -> argparse.ArgumentParser:
         *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
     )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
-    stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("figures", "out")],
+    stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("lm-statistics", "figures", "out")],
           ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
           ("--skipped", {"type": Path, "nargs": "*", "default": [],
                          "help": "folders whose skipped.tsv lists the utterances left out"}))  # fmt: skip

@@ -15,6 +15,25 @@ rule language_model:
         " > {log} 2>&1"
 
 
+rule language_model_statistics:
+    input:
+        lm=STUDY.language_model,
+        train_data=fill(paths.DATA, subset="train"),
+        dev_data=fill(paths.DATA, subset="dev"),
+        test_data=fill(paths.DATA, subset="test"),
+    output:
+        paths.LANGUAGE_MODEL_STATISTICS,
+    log:
+        "logs/{corpus}/{study}/language-model-statistics.log",
+    conda:
+        "../../envs/train.yaml"
+    resources:
+        **JOB_RESOURCES,
+    shell:
+        "python -m asrscale lm-statistics --lm {input.lm} --train-data {input.train_data} --dev-data {input.dev_data}"
+        " --test-data {input.test_data} --out {output} > {log} 2>&1"
+
+
 rule decode:
     input:
         settings=fill(paths.STUDY_SETTINGS, stage="decode"),

@@ -18,6 +18,7 @@ LANGUAGE_MODEL = CORPUS + "/lm/words.arpa"  # decode.lm: train
 STUDY = CORPUS + "/studies/{study}"
 STUDY_SETTINGS = STUDY + "/settings/{stage}.json"
 CALIBRATION = STUDY + "/calibration.json"
+LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of dev and test
 RUN = STUDY + "/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables
 TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners")

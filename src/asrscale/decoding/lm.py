@@ -98,3 +98,72 @@ def vocabulary(path: Path) -> list[str]:
     if not words:
         raise UserError(f"{path}: not an ARPA language model (it has no '\\1-grams:' section)")
     return [w for w in words if w not in (BOS, EOS, UNK)]
+
+
+def read_arpa(path: Path) -> dict[tuple[str, ...], tuple[float, float]]:
+    """Every n-gram of an ARPA file: (log10 probability, log10 backoff; 0 where none is listed)."""
+    model, order = {}, 0
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                line = line.strip()
+                if line.startswith("\\") and line.endswith("-grams:"):
+                    order = int(line[1:].split("-")[0])
+                elif order and line and not line.startswith("\\"):
+                    fields = line.split()
+                    try:
+                        logp, ngram = float(fields[0]), tuple(fields[1 : 1 + order])
+                        backoff = float(fields[1 + order]) if len(fields) > 1 + order else 0.0
+                    except (ValueError, IndexError):
+                        raise UserError(f"{path}, line {number}: not an ARPA {order}-gram line: {line!r}") from None
+                    model[ngram] = (logp, backoff)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
+    return model
+
+
+def log10_probability(model: dict, history: tuple[str, ...], word: str) -> float:
+    """log10 P(word | history) by the backoff rule of an ARPA model (`history` at most order - 1)."""
+    weight = 0.0
+    while (*history, word) not in model:
+        if not history:
+            return model[(UNK,)][0] if (UNK,) in model else -math.inf
+        weight += model.get(history, (0.0, 0.0))[1]
+        history = history[1:]
+    return weight + model[(*history, word)][0]
+
+
+def report(path: Path, training: list[str], evaluated: dict[str, list[str]]) -> dict:
+    """What the language model at `path` knows of each evaluated subset's transcripts
+    (`statistics`), and how many of them are sentences of the training transcripts."""
+    model, known = read_arpa(path), set(training)
+    return {"lm": str(path), **{subset: {**statistics(model, texts), "in_training_text": sum(t in known for t in texts)}
+                                for subset, texts in evaluated.items()}}  # fmt: skip
+
+
+def statistics(model: dict, texts: list[str]) -> dict:
+    """How well an ARPA model (`read_arpa`) knows `texts` (one sentence each), as SRILM's
+    `ngram -ppl` counts: perplexity over the sentences' words and their ends, out-of-vocabulary
+    words left out (and their rate given); and per order, the share of the texts' n-grams the model
+    lists (its coverage: n-grams seen in the text the model was estimated from)."""
+    order = max(len(ngram) for ngram in model)
+    known = {ngram[0] for ngram in model if len(ngram) == 1} - {UNK}
+    log_sum, predicted, words, oov = 0.0, 0, 0, 0
+    listed, counted = Counter(), Counter()
+    for text in texts:
+        padded = [BOS, *text.split(), EOS]
+        for i in range(1, len(padded)):
+            word, words = padded[i], words + (padded[i] != EOS)
+            if word not in known:
+                oov += 1
+                continue
+            log_sum, predicted = (
+                log_sum + log10_probability(model, tuple(padded[max(0, i - order + 1) : i]), word),
+                predicted + 1,
+            )
+        for n in range(2, order + 1):
+            ngrams = [tuple(padded[i : i + n]) for i in range(len(padded) - n + 1)]
+            counted[n], listed[n] = counted[n] + len(ngrams), listed[n] + sum(ngram in model for ngram in ngrams)
+    return {"order": order, "vocabulary": len(known - {BOS, EOS}), "sentences": len(texts), "words": words,
+            "perplexity": 10 ** (-log_sum / max(predicted, 1)), "oov_rate": oov / max(words, 1),
+            "coverage": {f"{n}-grams": listed[n] / max(counted[n], 1) for n in counted}}  # fmt: skip
