@@ -1,5 +1,6 @@
 """The workflow end to end on a tiny study, and its configuration checks."""
 
+import json
 import os
 import re
 import shutil
@@ -58,6 +59,12 @@ def test_report_holds_every_run_with_real_scores(study):
     assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected)
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
     assert "<b>WER</b> everywhere in this report, the claims included, is the LM decode's" in page
+    # what the LM knows of the evaluation sets: the built-in corpus's test sentences are never training ones
+    lm = json.loads((study / "results" / "tiny" / "studies" / "tiny" / "lm.json").read_text())
+    assert lm["test"]["in_training_text"] == 0 and lm["dev"]["in_training_text"] == 0
+    assert lm["test"]["perplexity"] > 1 and 0 < lm["test"]["oov_rate"] < 1 and set(lm["test"]["coverage"]) == {
+        "2-grams", "3-grams"}  # fmt: skip
+    assert re.search(r"test perplexity <b>[\d.]+</b>, out-of-vocabulary rate [\d.]+%, 0 of its 24 sentences", page)
     confusions = re.search(r'<table id="confusions">.*?</table>', page).group(0)  # the best run's word errors
     assert re.search(r"<tr><td>[^<]+</td><td>[^<]+</td><td>\d+</td></tr>", confusions)
     assert "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd (train.lr=10000) P=2" in page
@@ -242,7 +249,10 @@ def report_of(study: Path, tmp_path: Path, change) -> str:
         shutil.copy(study / "results" / "tiny" / "studies" / "tiny" / table.name, table)
     runs = pd.read_csv(tables[0], sep="\t")
     change(runs).to_csv(tables[0], sep="\t", index=False)
-    make_report(tables, tmp_path / "figures", "changed", tmp_path / "report.html", [], yaml.safe_load(TINY.read_text()))
+    lm = study / "results" / "tiny" / "studies" / "tiny" / "lm.json"
+    make_report(
+        tables, lm, tmp_path / "figures", "changed", tmp_path / "report.html", [], yaml.safe_load(TINY.read_text())
+    )
     return (tmp_path / "report.html").read_text()
 
 
@@ -262,7 +272,10 @@ def test_the_report_of_a_study_whose_every_run_diverged(study, tmp_path):
 
 def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs.assign(converged=False, converged_by=""))
-    assert "0 of its 7 runs converged" in page and "keep SEQ's accuracy: none; did not converge: ssgd" in page
+    assert (
+        "0 of its 7 runs converged" in page
+        and "keep SEQ's accuracy with the LM and greedily: none; did not converge: ssgd" in page
+    )
     assert "reproduced" not in re.sub(r"not reproduced", "", page.split('<table id="claims">')[1].split("</table>")[0])
 
 

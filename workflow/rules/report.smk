@@ -35,6 +35,7 @@ rule report:
             fill(paths.TABLE, corpus=STUDY.corpus, table=table)
             for table in paths.TABLES
         ],
+        lm=fill(paths.LANGUAGE_MODEL_STATISTICS, corpus=STUDY.corpus),
         skipped=skipped_reports(),
     output:
         html=paths.REPORT,
@@ -51,4 +52,4 @@ rule report:
         "../../envs/report.yaml"
     shell:
         "python -m asrscale report --settings {input.settings} --tables {input.tables} --figures {output.figures}"
-        " --skipped {input.skipped} --out {output.html} > {log} 2>&1"
+        " --lm-statistics {input.lm} --skipped {input.skipped} --out {output.html} > {log} 2>&1"

@@ -18,8 +18,8 @@ from asrscale.analysis.measures import (
     best_run,
     by_learners,
     diverged,
+    keeps_accuracy,
     learner_hours,
-    matches_seq,
     modelled_against_measured,
     runs_of,
     trained,
@@ -34,7 +34,7 @@ class AtLearners:
     learners: int
     fastest: tuple[str, float] | None  # by time speedup (None: no run has one)
     to_target: tuple[str, float, float] | None  # the fastest to the target: speedup, learner-hours
-    kept: list[str]  # converged, and keep SEQ's accuracy (the claims' rule)
+    kept: list[str]  # converged, and keep SEQ's accuracy with the LM and greedily (the claims' rule)
     late: list[str]  # did not converge
     wer_change: list[tuple[str, float | None]]  # WER points against SEQ (None: diverged)
 
@@ -60,12 +60,13 @@ class Findings:
     confusions: pd.DataFrame  # the best run's most frequent word errors
     sweeps: list[dict]  # each setting swept: the runs it varied, its values
     skipped: dict[str, int]  # utterances left out, by report
+    lm: dict  # what the word LM knows of dev and test (asrscale.decoding.lm.report)
     config: dict
     config_digest: str
 
 
-def analyse(tables: Tables, skipped_reports: list[Path], config: dict) -> Findings:
-    runs = tables.runs
+def analyse(tables: Tables, lm: dict, skipped_reports: list[Path], config: dict) -> Findings:
+    runs = tables.runs.assign(lm_change=tables.runs.wer - tables.runs.greedy_wer)
     configured = runs[runs.variant == "default"]
     claims = verdicts(runs, tables.points)
     best = best_run(runs)
@@ -82,7 +83,8 @@ def analyse(tables: Tables, skipped_reports: list[Path], config: dict) -> Findin
         validation=modelled_against_measured(runs), confusions=_confusions(tables.confusions, best),
         sweeps=_sweeps(tables.points),
         skipped={str(report): len(Path(report).read_text().splitlines()) - 1 for report in skipped_reports},
-        config=config, config_digest=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12],
+        lm=lm, config=config,
+        config_digest=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12],
     )  # fmt: skip
 
 
@@ -101,7 +103,7 @@ def at_learners(table: pd.DataFrame) -> list[AtLearners]:
             learners=int(p),
             fastest=(speedups.idxmax()[0], speedups.max()) if not speedups.empty else None,
             to_target=(first, reached.max(), group.hours[first, p]) if first else None,
-            kept=[a for a, r in runs.items() if a not in late and matches_seq(table, r)],
+            kept=[a for a, r in runs.items() if a not in late and all(keeps_accuracy(table, r).values())],
             late=late,
             wer_change=[(a, None if pd.isna(w) else w - seq.wer.mean()) for (a, _), w in group.wer.items()],
         ))  # fmt: skip

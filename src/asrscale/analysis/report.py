@@ -24,7 +24,8 @@ TEMPLATE = jinja2.Environment(
 
 RUN_COLUMNS = {
     "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
-    "greedy_wer": "greedy WER %", "greedy_cer": "greedy CER %", "lm_weight": "LM weight", "word_bonus": "word bonus",
+    "greedy_wer": "greedy WER %", "greedy_cer": "greedy CER %",
+    "lm_change": "LM − greedy WER, points", "lm_weight": "LM weight", "word_bonus": "word bonus",
     "train_s": "train s", "time_speedup": "time speedup", "throughput_speedup": "throughput speedup",
     "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
@@ -39,12 +40,14 @@ RUN_COLUMNS = {
 }  # fmt: skip
 
 
-def make_report(table_files: list[Path], figures_dir: Path, title: str, out: Path, skipped: list[Path] = (),
-                config: dict | None = None) -> None:  # fmt: skip
-    """`asrscale report`: the page of a study's gathered tables; `skipped`: the folders whose
-    skipped.tsv lists utterances left out as bad input."""
+def make_report(table_files: list[Path], lm_statistics: Path, figures_dir: Path, title: str, out: Path,
+                skipped: list[Path] = (), config: dict | None = None) -> None:  # fmt: skip
+    """`asrscale report`: the page of a study's gathered tables and of what its word LM knows of
+    dev and test (`asrscale lm-statistics`); `skipped`: the folders whose skipped.tsv lists
+    utterances left out as bad input."""
     tables = load(table_files)
-    found = analyse(tables, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
+    lm = json.loads(Path(lm_statistics).read_text())
+    found = analyse(tables, lm, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
     atomic_write_text(out, render(found, draw(tables, figures_dir), title))
 
 
@@ -81,6 +84,8 @@ def cell(run: pd.Series, column: str) -> str:
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
         return f"{100 * value:.2f}"
+    if column == "lm_change":
+        return f"{100 * value:+.2f}"
     if column.endswith("speedup"):
         return f"{value:.2f}×"
     if column in ("train_s", "frames_per_s"):
