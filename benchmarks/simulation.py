@@ -8,8 +8,14 @@ of SSGD, ADPSGD, KAVG and MA (fused, as `study.fuse_learners: auto` has it there
 of the frames per second of one model trained at their global batch (64 × 32) on the same GPU.
 An epoch there takes seconds, so each figure is the difference between a run of 3 epochs and one
 of 1: what a run's start costs (imports, the GPU's context, the data, the first CUDA graphs'
-captures) cancels, and the epochs' dev evaluations and checkpoints count, on both sides alike."""
+captures) cancels, and the epochs' dev evaluations and checkpoints count, on both sides alike.
 
+On the CPU and on a GPU, for every algorithm: where a 64-learner run's wall time goes
+(asrscale.worlds.timing.WallTimes, recorded in run.json): the learners' arithmetic, and the
+seconds outside it (exchanges, dev evaluation, checkpoints, batches, consensus models, the rest:
+the trainer's and the world's bookkeeping), which the fused learners' epochs must keep small."""
+
+import json
 import shutil
 from pathlib import Path
 
@@ -18,6 +24,7 @@ from benchmarks.common import Bench, Stopwatch, Study, child, child_main, median
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
+EVERY = ("ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd")
 FUSED = ("ssgd", "adpsgd", "kavg", "ma")
 EPOCHS = (1, 3)  # the GPU's figures: the difference between runs of these many epochs
 
@@ -54,7 +61,18 @@ def run(bench: Bench) -> None:
         memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
         bench.add("simulation", f"peak memory, {algorithm.upper()} {LEARNERS} simulated learners / SEQ", memory, "x",
                   "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
+    for algorithm in EVERY:
+        found = measured[0].get(algorithm) or child(bench, "simulation", bench.work, algorithm, LEARNERS, "cpu", 1, 0)
+        outside(bench, "cpu", algorithm, found["wall"])
     on_a_gpu(bench)
+
+
+def outside(bench: Bench, device: str, algorithm: str, wall: dict) -> None:
+    """The seconds of a run of 64 simulated learners outside their arithmetic, by phase."""
+    phases = {phase: round(seconds, 2) for phase, seconds in wall.items() if phase not in ("arithmetic", "total")}
+    bench.add("simulation", f"{device}: {algorithm.upper()}, {LEARNERS} simulated learners, an epoch's seconds "
+              "outside their arithmetic", wall["total"] - wall["arithmetic"], "s", arithmetic_s=wall["arithmetic"],
+              total_s=wall["total"], **phases)  # fmt: skip
 
 
 def on_a_gpu(bench: Bench) -> None:
@@ -68,22 +86,25 @@ def on_a_gpu(bench: Bench) -> None:
             if not runs[-1]["measured"]:
                 return runs[-1]
         frames, seconds = (runs[1][k] - runs[0][k] for k in ("frames", "wall_s"))
-        return {"measured": True, "value": frames / seconds}
+        epochs = EPOCHS[1] - EPOCHS[0]
+        wall = {phase: (runs[1]["wall"][phase] - runs[0]["wall"][phase]) / epochs for phase in runs[0]["wall"]}
+        return {"measured": True, "value": frames / seconds, "wall": wall}
 
     big = frames_per_s("seq", 1, batch_size=batch)
     if not big["measured"]:
         print(f"  cuda: skipped ({big['why']})", flush=True)
         return
     for algorithm in FUSED:
-        fused = frames_per_s(algorithm, LEARNERS)["value"]
+        fused = frames_per_s(algorithm, LEARNERS)
         bench.add("simulation", f"cuda: one epoch of {algorithm.upper()}, {LEARNERS} fused simulated learners / one "
-                  f"model at batch {batch}, frames/s", fused / big["value"], "x", ">= 0.5", frames_per_s=fused,
-                  big_frames_per_s=big["value"])  # fmt: skip
+                  f"model at batch {batch}, frames/s", fused["value"] / big["value"], "x", ">= 0.5",
+                  frames_per_s=fused["value"], big_frames_per_s=big["value"])  # fmt: skip
+        outside(bench, "cuda", algorithm, fused["wall"])
 
 
 def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int, batch_size: int) -> dict:
     """One run of `epochs` epochs on `device` (at `batch_size` a learner; 0: the study's): its
-    wall time, peak memory and frames trained."""
+    wall time, peak memory, frames trained, and where the process's wall time went."""
     import torch
 
     from asrscale import cli
@@ -106,7 +127,8 @@ def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int,
         cli.main(list(map(str, argv)))
     rows = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
     frames = sum(int(row["frames"]) for row in (dict(zip(rows[0], r)) for r in rows[1:]) if row["kind"] == "epoch")
-    return {"measured": True, "wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames}
+    wall = json.loads((out / "run.json").read_text())["process_wall_s"]
+    return {"measured": True, "wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames, "wall": wall}
 
 
 if __name__ == "__main__":

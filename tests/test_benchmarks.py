@@ -45,5 +45,8 @@ def test_quick_suite_writes_every_figure(tmp_path):
     assert figures["synthesise: 2 job(s), job seconds in all"]["value"] == 42.0
     assert figures["train: 1 job(s), job seconds in all"]["value"] == 50.0
     assert figures["calibrate: peak memory of one job"]["value"] == 600.0
+    for algorithm in ("SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD".replace("-", "")):
+        outside = figures[f"cpu: {algorithm}, 64 simulated learners, an epoch's seconds outside their arithmetic"]
+        assert 0 < outside["value"] < outside["details"]["total_s"] and outside["details"]["arithmetic_s"] > 0
     table = (tmp_path / "out" / "results.md").read_text()
     assert "| benchmark | figure | value | target | met |" in table and len(table.splitlines()) > len(figures)

@@ -6,6 +6,7 @@ from asrscale.data.batches import Subset
 from asrscale.models import error_counts
 from asrscale.training.learner import ctc_loss
 from asrscale.worlds import ops
+from asrscale.worlds.timing import WallTimes
 
 
 def share(frames: dict[str, int], rank: int, size: int) -> list[str]:
@@ -20,11 +21,11 @@ def share(frames: dict[str, int], rank: int, size: int) -> list[str]:
     return mine
 
 
-def evaluate(model, subset: Subset, layout: ops.Layout, batch_size: int = 64):
+def evaluate(model, subset: Subset, layout: ops.Layout, wall: WallTimes, batch_size: int = 64):
     """Dev loss and token (character) error rate, the utterances split over the learners."""
     model.eval()
     loss_sum, utts, errors, length = 0.0, 0, 0, 0
-    with torch.no_grad():
+    with torch.no_grad(), wall.measure("evaluation"):
         for group in subset.batches(share(subset.frames, layout.rank, layout.size), batch_size, seed=None):
             batch = subset.collate(group)
             loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")

@@ -33,6 +33,7 @@ from asrscale.training.records import Interval, Progress
 from asrscale.training.schedule import learning_rate, lr_scale
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
+from asrscale.worlds.timing import WallTimes
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class RunContext:
     checkpoints: Checkpoints
     prefetcher: Callable[[list[list[str]]], Prefetcher]  # a learner's batches of an epoch, built ahead
     world: dict  # the world's description (run.json)
+    wall: WallTimes  # where this process's wall time goes, by phase (run.json)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class LearnerLoop:
         self.train_set, self.dev_set, self.shared = shared.train_set, shared.dev_set, shared
         self.layout, self.algorithm, self.learner, self.clock = (context.layout, context.algorithm, context.learner,
                                                                  context.clock)  # fmt: skip
-        self.leader = self.layout.rank == 0
+        self.leader, self.wall = self.layout.rank == 0, shared.wall
         scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
         self.scale = scale if self.algorithm.combines_learners else 1.0
         self.shard = read_shard(shared.shards / f"shard{self.layout.rank}.tsv")
@@ -111,7 +113,8 @@ class LearnerLoop:
                 print(f"not resuming from {self.checkpoints.latest()}: other settings wrote it; starting afresh")
             yield from self.algorithm.start(self.learner)
             progress = Progress()
-            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.layout)
+            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.layout,
+                                                                 self.wall)  # fmt: skip
             if self.leader:
                 self.untrained = copy.deepcopy(self.learner.model).cpu()
             return progress
@@ -137,7 +140,8 @@ class LearnerLoop:
         self.clock.reset()
         for step in range(progress.done + 1, steps + 1):
             wait_start = time.perf_counter()
-            batch = next(batches)
+            with self.wall.measure("batches"):
+                batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
             lr = learning_rate(train.lr, self.scale, train.warmup_epochs, train.lr_decay, (epoch - 1) * steps + step,
                                steps)  # fmt: skip
@@ -173,7 +177,9 @@ class LearnerLoop:
         seconds /= self.layout.size
         progress.trained_s += seconds
         weights = yield from self.algorithm.consensus(self.learner)
-        dev_loss, dev_ter = yield from evaluate(self.consensus_model(weights), self.dev_set, self.layout)
+        with self.wall.measure("consensus"):
+            model = self.consensus_model(weights)
+        dev_loss, dev_ter = yield from evaluate(model, self.dev_set, self.layout, self.wall)
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
         diverged = yield from self.check_divergence(progress, dev_loss)
         yield from self.collect_rows(progress)
@@ -241,8 +247,9 @@ class LearnerLoop:
         step = (progress.epoch - 1) * steps + progress.done
         progress.exchanges = self.algorithm.exchanges
         with_model = self.leader or not self.algorithm.replicated
-        self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
-                              asdict(progress))  # fmt: skip
+        with self.wall.measure("checkpoints"):
+            self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
+                                  asdict(progress))  # fmt: skip
         yield from self.algorithm.checkpoint(self.learner, step)
         yield ops.Barrier("learners")
         if self.leader:
@@ -257,5 +264,6 @@ class LearnerLoop:
             "learning_rate": {"lr": run.train.lr, "scale": self.scale, "rule": run.train.lr_scaling,
                               "warmup_epochs": run.train.warmup_epochs, "decay": run.train.lr_decay},
             "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
+            "process_wall_s": self.wall.summary(),
         }  # fmt: skip
         records.write_outputs(self.shared.out, run, progress, model, facts, self.train_set.tokens.symbols)

@@ -31,7 +31,7 @@ from asrscale.provenance import available_cores
 from asrscale.worlds import ops
 from asrscale.worlds.devices import gpu_identity, resolve_device, synchronize
 from asrscale.worlds.ops import flatten, unflatten
-from asrscale.worlds.timing import TimeSplit
+from asrscale.worlds.timing import TimeSplit, WallTimes
 
 COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
 GOSSIP, ANSWER, NOTIFY = 11, 12, 13  # point-to-point tags among learners
@@ -131,7 +131,7 @@ class MPIWorld:
                  timeout_s: float | None = None, name: str = "asrscale", collectives: str = "auto",
                  device: str = "cpu"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
-        self.world, self.clock = world, TimeSplit()
+        self.world, self.clock, self.wall = world, TimeSplit(), WallTimes()
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.label = f"{name}: rank {self.rank} of {self.size}"
         if self.size <= servers:
@@ -243,7 +243,7 @@ class MPIWorld:
     @execute.register(ops.Update)
     @execute.register(ops.Precondition)
     def _(self, request):
-        with self.clock.measure("compute"):
+        with self.clock.measure("compute"), self.wall.measure("arithmetic"):
             result = request.alone()
             synchronize(self.device)
         return result
@@ -263,7 +263,7 @@ class MPIWorld:
         group = self.groups[request.group]
         if group.Get_size() == 1:
             return
-        with self.clock.measure("communication"):
+        with self.clock.measure("communication"), self.wall.measure("exchanges"):
             flat = flatten(request.tensors)
             if self.torch_groups is not None:
                 torch_transfer(self.torch_groups[request.group], flat)
@@ -311,9 +311,9 @@ class MPIWorld:
     @execute.register
     def _(self, request: ops.Wait):
         transfer, received, tensors = request.handle
-        with self.clock.measure("communication"):
+        with self.clock.measure("communication"), self.wall.measure("exchanges"):
             transfer.join()
-        unflatten(received, tensors)
+            unflatten(received, tensors)
 
     @execute.register
     def _(self, request: ops.Gossip):
@@ -345,7 +345,7 @@ class MPIWorld:
 
     @execute.register
     def _(self, request: ops.Send):
-        with self.clock.measure("communication"):
+        with self.clock.measure("communication"), self.wall.measure("exchanges"):
             self.world.Send(flatten(request.tensors).cpu().numpy(), dest=request.to, tag=request.tag)
 
     @execute.register
@@ -354,7 +354,7 @@ class MPIWorld:
         status = MPI.Status()
         source = MPI.ANY_SOURCE if request.source is None else request.source
         tag = MPI.ANY_TAG if request.tag is None else request.tag
-        with self.clock.measure("communication"):
+        with self.clock.measure("communication"), self.wall.measure("exchanges"):
             self.world.Recv(flat.numpy(), source=source, tag=tag, status=status)
         unflatten(flat, request.tensors)
         return status.Get_source(), status.Get_tag()

@@ -17,6 +17,8 @@ from typing import Protocol
 
 import torch
 
+from asrscale.worlds.timing import WallTimes
+
 COMPUTE_KINDS = ("backward", "update", "precondition")
 
 
@@ -234,6 +236,7 @@ class World(Protocol):
     device: torch.device  # where this process's learners compute
     threads_per_rank: int  # torch threads a learner may use
     label: str  # names the world (and this rank) in error messages
+    wall: WallTimes  # where this process's wall time went, by phase (measured by the world and the trainer)
 
     def launch(self, program: Callable[[Layout, bool, object], Generator]) -> None:
         """Run every rank's program that lives in this process: `program(layout, serving, clock)`

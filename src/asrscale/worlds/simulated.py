@@ -24,7 +24,7 @@ from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel
 from asrscale.worlds.devices import resolve_device
 from asrscale.worlds.ops import flatten, unflatten
-from asrscale.worlds.timing import TimeSplit
+from asrscale.worlds.timing import TimeSplit, WallTimes
 
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:
@@ -80,7 +80,7 @@ class SimWorld:
                  cores: int | None = None):  # fmt: skip
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
-        self.costs, self.prefetch, self.name = costs, prefetch, name
+        self.costs, self.prefetch, self.name, self.wall = costs, prefetch, name, WallTimes()
         self.device = resolve_device(device)
         # fusing learners: `fusers[kind](jobs)` carries out many requests of a kind as one
         # (deferred: by rank, at most one a rank)
@@ -186,7 +186,9 @@ class SimWorld:
             self._deferred[rank.rank] = request
             self._resume(rank, done)
         else:
-            self._resume(rank, done, request.alone())
+            with self.wall.measure("arithmetic"):
+                result = request.alone()
+            self._resume(rank, done, result)
 
     def _carry_out_deferred(self, rank: _Rank) -> None:
         """The rank's deferred request, and with it every deferred one of its kind, at once. Those
@@ -197,7 +199,9 @@ class SimWorld:
         kind = type(self._deferred[rank.rank])
         ranks = [index for index, request in self._deferred.items() if type(request) is kind]
         jobs = [self._deferred.pop(index).job for index in ranks]
-        for index, result in zip(ranks, self.fusers[kind](jobs) or ()):  # gradients' losses; others return nothing
+        with self.wall.measure("arithmetic"):
+            results = self.fusers[kind](jobs) or ()  # gradients' losses; others return nothing
+        for index, result in zip(ranks, results):  # gradients' losses; others return nothing
             self.ranks[index].result = result
 
     @execute.register
@@ -238,6 +242,11 @@ class SimWorld:
             self._complete(arrived, self._same_machine(members))
 
     def _complete(self, arrived, same_node: bool) -> None:
+        with self.wall.measure("exchanges"):
+            self._combine(arrived, same_node)
+
+    def _combine(self, arrived, same_node: bool) -> None:
+        """A completed collective: its tensors combined, every member resumed when it ends."""
         ranks, requests = [r for r, _ in arrived], [q for _, q in arrived]
         first, size, last = requests[0], len(arrived), max(r.time for r in ranks)
         results, category = [None] * size, "communication"
@@ -309,9 +318,10 @@ class SimWorld:
         simulator runs requests in virtual-time order, so what it has computed so far is done.
         The asking learner's tensors are read where they are: it waits for the answer before it
         changes them (and an active learner never serves)."""
-        torch._foreach_copy_(gossip.receive, peer.served)
-        torch._foreach_add_(peer.served, sent)
-        torch._foreach_mul_(peer.served, 0.5)
+        with self.wall.measure("exchanges"):
+            torch._foreach_copy_(gossip.receive, peer.served)
+            torch._foreach_add_(peer.served, sent)
+            torch._foreach_mul_(peer.served, 0.5)
         nbytes = _nbytes(peer.served)
         arrived = self._transfer(asking, peer, nbytes, at)
         gossip.ends = self._transfer(peer, asking, nbytes, arrived)
@@ -378,11 +388,12 @@ class SimWorld:
             self._receiving[rank.rank] = (rank, request)
 
     def _deliver(self, sender: _Rank, send: ops.Send, sent_at: float, receiver: _Rank, receive: ops.Receive):
-        payload = flatten(send.tensors)
-        if payload.numel() != sum(t.numel() for t in receive.tensors):
-            raise RuntimeError(f"{self.name}: {sender.name} sent {payload.numel()} values, {receiver.name} expects "
-                               f"{sum(t.numel() for t in receive.tensors)}")  # fmt: skip
-        unflatten(payload, receive.tensors)
+        with self.wall.measure("exchanges"):
+            payload = flatten(send.tensors)
+            if payload.numel() != sum(t.numel() for t in receive.tensors):
+                raise RuntimeError(f"{self.name}: {sender.name} sent {payload.numel()} values, {receiver.name} expects "
+                                   f"{sum(t.numel() for t in receive.tensors)}")  # fmt: skip
+            unflatten(payload, receive.tensors)
         ends = self._transfer(sender, receiver, _nbytes(send.tensors), max(sent_at, receiver.time))
         for rank in (sender, receiver):
             rank.clock.add("communication", ends - rank.time)

@@ -1,6 +1,7 @@
 """Where a learner's time goes: compute, communication, data wait and idle."""
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -37,3 +38,33 @@ class TimeSplit:
         split = dict(self.seconds)
         split["idle"] += max(0.0, wall - sum(split.values()))
         return {"wall_s": wall, **{f"{k}_s": v for k, v in split.items()}}
+
+
+class WallTimes:
+    """Where this process's wall time went, by phase: the learners' arithmetic (gradients, updates,
+    preconditionings, alone or fused), their exchanges (collectives, gossip, messages), dev
+    evaluation, checkpoints, waiting for batches, consensus models; the rest is the trainer's and
+    the world's own bookkeeping. A real clock in either world (a simulated world's learners share
+    this process): how much a run costs beyond its learners' arithmetic. Phases do not nest."""
+
+    PHASES = ("arithmetic", "exchanges", "evaluation", "checkpoints", "batches", "consensus")
+
+    def __init__(self):
+        self.start, self.seconds = time.perf_counter(), Counter()
+
+    @contextmanager
+    def measure(self, phase: str):
+        begin = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - begin
+
+    def summary(self) -> dict[str, float]:
+        """Seconds by phase since the start, the rest as "other", and the "total"."""
+        total = time.perf_counter() - self.start
+        return {
+            **{p: self.seconds[p] for p in self.PHASES},
+            "other": total - sum(self.seconds.values()),
+            "total": total,
+        }
