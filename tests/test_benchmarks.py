@@ -31,7 +31,7 @@ def test_quick_suite_writes_every_figure(tmp_path):
     write_study_benchmarks(tmp_path / "study", config["study"].get("name") or config["corpus"]["name"])
     command = [sys.executable, "-m", "benchmarks", "--quick", "--work", tmp_path / "work", "--out",
                tmp_path / "out", "--study-benchmarks", tmp_path / "study"]  # fmt: skip
-    result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     results = json.loads((tmp_path / "out" / "results.json").read_text())
