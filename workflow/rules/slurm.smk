@@ -94,14 +94,14 @@ def job_cores():
 
 
 def train_cores(wildcards):
-    """A run on MPI ranks is timed by the clock, and a run on a GPU fills it: each owns the machine.
-    A simulated run on the CPU is timed by its cost model: it computes with one core (or
-    train.threads) beside other runs, since torch's LSTM gains little from more threads (1.22x
-    from a second on the 2-core CI machine, where two runs side by side train 1.3x the frames).
+    """A training job's threads (Study.train_threads): on SLURM a job's own, here the machine's
+    for runs on ranks, a share of its GPU's for simulated runs there, one core on the CPU.
     """
     # torch is asked only here, once there are runs to place: reading the study loads none
     from asrscale.worlds.devices import uses_gpu
 
-    if wildcards.world == "mpi" or on_slurm() or uses_gpu(STUDY.train_device):
+    if on_slurm():
         return job_cores()
-    return min(STUDY.train_threads or 1, workflow.cores)
+    return STUDY.train_threads(
+        wildcards.world, workflow.cores, uses_gpu(STUDY.train_device)
+    )
