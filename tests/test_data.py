@@ -62,3 +62,29 @@ def test_dev_shares_cover_the_set_once_in_runs_of_similar_length_and_even_frames
         loads = [sum(frames[u] for u in s) for s in shares]
         assert max(loads) - min(loads) <= 2 * max(frames.values())
     assert share({}, 0, 4) == []
+
+
+def test_the_dev_set_evaluated_at_once_is_the_sum_of_its_shares(corpus):
+    """A simulated world's learner 0 evaluates the whole dev set in full batches where MPI ranks
+    evaluate a share each: the same dev loss and token error rate."""
+    import torch
+
+    from asrscale.data.batches import Subset
+    from asrscale.data.tokens import Tokens
+    from asrscale.models import build_model
+    from asrscale.training.evaluation import evaluate
+    from asrscale.worlds.timing import WallTimes
+    from conftest import model_config
+
+    tokens = Tokens.read(corpus / "tokens.txt")
+    dev = Subset(corpus / "data" / "dev", corpus / "feats" / "dev", corpus / "feats" / "train", "global", tokens)
+    torch.manual_seed(0)
+    model = build_model(model_config(layers=1, units=16), 40, len(tokens))
+
+    def totals(part):  # a learner's sums, before the world reduces them
+        return next(evaluate(model, dev, part, WallTimes(), batch_size=4)).values
+
+    whole = totals((0, 1))
+    shares = [sum(column) for column in zip(*(totals((rank, 4)) for rank in range(4)))]
+    assert whole[1:] == shares[1:] and whole[0] == pytest.approx(shares[0], rel=1e-6)
+    assert totals(None) == [0.0, 0, 0, 0]

@@ -41,7 +41,14 @@ class Tokens:
 
     def greedy(self, log_probs, lengths) -> list[str]:
         """CTC's greedy decoding of a batch's log-probabilities (batch × frames × tokens, each
-        utterance `lengths` frames): the best token per frame, repeats collapsed, blanks removed."""
+        utterance `lengths` frames): the best token per frame, repeats collapsed, blanks removed;
+        chosen on the tensors' device, so that only the tokens kept come to the host, at once."""
+        import torch  # here: the tokens stage makes a token set without torch
+
         best = log_probs.argmax(-1)
-        return [" ".join(self.decode(path[:length].unique_consecutive().tolist()).split())
-                for path, length in zip(best, lengths)]  # fmt: skip
+        new = torch.ones_like(best, dtype=torch.bool)
+        new[:, 1:] = best[:, 1:] != best[:, :-1]
+        inside = torch.arange(best.shape[1], device=best.device) < lengths.to(best.device)[:, None]
+        kept = (new & inside & (best != 0)).cpu()
+        best = best.cpu()
+        return [" ".join(self.decode(path[keep].tolist()).split()) for path, keep in zip(best, kept)]

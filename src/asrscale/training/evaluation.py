@@ -21,17 +21,26 @@ def share(frames: dict[str, int], rank: int, size: int) -> list[str]:
     return mine
 
 
-def evaluate(model, subset: Subset, layout: ops.Layout, wall: WallTimes, batch_size: int = 64):
-    """Dev loss and token (character) error rate, the utterances split over the learners."""
-    model.eval()
-    loss_sum, utts, errors, length = 0.0, 0, 0, 0
-    with torch.no_grad(), wall.measure("evaluation"):
-        for group in subset.batches(share(subset.frames, layout.rank, layout.size), batch_size, seed=None):
-            batch = subset.collate(group)
-            loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
-            hypotheses = subset.tokens.greedy(log_probs, lengths)
-            e, n = error_counts([subset.text[u] for u in group], hypotheses, unit="char")
-            loss_sum, utts, errors, length = loss_sum + loss.item(), utts + len(group), errors + e, length + n
-    model.train()
-    loss_sum, utts, errors, length = yield ops.Reduce([loss_sum, utts, errors, length], "learners")
+def evaluate(model, subset: Subset, part: tuple[int, int] | None, wall: WallTimes, batch_size: int = 64):
+    """Dev loss and token (character) error rate of the learners' model, each learner evaluating
+    its `part` (part, parts) of the utterances (None: none; `ops.World.evaluation_part`)."""
+    counts = [0.0, 0, 0, 0]
+    if part is not None:
+        with wall.measure("evaluation"):
+            counts = _counts(model, subset, share(subset.frames, *part), batch_size)
+    loss_sum, utts, errors, length = yield ops.Reduce(counts, "learners")
     return loss_sum / utts, errors / length
+
+
+@torch.no_grad()
+def _counts(model, subset: Subset, utts: list[str], batch_size: int) -> list:
+    """The summed loss, utterances, character errors and reference characters of `utts`."""
+    model.eval()
+    loss_sum, errors, length = 0.0, 0, 0
+    for group in subset.batches(utts, batch_size, seed=None):
+        batch = subset.collate(group)
+        loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
+        e, n = error_counts([subset.text[u] for u in group], subset.tokens.greedy(log_probs, lengths), unit="char")
+        loss_sum, errors, length = loss_sum + loss.item(), errors + e, length + n
+    model.train()
+    return [loss_sum, len(utts), errors, length]

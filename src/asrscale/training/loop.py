@@ -49,6 +49,7 @@ class RunContext:
     prefetcher: Callable[[list[list[str]]], Prefetcher]  # a learner's batches of an epoch, built ahead
     world: dict  # the world's description (run.json)
     wall: WallTimes  # where this process's wall time goes, by phase (run.json)
+    evaluation_part: Callable[[ops.Layout], tuple[int, int] | None]  # ops.World.evaluation_part
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class LearnerLoop:
         self.layout, self.algorithm, self.learner, self.clock = (context.layout, context.algorithm, context.learner,
                                                                  context.clock)  # fmt: skip
         self.leader, self.wall = self.layout.rank == 0, shared.wall
+        self.part = shared.evaluation_part(self.layout)  # of the dev set that this learner evaluates
         scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
         self.scale = scale if self.algorithm.combines_learners else 1.0
         self.shard = read_shard(shared.shards / f"shard{self.layout.rank}.tsv")
@@ -113,8 +115,7 @@ class LearnerLoop:
                 print(f"not resuming from {self.checkpoints.latest()}: other settings wrote it; starting afresh")
             yield from self.algorithm.start(self.learner)
             progress = Progress()
-            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.layout,
-                                                                 self.wall)  # fmt: skip
+            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.part, self.wall)
             if self.leader:
                 self.untrained = copy.deepcopy(self.learner.model).cpu()
             return progress
@@ -177,9 +178,11 @@ class LearnerLoop:
         seconds /= self.layout.size
         progress.trained_s += seconds
         weights = yield from self.algorithm.consensus(self.learner)
-        with self.wall.measure("consensus"):
-            model = self.consensus_model(weights)
-        dev_loss, dev_ter = yield from evaluate(model, self.dev_set, self.layout, self.wall)
+        model = None
+        if self.part is not None:  # a learner that evaluates nothing needs no consensus model
+            with self.wall.measure("consensus"):
+                model = self.consensus_model(weights)
+        dev_loss, dev_ter = yield from evaluate(model, self.dev_set, self.part, self.wall)
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
         diverged = yield from self.check_divergence(progress, dev_loss)
         yield from self.collect_rows(progress)

@@ -91,7 +91,7 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
     prefetcher = functools.partial(Prefetcher, train_set, depth=world.batches_ahead(run.train.prefetch), loader=loader)
     shared = RunContext(run, paths.out, paths.shards, train_set, dev_set, saved, prefetcher, world.description(),
-                        world.wall)  # fmt: skip
+                        world.wall, world.evaluation_part)  # fmt: skip
 
     def program(layout: ops.Layout, serving: bool, clock):
         torch.manual_seed(run.seed)

@@ -206,6 +206,9 @@ class MPIWorld:
                 time.sleep(1)  # let the launcher forward the message before Abort kills the ranks
                 self.world.Abort(3)
 
+    def evaluation_part(self, layout: ops.Layout) -> tuple[int, int]:
+        return layout.rank, layout.size
+
     def batches_ahead(self, prefetch: int) -> int:
         """A rank's learner has the loader thread to itself."""
         return prefetch

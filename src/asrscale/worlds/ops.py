@@ -242,6 +242,12 @@ class World(Protocol):
         """Run every rank's program that lives in this process: `program(layout, serving, clock)`
         makes one (a server's where `serving`), `clock` its `asrscale.worlds.timing.TimeSplit`."""
 
+    def evaluation_part(self, layout: Layout) -> tuple[int, int] | None:
+        """Which part of the dev set a learner evaluates with the learners' consensus model, as
+        (part, parts), or None for no part: in the MPI world each rank evaluates its share; a
+        simulated world's learner 0 evaluates the whole set at once (in full batches), and the
+        others need no copy of the consensus model."""
+
     def batches_ahead(self, prefetch: int) -> int:
         """How many batches each learner has built ahead while it computes, given train.prefetch
         (asrscale.data.batches.Prefetcher; 0: each built when taken)."""

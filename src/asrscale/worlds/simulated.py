@@ -114,6 +114,12 @@ class SimWorld:
         self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
         self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
 
+    def evaluation_part(self, layout: ops.Layout) -> tuple[int, int] | None:
+        """Learner 0 evaluates the whole dev set, in full batches (64 learners' shares of 6
+        utterances each computed in turn were most of a GPU epoch's time); evaluation is not
+        modelled, so its clock is the same."""
+        return (0, 1) if layout.rank == 0 else None
+
     def batches_ahead(self, prefetch: int) -> int:
         """Batches are really built by the process's one loader thread, for every learner in the
         order they ask (`prefetch` is the modelled loaders' depth): one ahead each keeps it busy
