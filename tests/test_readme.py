@@ -1,5 +1,5 @@
-"""What README.md says of settings agrees with the configuration: every "`<key>` (default <value>)"
-with the schema's default, every "config.yaml's `<key>: <value>`" with config.yaml."""
+"""What README.md and docs/ say of settings agrees with the configuration: every "`<key>` (default
+<value>)" with the schema's default, every "config.yaml's `<key>: <value>`" with config.yaml."""
 
 import copy
 import re
@@ -11,7 +11,11 @@ from conftest import ROOT
 
 KEY = r"[a-z_]+(?:\.[a-z_]+)+"
 DEFAULT = re.compile(rf"`({KEY})`\s+\(default:?\s+`?([^`),;:]+)`?")
-CONFIGURED = re.compile(rf"config\.yaml's `({KEY}): ([^`]+)`")
+CONFIGURED = re.compile(rf"config\.yaml's\s+`({KEY}): ([^`]+)`")
+
+
+def guides() -> str:
+    return "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
 def setting(config: dict, key: str):
@@ -21,16 +25,16 @@ def setting(config: dict, key: str):
 
 
 def test_the_defaults_the_readme_names_are_the_schemas():
-    stated = DEFAULT.findall((ROOT / "README.md").read_text())
+    stated = DEFAULT.findall(guides())
     defaults = validate(copy.deepcopy(MINIMAL))
     assert len(stated) >= 4, stated
     for key, value in stated:
-        assert yaml.safe_load(value) == setting(defaults, key), f"README: `{key}` (default {value})"
+        assert yaml.safe_load(value) == setting(defaults, key), f"`{key}` (default {value})"
 
 
 def test_the_settings_the_readme_says_config_yaml_has_are_its_own():
-    stated = CONFIGURED.findall((ROOT / "README.md").read_text())
+    stated = CONFIGURED.findall(guides())
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     assert len(stated) >= 3, stated
     for key, value in stated:
-        assert yaml.safe_load(value) == setting(config, key), f"README: config.yaml's `{key}: {value}`"
+        assert yaml.safe_load(value) == setting(config, key), f"config.yaml's `{key}: {value}`"

@@ -175,3 +175,30 @@ def test_seq_refuses_several_learners():
         make_algorithm("seq", Layout(rank=0, size=2))
     with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
         make_algorithm("nope", Layout(rank=0, size=2))
+
+
+def test_ranks_states_stacked_in_one_file_come_back_exactly_as_saved():
+    """A simulated world's checkpoint: each tensor stacked over the ranks whose states hold the same
+    shapes (learners; a server and a replica without its model apart), every rank's state restored
+    exactly, with its own copies."""
+    import torch
+
+    from asrscale.training.checkpoints import stack, unstack
+
+    def state(seed, with_model=True):
+        generator = torch.Generator().manual_seed(seed)
+        model = {"w": torch.randn(3, 4, generator=generator), "b": torch.randn(4, generator=generator)}
+        found = {"rng": torch.randint(0, 255, (8,), dtype=torch.uint8, generator=generator), "steps": seed,
+                 "progress": {"rows": [{"loss": 0.5 * seed}], "pairings": [(1, seed, 2)]}}  # fmt: skip
+        return (
+            {**found, "model": model, "optimizer": {"state": {0: {"exp_avg": model["w"] * 2}}}} if with_model else found
+        )
+
+    states = {"rank0": state(0), "rank1": state(1), "rank2": state(2, with_model=False), "server0": state(9)}
+    together = stack(states)
+    assert sorted(len(group["names"]) for group in together["groups"]) == [1, 3]  # the learners, the replica
+    for name, saved in states.items():
+        assert repr(unstack(together, name)) == repr(saved)  # every value, tensors included, and the structure
+    restored = unstack(together, "rank1")
+    restored["model"]["w"].add_(1)  # each restored state its own tensors
+    assert torch.equal(unstack(together, "rank1")["model"]["w"], states["rank1"]["model"]["w"])

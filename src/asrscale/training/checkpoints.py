@@ -1,9 +1,14 @@
 """A run's checkpoints: every rank's whole state at a global step, complete or not at all, saved
 and restored here: its model and optimizer (a replica's: learner 0's), the algorithm's counters,
-the random state and the learner's progress (asrscale.training.records.Progress)."""
+the random state and the learner's progress (asrscale.training.records.Progress).
+
+On real ranks each rank writes its own file. Where every rank lives in this process (a simulated
+world), a checkpoint is one file, `ranks.pt`, every tensor stacked over the ranks whose states
+hold tensors of the same shapes (64 learners' states are then a few thousand tensors to pickle,
+not a hundred thousand), each rank's state restored from it exactly as it was saved."""
 
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -11,7 +16,8 @@ import torch
 from asrscale.config.sections import RunConfig
 from asrscale.io import atomic_torch_save, atomic_write_text
 
-CHECKPOINT_FORMAT = 3  # a checkpoint of another format is not resumed
+CHECKPOINT_FORMAT = 4  # a checkpoint of another format is not resumed
+TOGETHER = "ranks.pt"  # every rank's state, where all live in one process
 
 
 def identity(run: RunConfig, world: dict) -> dict:
@@ -25,12 +31,14 @@ def identity(run: RunConfig, world: dict) -> dict:
 
 class Checkpoints:
     """A run's checkpoints, a folder per global step: every rank's state (`rank<r>.pt`, a
-    server's `server<r>.pt`) and a `complete` mark that learner 0 writes once all are on disk,
-    so that a folder a killed job left half-written is never resumed. Only the newest complete
-    folder is kept."""
+    server's `server<r>.pt`; `together`: all of them stacked in `ranks.pt`) and a `complete` mark
+    that learner 0 writes once all are on disk, so that a folder a killed job left half-written is
+    never resumed. Only the newest complete folder is kept."""
 
-    def __init__(self, folder: Path, identity: dict):
-        self.folder, self.identity = folder, identity
+    def __init__(self, folder: Path, identity: dict, together: bool = False):
+        self.folder, self.identity, self.together = folder, identity, together
+        self._pending: dict[str, dict] = {}  # together: the states saved for the checkpoint under way
+        self._loaded: tuple[Path, dict] | None = None  # together: the newest checkpoint's states
 
     def _at(self, step: int) -> Path:
         return self.folder / f"step{step:09d}"
@@ -41,12 +49,15 @@ class Checkpoints:
 
     def save(self, step: int, name: str, learner, algorithm, with_model: bool, progress: dict | None = None) -> None:
         """Rank `name`'s whole state (`with_model`: its model and optimizer, which a replica
-        leaves to learner 0's)."""
+        leaves to learner 0's), as it is now."""
         state = {"identity": self.identity, "algorithm": algorithm.state_dict(), "learner_steps": learner.steps,
                  "rng": torch.get_rng_state(), "progress": progress}  # fmt: skip
         if with_model:
             state.update(model=learner.model.state_dict(), optimizer=learner.optimizer.state_dict())
-        atomic_torch_save(state, self._at(step) / f"{name}.pt")
+        if self.together:  # a copy as it is now: the rank goes on before the checkpoint completes
+            self._pending[name] = _map_tensors(state, lambda t: t.detach().to("cpu", copy=True))
+        else:
+            atomic_torch_save(state, self._at(step) / f"{name}.pt")
 
     def restore(self, name: str, learner, algorithm) -> dict | None:
         """Rank `name` back to its state in the newest complete checkpoint written with these
@@ -67,19 +78,36 @@ class Checkpoints:
         (learner 0's, where a finished run kept only that)."""
         if (latest := self.latest()) is None:
             return None
-        path = latest / f"{name}.pt"
-        if not path.exists() and name.startswith("rank"):
-            path = latest / "rank0.pt"
-        state = torch.load(path, weights_only=False, map_location="cpu")
-        return state if state["identity"] == self.identity else None
+        if self.together:
+            together = self._together(latest)
+            if name not in together["skeletons"] and name.startswith("rank"):
+                name = "rank0"
+            state = unstack(together, name) if name in together["skeletons"] else None
+        else:
+            path = latest / f"{name}.pt"
+            if not path.exists() and name.startswith("rank"):
+                path = latest / "rank0.pt"
+            state = torch.load(path, weights_only=False, map_location="cpu")
+        return state if state is not None and state["identity"] == self.identity else None
+
+    def _together(self, folder: Path) -> dict:
+        """The ranks' states of a checkpoint written together (`stack`), read once."""
+        if self._loaded is None or self._loaded[0] != folder:
+            self._loaded = folder, torch.load(folder / TOGETHER, weights_only=False, map_location="cpu")
+        return self._loaded[1]
 
     def leader_model(self) -> dict | None:
         """Learner 0's model in the newest complete checkpoint (None: there is none)."""
         if (latest := self.latest()) is None:
             return None
+        if self.together:
+            return unstack(self._together(latest), "rank0")["model"]
         return torch.load(latest / "rank0.pt", weights_only=False, map_location="cpu")["model"]
 
     def complete(self, step: int) -> None:
+        if self.together:
+            atomic_torch_save(stack(self._pending), self._at(step) / TOGETHER)
+            self._pending = {}
         atomic_write_text(self._at(step) / "complete", "")
         for other in self.folder.glob("step*"):  # older ones, and newer ones of a run not resumed
             if other != self._at(step):
@@ -88,7 +116,71 @@ class Checkpoints:
     def finish(self) -> None:
         """A finished run keeps learner 0's state (and its servers'): for 64 learners that is a
         64th of the disk; a run extended by more epochs resumes every learner from it."""
-        if (latest := self.latest()) is not None:
-            for state in latest.glob("rank*.pt"):
-                if state.name != "rank0.pt":
-                    state.unlink()
+        if (latest := self.latest()) is None:
+            return
+        if self.together:
+            together = self._together(latest)
+            kept = [name for name in together["skeletons"] if name == "rank0" or not name.startswith("rank")]
+            atomic_torch_save(stack({name: unstack(together, name) for name in kept}), latest / TOGETHER)
+            self._loaded = None
+            return
+        for state in latest.glob("rank*.pt"):
+            if state.name != "rank0.pt":
+                state.unlink()
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where a state held a tensor: its index in its rank's list of tensors."""
+
+    index: int
+
+
+def _map_tensors(tree, function):
+    """`tree` (dicts, lists, tuples) with every tensor replaced by `function(tensor)`."""
+    if isinstance(tree, torch.Tensor):
+        return function(tree)
+    if isinstance(tree, dict):
+        return type(tree)((key, _map_tensors(value, function)) for key, value in tree.items())
+    if isinstance(tree, list | tuple):
+        return type(tree)(_map_tensors(value, function) for value in tree)
+    return tree
+
+
+def stack(states: dict[str, dict]) -> dict:
+    """Ranks' states as one: each state's skeleton (its tensors replaced by `_Slot`s), and for every
+    group of ranks whose tensors have the same shapes and types, each tensor stacked over them."""
+    skeletons, tensors = {}, {}
+    for name, state in states.items():
+        found = tensors[name] = []
+
+        def slot(tensor, found=found) -> _Slot:
+            found.append(tensor)
+            return _Slot(len(found) - 1)
+
+        skeletons[name] = _map_tensors(state, slot)
+    groups = {}
+    for name, found in tensors.items():
+        groups.setdefault(tuple((t.dtype, tuple(t.shape)) for t in found), []).append(name)
+    stacked = [{"names": names, "tensors": [torch.stack(ts) for ts in zip(*(tensors[n] for n in names))]}
+               for names in groups.values()]  # fmt: skip
+    return {"skeletons": skeletons, "groups": stacked}
+
+
+def unstack(together: dict, name: str) -> dict:
+    """Rank `name`'s state, as `stack` had it, each of its tensors a copy of its own (two ranks
+    restored from one state must share none: an optimizer keeps the tensors it loads)."""
+    group = next(group for group in together["groups"] if name in group["names"])
+    position = group["names"].index(name)
+    return _slots_to(together["skeletons"][name], [t[position].clone() for t in group["tensors"]])
+
+
+def _slots_to(tree, tensors: list):
+    """`tree` with every `_Slot` replaced by its tensor."""
+    if isinstance(tree, _Slot):
+        return tensors[tree.index]
+    if isinstance(tree, dict):
+        return type(tree)((key, _slots_to(value, tensors)) for key, value in tree.items())
+    if isinstance(tree, list | tuple):
+        return type(tree)(_slots_to(value, tensors) for value in tree)
+    return tree

@@ -86,7 +86,8 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
     # one copy of the data, shared by every learner a world runs in this process
     train_set = Subset(paths.train_data, paths.train_feats, paths.train_feats, run.cmvn, tokens)
     dev_set = Subset(paths.dev_data, paths.dev_feats, paths.train_feats, run.cmvn, tokens)
-    saved = Checkpoints(paths.out / "checkpoints", checkpoints.identity(run, world.description()))
+    saved = Checkpoints(paths.out / "checkpoints", checkpoints.identity(run, world.description()),
+                        together=world.all_ranks_here)  # fmt: skip
     loader = batch_loader()
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
     prefetcher = functools.partial(Prefetcher, train_set, depth=world.batches_ahead(run.train.prefetch), loader=loader)

@@ -132,6 +132,7 @@ class MPIWorld:
                  device: str = "cpu"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
         self.world, self.clock, self.wall = world, TimeSplit(), WallTimes()
+        self.all_ranks_here = False  # each rank its own process
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.label = f"{name}: rank {self.rank} of {self.size}"
         if self.size <= servers:

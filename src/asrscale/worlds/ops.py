@@ -237,6 +237,7 @@ class World(Protocol):
     threads_per_rank: int  # torch threads a learner may use
     label: str  # names the world (and this rank) in error messages
     wall: WallTimes  # where this process's wall time went, by phase (measured by the world and the trainer)
+    all_ranks_here: bool  # whether every rank of the run lives in this process (a simulated world)
 
     def launch(self, program: Callable[[Layout, bool, object], Generator]) -> None:
         """Run every rank's program that lives in this process: `program(layout, serving, clock)`

@@ -81,6 +81,7 @@ class SimWorld:
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name, self.wall = costs, prefetch, name, WallTimes()
+        self.all_ranks_here = True
         self.device = resolve_device(device)
         # fusing learners: `fusers[kind](jobs)` carries out many requests of a kind as one
         # (deferred: by rank, at most one a rank)
