@@ -1,7 +1,7 @@
-"""Where a learner's time goes: compute, communication, data wait and idle."""
+"""Where time goes: a learner's (compute, communication, data wait and idle), and a process's
+(`WallTimes`: the learners' arithmetic and the work around it)."""
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -14,13 +14,13 @@ class TimeSplit:
 
     `now` reads the clock: real time in the MPI world, the learner's virtual time in a simulation."""
 
-    def __init__(self, now: Callable[[], float] = time.perf_counter):
-        self.now = now
+    def __init__(self, now: Callable[[], float] = time.perf_counter, categories: tuple[str, ...] = CATEGORIES):
+        self.now, self.categories = now, categories
         self.reset()
 
     def reset(self):
         self.start = self.now()
-        self.seconds = dict.fromkeys(CATEGORIES, 0.0)
+        self.seconds = dict.fromkeys(self.categories, 0.0)
 
     @contextmanager
     def measure(self, category: str):
@@ -40,7 +40,7 @@ class TimeSplit:
         return {"wall_s": wall, **{f"{k}_s": v for k, v in split.items()}}
 
 
-class WallTimes:
+class WallTimes(TimeSplit):
     """Where this process's wall time went, by phase: the learners' arithmetic (gradients, updates,
     preconditionings, alone or fused), their exchanges (collectives, gossip, messages), dev
     evaluation, checkpoints, waiting for batches, consensus models; the rest is the trainer's and
@@ -50,21 +50,9 @@ class WallTimes:
     PHASES = ("arithmetic", "exchanges", "evaluation", "checkpoints", "batches", "consensus")
 
     def __init__(self):
-        self.start, self.seconds = time.perf_counter(), Counter()
-
-    @contextmanager
-    def measure(self, phase: str):
-        begin = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[phase] += time.perf_counter() - begin
+        super().__init__(time.perf_counter, self.PHASES)
 
     def summary(self) -> dict[str, float]:
         """Seconds by phase since the start, the rest as "other", and the "total"."""
-        total = time.perf_counter() - self.start
-        return {
-            **{p: self.seconds[p] for p in self.PHASES},
-            "other": total - sum(self.seconds.values()),
-            "total": total,
-        }
+        total = self.now() - self.start
+        return {**self.seconds, "other": total - sum(self.seconds.values()), "total": total}
