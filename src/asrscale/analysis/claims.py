@@ -50,6 +50,16 @@ class Claim:
     claim: str
     rule: str
     decide: Callable[[pd.DataFrame, pd.DataFrame], Verdict]  # (runs as configured, sweep points)
+    decided_by: str  # the study of studies/ that decides it (STUDIES)
+
+
+#: the studies of studies/ that decide the claims a study leaves undecided, with what each runs and
+#: its wall time (docs/reproductions.md has every run of them)
+STUDIES = {
+    "claims-at-4": ("the claims at 4 learners, 3 seeds", "«TIME_A» on 2 CPU cores"),
+    "scaled-64": ("KAVG at 16 and H-ADPSGD at 64 learners, scaled down", "«TIME_B» on 2 CPU cores"),
+    "reproduction": ("every claim, 1 to 64 learners, with its sweeps and seeds", "sized for one GPU"),
+}
 
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
@@ -255,36 +265,38 @@ CLAIMS = (
     Claim("cong17", "ASGD loses accuracy and efficiency as P grows",
           "at every P ≥ 4 run with both: ASGD's WER above KAVG's (beyond tolerance and spread) and its speedup below; "
           "WER with the LM and greedily",
-          _asgd_against_kavg),
+          _asgd_against_kavg, "claims-at-4"),
     Claim("cong17", "KAVG with 4 learners matches SEQ accuracy",
           "WER(KAVG, 4) ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
-          _accuracy_at("kavg", [4])),
+          _accuracy_at("kavg", [4]), "claims-at-4"),
     Claim("cong17", "adaptive KAVG scales to 20 learners (6.1×) with ≥ SEQ accuracy",
           "at the largest P in 16-20: speedup ≥ 0.9 × 6.1 and WER ≤ WER(SEQ) + tolerance + spread, with the LM and "
           "greedily",
-          _accuracy_at("kavg", [16, 17, 18, 19, 20], claimed=6.1)),
+          _accuracy_at("kavg", [16, 17, 18, 19, 20], claimed=6.1), "scaled-64"),
     Claim("zhang13", "ASGD gives 3.2× on 4 GPUs without loss",
           "speedup(ASGD, 4) ≥ 0.9 × 3.2 and WER ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
-          _accuracy_at("asgd", [4], 3.2)),
+          _accuracy_at("asgd", [4], 3.2), "claims-at-4"),
     Claim("rosc17", "there is an optimal range of averaging periods",
           "in the sweep of MA's frames_per_job (3 or more values), the final dev loss is lowest at an inner value, "
-          "below both ends beyond the spreads", _optimal_period),
+          "below both ends beyond the spreads", _optimal_period, "reproduction"),
     Claim("rosc17", "overlapping data loading with compute cuts time",
           "MA's training time with train.prefetch > 0 below that with prefetch 0, beyond the spreads",
-          _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".3g")),
+          _setting_helps("ma", "train.prefetch", lambda depth: depth > 0, "train_s", "training time (s)", ".3g"),
+          "reproduction"),
     Claim("povey14, su15", "NG-SGD makes averaging work",
           "MA's final dev loss with natural_gradient on below that with it off, beyond the spreads",
-          _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f", accuracy=True)),
+          _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f", accuracy=True),
+          "reproduction"),
     Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32",
-          "speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17", _ma_speedups),
+          "speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17", _ma_speedups, "reproduction"),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
           "in the sweeps of train.batch_size: converged = mean final dev loss at most the time-to-target dev loss; "
           "ADPSGD converges at 3× or more of the largest global batch at which SSGD converges",
-          _larger_batch),
+          _larger_batch, "reproduction"),
     Claim("zhang19b", "H-ADPSGD on 64 GPUs: ~32× without WER loss (one week to 5.2 h; its abstract says 40×)",
           "speedup(H-ADPSGD, 64) ≥ 0.9 × 32 (the smaller of the two) and WER ≤ WER(SEQ) + tolerance + spread, with "
           "the LM and greedily",
-          _accuracy_at("hadpsgd", [64], 32.0)),
+          _accuracy_at("hadpsgd", [64], 32.0), "scaled-64"),
 )  # fmt: skip
 
 
@@ -297,5 +309,6 @@ def verdicts(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
         for claim in CLAIMS:
             verdict = claim.decide(runs, points[points.speedup_kind == kind])
             rows.append({"study": claim.study, "claim": claim.claim, "rule": claim.rule, "speedups": kind,
-                         "measured": verdict.measured, "verdict": verdict.verdict})  # fmt: skip
+                         "measured": verdict.measured, "verdict": verdict.verdict,
+                         "decided_by": claim.decided_by})  # fmt: skip
     return pd.DataFrame(rows)

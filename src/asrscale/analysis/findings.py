@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.claims import verdicts
+from asrscale.analysis.claims import STUDIES, verdicts
 from asrscale.analysis.measures import (
     KEYS,
     baseline,
@@ -25,6 +25,8 @@ from asrscale.analysis.measures import (
     trained,
 )  # fmt: skip
 from asrscale.analysis.tables import Tables
+
+DECIDED = ("reproduced", "not reproduced")  # the verdicts of a claim decided
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Findings:
     configured: int  # the runs trained as configured (not a sweep's variants)
     converged: int  # of those
     undecided: int  # claims not decided here
+    decided: list[str]  # the claims decided here (reproduced or not)
+    elsewhere: list[tuple[str, str, str, list[str]]]  # study, what it runs, its time, the claims it decides
     gone: pd.DataFrame  # the runs that diverged
     learner_hours: dict[str, float]  # per kind of timing
     shared_with_seq: list[str]  # algorithms whose one-learner run is SEQ's
@@ -75,7 +79,9 @@ def analyse(tables: Tables, lm: dict, skipped_reports: list[Path], config: dict)
         target_dev_loss=runs.target_dev_loss.iloc[0], at_learners=at_learners(configured), claims=claims,
         trained=len(trained(runs)), configured=len(trained(configured)),
         converged=int(trained(configured).converged.sum()),
-        undecided=int((~claims.verdict.str.startswith(("reproduced", "not reproduced"))).sum()),
+        undecided=int((~claims.verdict.str.startswith(DECIDED)).sum()),
+        decided=list(dict.fromkeys(claims[claims.verdict.str.startswith(DECIDED)].claim)),
+        elsewhere=_elsewhere(claims, config.get("study", {}).get("name")),
         gone=trained(runs)[diverged(trained(runs))], learner_hours=learner_hours(runs).to_dict(),
         shared_with_seq=sorted(runs[runs.algorithm != runs.trained_as].algorithm.unique()),
         modelled_on=list(runs[runs.world == "simulated"][["hardware", "compute_basis"]].drop_duplicates()
@@ -108,6 +114,14 @@ def at_learners(table: pd.DataFrame) -> list[AtLearners]:
             wer_change=[(a, None if pd.isna(w) else w - seq.wer.mean()) for (a, _), w in group.wer.items()],
         ))  # fmt: skip
     return found
+
+
+def _elsewhere(claims: pd.DataFrame, this_study: str | None) -> list[tuple[str, str, str, list[str]]]:
+    """The studies that decide the claims this one leaves undecided (claims.STUDIES), each with what
+    it runs, its time and those claims."""
+    left = claims[~claims.verdict.str.startswith(DECIDED)]
+    return [(study, *STUDIES[study], list(dict.fromkeys(group.claim)))
+            for study, group in left.groupby("decided_by", sort=False) if study != this_study]  # fmt: skip
 
 
 def _sweeps(points: pd.DataFrame) -> list[dict]:
