@@ -30,7 +30,7 @@ def merged(*names: str) -> dict:
 def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     study = Study(merged())
     runs = study.runs()
-    assert len({study.folder(run) for run in runs}) == 27  # 7 × 4 counts, and SEQ once
+    assert len({study.folder(run) for run in runs}) == 15  # 6 algorithms × 2 counts, SEQ, ASGD and MA alone
     ssgd_alone = Run("simulated", "ssgd", "default", 1, 1)
     assert study.trained_as(ssgd_alone) == Run("simulated", "seq", "default", 1, 1)
     for run in runs:
