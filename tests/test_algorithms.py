@@ -99,3 +99,21 @@ def test_the_consensus_is_measured_not_imposed_on_the_learners():
             results.append(done.value.value)
         assert all(torch.equal(result[0], torch.full((3,), 0.5)) for result in results)
         assert [learner.state[0][0].item() for learner in learners] == [0.0, 1.0], name
+
+
+@pytest.mark.parametrize("name", ["kavg", "ma", "adpsgd", "hadpsgd"])
+def test_an_averaging_shares_the_model_and_the_optimizers_state_or_the_weights_alone(name):
+    """What an averaging's requests carry: the model and Adam's two moments (3× the model's bytes),
+    or with `averages: model` the weights alone, as the studies averaged."""
+    from torch import nn
+
+    from asrscale.training.learner import Learner, make_optimizer
+
+    model = nn.Linear(5, 3)
+    learner = Learner(model, make_optimizer("adam", 0.0, model), 0.0, name)
+    weights = sum(t.numel() for t in learner.state)
+    for averages, values in (("model_and_optimizer", 3 * weights), ("model", weights)):
+        algorithm = make_algorithm(name, Layout(rank=1, size=2, node_size=1, nodes=2), {"averages": averages})
+        assert sum(t.numel() for t in algorithm.shared(learner)) == values
+    with pytest.raises(ValueError, match=f"{name}: averages must be one of"):
+        make_algorithm(name, Layout(rank=0, size=2), {"averages": "gradients"})

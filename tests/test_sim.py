@@ -325,3 +325,36 @@ def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(corpus, tmp_
     diverged, metrics, _, _ = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"]) == (1, checkpoint_steps or 6)
     assert sorted(metrics["rank"].unique()) == [0, 1, 2, 3] and metrics.epoch.max() == 1
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_kavg_averaging_every_step_is_ssgd_under_sgd_and_not_under_adam(corpus, tmp_path, optimizer):
+    """K = 1: every learner's own step, then the average of the models and the optimizer's state,
+    is SSGD's step on the averaged gradient where the update is linear in the gradient (SGD with
+    momentum: docs/studies.md), and not under Adam (the mean of squared gradients is not the square
+    of their mean)."""
+    models = {}
+    for algorithm, options in (("ssgd", {}), ("kavg", {"period": 1})):
+        run = run_config(algorithm, options=options, epochs=1, batch_size=4, optimizer=optimizer, lr=0.05)
+        costs = CostModel(profile(), CALIBRATION, seed=run.seed)
+        paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / algorithm)
+        train(run, paths, SimWorld(4, costs, name=algorithm))
+        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)["model"]
+    differences = [(models["ssgd"][name] - models["kavg"][name]).abs().max().item() for name in models["ssgd"]]
+    if optimizer == "sgd":
+        assert max(differences) < 1e-5, differences
+    else:
+        assert max(differences) > 1e-3, differences
+
+
+def test_averaging_the_weights_alone_sends_a_third_of_adams_bytes(corpus, tmp_path):
+    """KAVG averaging every step under Adam: the model and its two moments, or the weights alone
+    (links without latency: the modelled allreduce time is in proportion to the bytes)."""
+    communication = {}
+    for averages in ("model_and_optimizer", "model"):
+        run = run_config("kavg", options={"period": 1, "averages": averages}, epochs=1, batch_size=4)
+        costs = CostModel(profile(), CALIBRATION, seed=run.seed)
+        train(run, run_paths(corpus, corpus / "shards" / "P4", tmp_path / averages), SimWorld(4, costs, name="kavg"))
+        metrics = pd.read_csv(tmp_path / averages / "metrics.tsv", sep="\t")
+        communication[averages] = metrics[metrics.kind == "interval"].communication_s.sum()
+    assert communication["model"] == pytest.approx(communication["model_and_optimizer"] / 3, rel=0.01), communication

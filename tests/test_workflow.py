@@ -215,7 +215,7 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
 
 @pytest.mark.parametrize(
     "study, runs, simulated",
-    [((), 15, 4), (("validation.yaml",), 26, 4), (("reproduction.yaml",), 72, 4), (("claims-at-4.yaml",), 9, 4),
+    [((), 15, 4), (("validation.yaml",), 26, 4), (("reproduction.yaml",), 75, 4), (("claims-at-4.yaml",), 9, 4),
      (("stragglers.yaml",), 9, 4), (("scaled-64.yaml",), 3, 64)],
 )  # fmt: skip
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):

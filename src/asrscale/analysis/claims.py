@@ -65,9 +65,10 @@ STUDIES = {
 NAMES = {"hadpsgd": "H-ADPSGD"}
 
 
-def _reaches(runs: pd.DataFrame, claimed: float) -> bool:
-    """Whether the runs' time speedup reaches `SPEEDUP_SHARE` of a claimed one, within their spread."""
-    mean, spread = mean_spread(runs.time_speedup)
+def _reaches(runs: pd.DataFrame, claimed: float, speedup: str = "time_speedup") -> bool:
+    """Whether the runs' `speedup` (by default over SEQ) reaches `SPEEDUP_SHARE` of a claimed one,
+    within their spread."""
+    mean, spread = mean_spread(runs[speedup])
     return mean + spread >= SPEEDUP_SHARE * claimed
 
 
@@ -251,13 +252,16 @@ def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
 
 
 def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
-    claimed = {16: 9.3, 32: 17.0}
+    """su15 measured MA against its own one-GPU run (NG-SGD's cost in both): the speedup over MA at
+    one learner decides; the one over SEQ is stated beside it."""
+    claimed = {1: None, 16: 9.3, 32: 17.0}
     found = {p: runs_of(table, "ma", p) for p in claimed if not runs_of(table, "ma", p).empty}
-    measured = "; ".join(_describe(runs, "MA") for runs in found.values()) + (_speed(table) if found else "")
+    measured = "; ".join(f"{_describe(runs, 'MA')} against SEQ, {runs.own_speedup.mean():.2f}× against MA alone"
+                         for p, runs in found.items() if p > 1) + (_speed(table) if found else "")  # fmt: skip
     if len(found) < len(claimed):
-        absent = " and ".join(str(p) for p in claimed if p not in found)
-        return Verdict(measured, f"{NOT_MEASURED}: no MA run at {absent} learners")
-    reached = all(_reaches(runs, claimed[p]) for p, runs in found.items())
+        absent = " and ".join(f"{p} learner{'s' if p > 1 else ''}" for p in claimed if p not in found)
+        return Verdict(measured, f"{NOT_MEASURED}: no MA run at {absent} (su15's baseline is MA alone)")
+    reached = all(_reaches(runs, claimed[p], "own_speedup") for p, runs in found.items() if p > 1)
     return Verdict(measured, REPRODUCED if reached else NOT_REPRODUCED)
 
 
@@ -288,7 +292,8 @@ CLAIMS = (
           _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f", accuracy=True),
           "reproduction"),
     Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32",
-          "speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17", _ma_speedups, "reproduction"),
+          "against MA at one learner, as su15 measured: speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17",
+          _ma_speedups, "reproduction"),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
           "in the sweeps of train.batch_size: converged = mean final dev loss at most the time-to-target dev loss; "
           "ADPSGD converges at 3× or more of the largest global batch at which SSGD converges",

@@ -118,19 +118,29 @@ def discount_diverged(table: pd.DataFrame) -> pd.DataFrame:
 def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
     """Speedups against SEQ timed the same way (measured, or modelled on the same hardware), with
     the same seed (the mean over SEQ's seeds where it has none): time speedup T(SEQ) / T(run) for
-    the same epochs, throughput (frames/s) speedup, time-to-target speedup, and efficiency."""
+    the same epochs, throughput (frames/s) speedup, time-to-target speedup, and efficiency. Beside
+    them the speedup over the same algorithm and variant at one learner, T(P=1) / T(run), as su15
+    measured MA against its own one-GPU run (NaN where the study has no such run)."""
     return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
 
 
+def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
+    """`runs`' `column` for each seed of `seeds`, the mean over `runs` where it has no such seed."""
+    return seeds.map(runs.set_index("seed")[column]).fillna(runs[column].mean())
+
+
 def _speedups(table: pd.DataFrame) -> pd.DataFrame:
+    alone = table[table.learners == 1]
+    own = pd.concat([_of_seeds(alone[(alone.algorithm == algorithm) & (alone.variant == variant)], "train_s", runs.seed)
+                     for (algorithm, variant), runs in table.groupby(["algorithm", "variant"])])  # fmt: skip
+    table = table.assign(own_speedup=own / table.train_s)
     seq = baseline(table)
     if seq.empty:
         return table.assign(**dict.fromkeys(("time_speedup", "throughput_speedup", "target_speedup", "efficiency"),
                                             float("nan")))  # fmt: skip
-    by_seed = seq.set_index("seed")
 
     def of_seq(column):
-        return table.seed.map(by_seed[column]).fillna(seq[column].mean())
+        return _of_seeds(seq, column, table.seed)
 
     return table.assign(
         time_speedup=of_seq("train_s") / table.train_s,

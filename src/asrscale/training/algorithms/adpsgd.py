@@ -49,8 +49,8 @@ class DecentralizedSGD(Averaging):
     name = "adpsgd"
     group = "learners"  # the group whose members gossip (H-ADPSGD: the node leaders)
 
-    def __init__(self, layout, graph: str):
-        super().__init__(layout)
+    def __init__(self, layout, graph: str, averages: str):
+        super().__init__(layout, averages)
         require(graph in GRAPHS, f"{self.name}: graph must be one of {GRAPHS}, not {graph!r}")
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
         self.vertex, size = self._vertex(layout)  # this learner's place on the graph (None: not on it)
@@ -66,10 +66,10 @@ class DecentralizedSGD(Averaging):
         if self.active and self.neighbours:
             peer = random.Random(self.vertex * 1_000_003 + self.steps).choice(self.neighbours)
             theirs = self._buffers(learner)
-            averaging = yield ops.Gossip(learner.averaged, theirs, peer, self.group)
+            averaging = yield ops.Gossip(self.shared(learner), theirs, peer, self.group)
             return peer, theirs, averaging
         if not self.active and self.neighbours and not self._serving:
-            yield ops.Serve(learner.averaged, self.neighbours, self.group)
+            yield ops.Serve(self.shared(learner), self.neighbours, self.group)
             self._serving = True
         return None
 
@@ -78,7 +78,7 @@ class DecentralizedSGD(Averaging):
         if asked is not None:
             peer, theirs, averaging = asked
             yield ops.Wait(averaging)
-            average_with(learner.averaged, theirs)
+            average_with(self.shared(learner), theirs)
             self.exchanges.append((self.steps, self.vertex, peer))
 
     def gradient(self, learner, batch):

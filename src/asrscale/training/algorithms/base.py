@@ -37,16 +37,9 @@ class Algorithm:
 
     def __init__(self, layout: ops.Layout):
         self.layout = layout
-        self._received = None
         #: (step, rank, peer) of every model averaging with one peer, for the report (the trainer
         #: collects and clears it each epoch; ranks are nodes where node leaders exchange)
         self.exchanges: list[tuple[int, int, int]] = []
-
-    def _buffers(self, learner) -> list:
-        """One set of buffers to receive a peer's model and optimizer state into, made once per run."""
-        if self._received is None:
-            self._received = [torch.empty_like(t) for t in learner.averaged]
-        return self._received
 
     def start(self, learner):
         """Before the first step: every learner starts from learner 0's model."""
@@ -101,9 +94,29 @@ class Algorithm:
         yield from ()
 
 
+AVERAGES = ("model_and_optimizer", "model")
+
+
 class Averaging(Algorithm):
     """An algorithm whose learners hold different models between averagings: the model it
-    evaluates and saves is their average."""
+    evaluates and saves is their average. `averages` says what an averaging makes common: the
+    model and the optimizer's state (the study's one policy, 3× the model's bytes under Adam), or
+    the model's weights alone, as the studies averaged (each learner keeps its own optimizer state)."""
+
+    def __init__(self, layout: ops.Layout, averages: str):
+        super().__init__(layout)
+        require(averages in AVERAGES, f"{self.name}: averages must be one of {AVERAGES}, not {averages!r}")
+        self.averages, self._received = averages, None
+
+    def shared(self, learner) -> list[torch.Tensor]:
+        """What an averaging makes common (`averages`)."""
+        return learner.averaged if self.averages == "model_and_optimizer" else learner.state
+
+    def _buffers(self, learner) -> list:
+        """One set of buffers to receive a peer's share into, made once per run."""
+        if self._received is None:
+            self._received = [torch.empty_like(t) for t in self.shared(learner)]
+        return self._received
 
     def consensus(self, learner):
         average = [tensor.detach().clone() for tensor in learner.state]
@@ -122,4 +135,4 @@ class PeriodicAveraging(Averaging):
         self.local_steps += 1
         if self.local_steps % self.period == 0:
             yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
-            yield ops.Allreduce(learner.averaged, "learners")
+            yield ops.Allreduce(self.shared(learner), "learners")

@@ -37,6 +37,6 @@ class HierarchicalDecentralizedSGD(DecentralizedSGD):
         yield from self._share(learner)  # the averagings a passive leader answered last
 
     def _share(self, learner):
-        """The leader's model and optimizer state to every learner of its node."""
+        """The leader's share (its model, and its optimizer's state where averaged) to its node."""
         if self.layout.nodes > 1:
-            yield ops.Broadcast(learner.averaged, root=0, group="node")
+            yield ops.Broadcast(self.shared(learner), root=0, group="node")

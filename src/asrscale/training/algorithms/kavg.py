@@ -26,8 +26,9 @@ PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
 class KStepAveraging(PeriodicAveraging):
     name = "kavg"
 
-    def __init__(self, layout, period: int, period_policy: str, reference_learners: int, plateau: float):
-        super().__init__(layout)
+    def __init__(self, layout, period: int, period_policy: str, reference_learners: int, plateau: float,
+                 averages: str):  # fmt: skip
+        super().__init__(layout, averages)
         require(period >= 1, f"kavg: period must be at least 1, not {period}")
         require(period_policy in PERIOD_POLICIES,
                 f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")  # fmt: skip

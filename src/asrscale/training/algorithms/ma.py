@@ -26,8 +26,8 @@ from asrscale.worlds import ops
 class ModelAveraging(PeriodicAveraging):
     name = "ma"
 
-    def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float):
-        super().__init__(layout)
+    def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float, averages: str):
+        super().__init__(layout, averages)
         require(frames_per_job >= 1, f"ma: frames_per_job must be positive, not {frames_per_job}")
         require(max_param_change >= 0, f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
