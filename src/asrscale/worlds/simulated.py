@@ -23,7 +23,6 @@ from asrscale.provenance import available_cores
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel
 from asrscale.worlds.devices import resolve_device
-from asrscale.worlds.ops import flatten, unflatten
 from asrscale.worlds.timing import TimeSplit, WallTimes
 
 
@@ -395,12 +394,12 @@ class SimWorld:
             self._receiving[rank.rank] = (rank, request)
 
     def _deliver(self, sender: _Rank, send: ops.Send, sent_at: float, receiver: _Rank, receive: ops.Receive):
-        with self.wall.measure("exchanges"):
-            payload = flatten(send.tensors)
-            if payload.numel() != sum(t.numel() for t in receive.tensors):
-                raise RuntimeError(f"{self.name}: {sender.name} sent {payload.numel()} values, {receiver.name} expects "
-                                   f"{sum(t.numel() for t in receive.tensors)}")  # fmt: skip
-            unflatten(payload, receive.tensors)
+        sent, expected = [t.shape for t in send.tensors], [t.shape for t in receive.tensors]
+        if sent != expected:
+            raise RuntimeError(f"{self.name}: {sender.name} sent tensors of shapes {sent}, {receiver.name} expects "
+                               f"{expected}")  # fmt: skip
+        with self.wall.measure("exchanges"), torch.no_grad():  # tensor by tensor: no flat copy, any device each
+            torch._foreach_copy_(receive.tensors, send.tensors)
         ends = self._transfer(sender, receiver, _nbytes(send.tensors), max(sent_at, receiver.time))
         for rank in (sender, receiver):
             rank.clock.add("communication", ends - rank.time)

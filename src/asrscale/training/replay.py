@@ -1,0 +1,155 @@
+"""Timing at the studies' scale: an algorithm's schedule of requests replayed on a modelled cluster
+for a stated model, minibatch and optimizer, without its arithmetic (issue 32).
+
+A simulated run trains every learner for real, which on this machine caps a study at small
+models. The modelled clock, though, needs only each request's kind, frames and bytes. A replay
+runs the algorithm's own program (the same generator of `asrscale.worlds.ops` requests a trained
+run yields) for `StandIn` learners: their tensors live on PyTorch's meta device, so they have
+shapes and byte counts but no values, and a world's exchanges move nothing; their gradients,
+updates and preconditionings are charged by the cost model and never computed (the simulated
+world's fusers, which carry out learners' work, are given ones that do nothing). So a schedule of
+64 learners of a 43M-parameter model replays in seconds on a CPU, with the orders of the
+asynchronous algorithms (ASGD's pushes, ADPSGD's pairings) coming from the modelled clock as in a
+trained run. What a replay leaves out: the data (every step has the stated frames; no loader
+waits beyond the profile's data rate), dev evaluation and checkpoints (a trained run's epoch time
+leaves them out too), and anything that depends on values (KAVG's plateau policy sees no dev loss).
+
+The compute a step costs is the hardware profile's (`hardware.<name>.compute`), carried to the
+stated model by the ratio of FLOPs per frame and of parameters: a profile whose compute was
+measured for the replayed model's own size (or derived from a study's own single-GPU time) is
+charged as measured.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from asrscale.config.algorithms import algorithm_spec
+from asrscale.training.algorithms import make_algorithm
+from asrscale.worlds import ops
+from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.simulated import SimWorld
+
+#: the optimizer's state tensors per parameter (what an averaging of the model and the optimizer's
+#: state moves besides the weights)
+OPTIMIZER_STATES = {"adam": 2, "sgd": 1}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one learner computes: a model of `parameters` (fp32) at `flops_per_frame` forward FLOPs
+    per input frame, minibatches of `frames_per_step` input frames, `steps` of them an epoch, under
+    `optimizer` (its state travels with an averaging of the model and the optimizer's state)."""
+
+    parameters: int
+    flops_per_frame: float
+    frames_per_step: int
+    steps: int
+    optimizer: str = "adam"
+
+    def __post_init__(self):
+        if min(self.parameters, self.frames_per_step, self.steps) < 1 or self.flops_per_frame <= 0:
+            raise ValueError(f"a workload needs positive sizes: {self}")
+        if self.optimizer not in OPTIMIZER_STATES:
+            raise ValueError(f"a workload's optimizer is one of {sorted(OPTIMIZER_STATES)}, not {self.optimizer!r}")
+
+
+@dataclass(frozen=True)
+class _Batch:
+    frames: int
+
+
+class _Job:
+    """A stand-in's gradient as a world may defer it: nothing to compute, nothing to fix."""
+
+    def fixed(self) -> "_Job":
+        return self
+
+
+class StandIn:
+    """A learner of `Workload` without arithmetic: the `asrscale.training.learner.Learner` interface
+    the algorithms use, its tensors sized but without values (the meta device). With `headers`,
+    its first parameter is one real value, so that the messages whose headers are made beside it
+    (a parameter server's) carry headers a server can read."""
+
+    def __init__(self, workload: Workload, headers: bool = False):
+        self.parameters = [torch.empty(workload.parameters, device="meta")]
+        if headers:
+            self.parameters = [torch.zeros(1), torch.empty(workload.parameters - 1, device="meta")]
+        for parameter in self.parameters:
+            parameter.grad = torch.zeros_like(parameter)
+        self.state = self.parameters
+        self.optimizer_state = [torch.zeros_like(p) for _ in range(OPTIMIZER_STATES[workload.optimizer])
+                                for p in self.parameters]  # fmt: skip
+        # NG-SGD's statistics are sized by the model's affine maps: one map of the model's size
+        side = math.isqrt(workload.parameters)
+        self.model = torch.nn.Linear(side, side, bias=False, device="meta")
+        self.steps = 0
+
+    @property
+    def gradients(self) -> list[torch.Tensor]:
+        return [p.grad for p in self.parameters]
+
+    @property
+    def averaged(self) -> list[torch.Tensor]:
+        return self.state + self.optimizer_state
+
+    def backward(self, batch, recorder=None):
+        yield ops.Gradient(lambda: 0.0, batch.frames, _Job())
+        return 0.0
+
+    def update(self, lr: float):
+        self.steps += 1
+        yield ops.Update(lambda: None, None)
+
+
+def _nothing(jobs: list) -> list:
+    return [0.0] * len(jobs)
+
+
+#: the simulated world's fusers for stand-ins: every learner's work charged, none computed
+NO_ARITHMETIC = {ops.Gradient: _nothing, ops.Update: _nothing, ops.Precondition: _nothing}
+
+
+def replay(algorithm: str, learners: int, workload: Workload, hardware: Hardware, options: dict | None = None,
+           epochs: int = 1, prefetch: int = 4, seed: int = 1) -> float:  # fmt: skip
+    """The modelled seconds of `epochs` epochs of `algorithm` with `learners` learners of
+    `workload` on `hardware`: from the first learner's start of the first epoch to the last
+    learner's end of the last (an epoch ends when its last learner ends it)."""
+    if hardware.device != "dedicated":
+        raise ValueError(f"a replay needs a profile whose devices state their compute (dedicated): "
+                         f"hardware.{hardware.name} shares this machine's")  # fmt: skip
+    servers = algorithm_spec(algorithm).servers
+    model = {"flops_per_frame": workload.flops_per_frame, "parameters": workload.parameters}
+    costs = CostModel(hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed)
+    world = SimWorld(learners, costs, servers, prefetch=prefetch, name=f"replay of {algorithm}",
+                     fusers=NO_ARITHMETIC)  # fmt: skip
+    begins, ends = [], []
+
+    def program(layout: ops.Layout, serving: bool, clock):
+        chosen, learner = make_algorithm(algorithm, layout, options), StandIn(workload, headers=servers > 0)
+        if serving:
+            return chosen.serve(learner, lambda step: None)
+        return _schedule(chosen, learner, workload, epochs, clock, (begins, ends))
+
+    world.launch(program)
+    return max(ends) - min(begins)
+
+
+def _schedule(algorithm, learner: StandIn, workload: Workload, epochs: int, clock, times: tuple[list, list]):
+    """A learner's program as the trainer's loop (asrscale.training.loop) runs it, without data,
+    dev evaluation or checkpoints: the algorithm's start and plan, each epoch's steps and its
+    end, then the algorithm's finish."""
+    yield from algorithm.start(learner)
+    yield from algorithm.plan(workload.frames_per_step)
+    batch = _Batch(workload.frames_per_step)
+    times[0].append(clock.now())
+    for _ in range(epochs):
+        for _ in range(workload.steps):
+            yield ops.DataWait(0.0, batch.frames)
+            yield from algorithm.step(learner, batch, 0.0)
+        yield from algorithm.epoch_done(learner)
+        yield from algorithm.end_epoch(learner, math.inf)
+    times[1].append(clock.now())
+    yield from algorithm.finish(learner)
