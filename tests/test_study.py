@@ -45,7 +45,8 @@ def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     assert all(s["train"] == settings[0]["train"] for s in settings)
     # every option of the algorithm: the table's defaults, config.yaml's over them
     options = study.run_settings(Run("simulated", "ma", "default", 4, 1))["options"]
-    assert options == {"frames_per_job": 50000, "natural_gradient": True, "max_param_change": 2.0}
+    assert options == {"frames_per_job": 50000, "natural_gradient": True, "max_param_change": 2.0,
+                       "averages": "model_and_optimizer"}  # fmt: skip
 
 
 def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run():

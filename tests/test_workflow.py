@@ -189,7 +189,7 @@ def test_snakemake_report_has_the_figures(study):
         (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
         (
             ("study", "sweeps", [{"algorithm": "ma", "learners": 2, "vary": "period", "values": [1, 2]}]),
-            r"study.sweeps\[0\].vary: ma has no setting 'period'; one of \['frames_per_job'",
+            r"study.sweeps\[0\].vary: ma has no setting 'period'; one of \['averages', 'frames_per_job'",
         ),
     ],
 )
