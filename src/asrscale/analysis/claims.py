@@ -56,8 +56,8 @@ class Claim:
 #: the studies of studies/ that decide the claims a study leaves undecided, with what each runs and
 #: its wall time (docs/reproductions.md has every run of them)
 STUDIES = {
-    "claims-at-4": ("the claims at 4 learners, 3 seeds", "«TIME_A» on 2 CPU cores"),
-    "scaled-64": ("KAVG at 16 and H-ADPSGD at 64 learners, scaled down", "«TIME_B» on 2 CPU cores"),
+    "claims-at-4": ("the claims at 4 learners, 3 seeds", "about 110 minutes on 2 CPU cores"),
+    "scaled-64": ("KAVG at 16 and H-ADPSGD at 64 learners, scaled down", "about 105 minutes on 2 CPU cores"),
     "reproduction": ("every claim, 1 to 64 learners, with its sweeps and seeds", "sized for one GPU"),
 }
 
