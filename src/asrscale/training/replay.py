@@ -27,13 +27,14 @@ import torch
 
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.training.algorithms import make_algorithm
+from asrscale.training.learner import Learner, make_optimizer
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 
-#: the optimizer's state tensors per parameter (what an averaging of the model and the optimizer's
-#: state moves besides the weights)
-OPTIMIZER_STATES = {"adam": 2, "sgd": 1}
+#: the optimizers a workload may state (an averaging of the model and the optimizer's state moves
+#: Adam's two moments, SGD's velocity)
+OPTIMIZERS = ("adam", "sgd")
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ class Workload:
     def __post_init__(self):
         if min(self.parameters, self.frames_per_step, self.steps) < 1 or self.flops_per_frame <= 0:
             raise ValueError(f"a workload needs positive sizes: {self}")
-        if self.optimizer not in OPTIMIZER_STATES:
-            raise ValueError(f"a workload's optimizer is one of {sorted(OPTIMIZER_STATES)}, not {self.optimizer!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"a workload's optimizer is one of {OPTIMIZERS}, not {self.optimizer!r}")
 
 
 @dataclass(frozen=True)
@@ -67,33 +68,30 @@ class _Job:
         return self
 
 
-class StandIn:
-    """A learner of `Workload` without arithmetic: the `asrscale.training.learner.Learner` interface
-    the algorithms use, its tensors sized but without values (the meta device). With `headers`,
-    its first parameter is one real value, so that the messages whose headers are made beside it
-    (a parameter server's) carry headers a server can read."""
+class _Sizes(torch.nn.Module):
+    """A model of `parameters` values that holds none: on the meta device, one square affine map
+    (NG-SGD sizes its statistics by a map's sides: a square keeps them small) and the values left
+    over. With `headers`, one real value first, so that the messages whose headers are made beside
+    the first parameter (a parameter server's) carry real ones."""
+
+    def __init__(self, parameters: int, headers: bool):
+        super().__init__()
+        if headers:
+            self.header = torch.nn.Parameter(torch.zeros(1))
+            parameters -= 1
+        side = math.isqrt(parameters)
+        self.weight = torch.nn.Parameter(torch.empty(side, side, device="meta"))
+        self.rest = torch.nn.Parameter(torch.empty(parameters - side * side, device="meta"))
+
+
+class StandIn(Learner):
+    """A learner of `Workload` without arithmetic: a `Learner` of a model and optimizer whose
+    tensors have sizes but no values, whose gradients and updates are requests a world charges
+    and never computes."""
 
     def __init__(self, workload: Workload, headers: bool = False):
-        self.parameters = [torch.empty(workload.parameters, device="meta")]
-        if headers:
-            self.parameters = [torch.zeros(1), torch.empty(workload.parameters - 1, device="meta")]
-        for parameter in self.parameters:
-            parameter.grad = torch.zeros_like(parameter)
-        self.state = self.parameters
-        self.optimizer_state = [torch.zeros_like(p) for _ in range(OPTIMIZER_STATES[workload.optimizer])
-                                for p in self.parameters]  # fmt: skip
-        # NG-SGD's statistics are sized by the model's affine maps: one map of the model's size
-        side = math.isqrt(workload.parameters)
-        self.model = torch.nn.Linear(side, side, bias=False, device="meta")
-        self.steps = 0
-
-    @property
-    def gradients(self) -> list[torch.Tensor]:
-        return [p.grad for p in self.parameters]
-
-    @property
-    def averaged(self) -> list[torch.Tensor]:
-        return self.state + self.optimizer_state
+        model = _Sizes(workload.parameters, headers)
+        super().__init__(model, make_optimizer(workload.optimizer, 0.9, model), 0.0, "a stand-in")
 
     def backward(self, batch, recorder=None):
         yield ops.Gradient(lambda: 0.0, batch.frames, _Job())
