@@ -14,7 +14,9 @@ can make any acoustic model look as good as SEQ. A claimed speedup is reached wh
 speedup over SEQ, its mean over seeds plus its spread, is at least `SPEEDUP_SHARE` of it: the
 studies ran other models on other hardware, so only the order of magnitude can carry over. Claims
 about a setting are decided from its sweep (study.sweeps): one value is better than another when
-its mean is better by more than the spreads of both.
+its mean is better by more than the spreads of both. Each claim is worded as its abstract words it:
+cong17's adaptive KAVG claims better accuracy than SEQ (WER below SEQ's beyond both spreads), su15
+its speedups with limited accuracy loss, measured against MA at one learner as su15 measured.
 """
 
 from collections.abc import Callable
@@ -209,9 +211,9 @@ def _larger_batch(runs: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     return Verdict(measured, REPRODUCED if adpsgd_ok and adpsgd_ok[-1] >= needed else NOT_REPRODUCED)
 
 
-def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = None):
-    """The claim that `algorithm` at the largest of `learners` matches SEQ's accuracy (and reaches
-    `claimed` speedup)."""
+def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = None, better: bool = False):
+    """The claim that `algorithm` at the largest of `learners` matches SEQ's accuracy (`better`:
+    beats it, below SEQ's WER beyond both spreads) and reaches `claimed` speedup."""
 
     name = NAMES.get(algorithm, algorithm.upper())
 
@@ -224,7 +226,9 @@ def _accuracy_at(algorithm: str, learners: list[int], claimed: float | None = No
         if why := _unconverged(table, (name, runs)):
             return Verdict(measured, f"{NOT_DECIDED}: {why}")
         fast = claimed is None or _reaches(runs, claimed)
-        return Verdict(measured, _agreed(keeps_accuracy(table, runs)) if fast else NOT_REPRODUCED)
+        holds = ({measure: below(runs[measure], baseline(table)[measure]) for measure in ACCURACY} if better
+                 else keeps_accuracy(table, runs))  # fmt: skip
+        return Verdict(measured, _agreed(holds) if fast else NOT_REPRODUCED)
 
     return decide
 
@@ -262,7 +266,13 @@ def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
         absent = " and ".join(f"{p} learner{'s' if p > 1 else ''}" for p in claimed if p not in found)
         return Verdict(measured, f"{NOT_MEASURED}: no MA run at {absent} (su15's baseline is MA alone)")
     reached = all(_reaches(runs, claimed[p], "own_speedup") for p, runs in found.items() if p > 1)
-    return Verdict(measured, REPRODUCED if reached else NOT_REPRODUCED)
+    if not reached:
+        return Verdict(measured, NOT_REPRODUCED)
+    # "with limited decoding accuracy loss": SEQ's accuracy within the tolerance, on converged runs
+    if why := _unconverged(table, *((f"MA at {p}", runs) for p, runs in found.items() if p > 1)):
+        return Verdict(measured, f"{NOT_DECIDED}: {why}")
+    held = [keeps_accuracy(table, runs) for p, runs in found.items() if p > 1]
+    return Verdict(measured, _agreed({measure: all(h[measure] for h in held) for measure in ACCURACY}))
 
 
 CLAIMS = (
@@ -273,10 +283,10 @@ CLAIMS = (
     Claim("cong17", "KAVG with 4 learners matches SEQ accuracy",
           "WER(KAVG, 4) ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
           _accuracy_at("kavg", [4]), "claims-at-4"),
-    Claim("cong17", "adaptive KAVG scales to 20 learners (6.1×) with ≥ SEQ accuracy",
-          "at the largest P in 16-20: speedup ≥ 0.9 × 6.1 and WER ≤ WER(SEQ) + tolerance + spread, with the LM and "
-          "greedily",
-          _accuracy_at("kavg", [16, 17, 18, 19, 20], claimed=6.1), "scaled-64"),
+    Claim("cong17", "adaptive KAVG scales to 20 learners (6.1×) with better accuracy than SEQ",
+          "at the largest P in 16-20: speedup ≥ 0.9 × 6.1 and WER below WER(SEQ) beyond both spreads, with the LM "
+          "and greedily",
+          _accuracy_at("kavg", [16, 17, 18, 19, 20], claimed=6.1, better=True), "scaled-64"),
     Claim("zhang13", "ASGD gives 3.2× on 4 GPUs without loss",
           "speedup(ASGD, 4) ≥ 0.9 × 3.2 and WER ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
           _accuracy_at("asgd", [4], 3.2), "claims-at-4"),
@@ -291,9 +301,13 @@ CLAIMS = (
           "MA's final dev loss with natural_gradient on below that with it off, beyond the spreads",
           _setting_helps("ma", "natural_gradient", bool, "final_dev_loss", "final dev loss", ".3f", accuracy=True),
           "reproduction"),
-    Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32",
-          "against MA at one learner, as su15 measured: speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17",
+    Claim("su15", "model averaging gives 9.3× at 16 and 17× at 32 with limited accuracy loss",
+          "against MA at one learner, as su15 measured: speedup(MA, 16) ≥ 0.9 × 9.3 and speedup(MA, 32) ≥ 0.9 × 17, "
+          "and at both WER ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
           _ma_speedups, "reproduction"),
+    Claim("zhang19", "ADPSGD on 32 GPUs: ~14.6× without loss (one week to 11.5 h on 32 V100)",
+          "speedup(ADPSGD, 32) ≥ 0.9 × 14.6 and WER ≤ WER(SEQ) + tolerance + spread, with the LM and greedily",
+          _accuracy_at("adpsgd", [32], 14.6), "reproduction"),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
           "in the sweeps of train.batch_size: converged = mean final dev loss at most the time-to-target dev loss; "
           "ADPSGD converges at 3× or more of the largest global batch at which SSGD converges",
