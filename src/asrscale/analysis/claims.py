@@ -258,20 +258,19 @@ def _asgd_against_kavg(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
 def _ma_speedups(table: pd.DataFrame, points: pd.DataFrame) -> Verdict:
     """su15 measured MA against its own one-GPU run (NG-SGD's cost in both): the speedup over MA at
     one learner decides; the one over SEQ is stated beside it."""
-    claimed = {1: None, 16: 9.3, 32: 17.0}
+    claimed = {16: 9.3, 32: 17.0}
     found = {p: runs_of(table, "ma", p) for p in claimed if not runs_of(table, "ma", p).empty}
     measured = "; ".join(f"{_describe(runs, 'MA')} against SEQ, {runs.own_speedup.mean():.2f}× against MA alone"
-                         for p, runs in found.items() if p > 1) + (_speed(table) if found else "")  # fmt: skip
-    if len(found) < len(claimed):
-        absent = " and ".join(f"{p} learner{'s' if p > 1 else ''}" for p in claimed if p not in found)
-        return Verdict(measured, f"{NOT_MEASURED}: no MA run at {absent} (su15's baseline is MA alone)")
-    reached = all(_reaches(runs, claimed[p], "own_speedup") for p, runs in found.items() if p > 1)
-    if not reached:
+                         for runs in found.values()) + (_speed(table) if found else "")  # fmt: skip
+    absent = ["1 learner"] * runs_of(table, "ma", 1).empty + [f"{p} learners" for p in claimed if p not in found]
+    if absent:
+        return Verdict(measured, f"{NOT_MEASURED}: no MA run at {' and '.join(absent)} (su15's baseline is MA alone)")
+    if not all(_reaches(runs, claimed[p], "own_speedup") for p, runs in found.items()):
         return Verdict(measured, NOT_REPRODUCED)
     # "with limited decoding accuracy loss": SEQ's accuracy within the tolerance, on converged runs
-    if why := _unconverged(table, *((f"MA at {p}", runs) for p, runs in found.items() if p > 1)):
+    if why := _unconverged(table, *((f"MA at {p}", runs) for p, runs in found.items())):
         return Verdict(measured, f"{NOT_DECIDED}: {why}")
-    held = [keeps_accuracy(table, runs) for p, runs in found.items() if p > 1]
+    held = [keeps_accuracy(table, runs) for runs in found.values()]
     return Verdict(measured, _agreed({measure: all(h[measure] for h in held) for measure in ACCURACY}))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.claims import STUDIES, verdicts
+from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, verdicts
 from asrscale.analysis.measures import (
     KEYS,
     baseline,
@@ -26,7 +26,7 @@ from asrscale.analysis.measures import (
 )  # fmt: skip
 from asrscale.analysis.tables import Tables
 
-DECIDED = ("reproduced", "not reproduced")  # the verdicts of a claim decided
+DECIDED = (REPRODUCED, NOT_REPRODUCED)  # the verdicts of a claim decided
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ class AlgorithmSpec:
 
 #: what an averaging algorithm's averaging makes common: the model and the optimizer's state (the
 #: study's one policy), or "model": the weights alone, as the studies averaged
-AVERAGES = {"averages": "model_and_optimizer"}
+AVERAGING = {"averages": "model_and_optimizer"}
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
@@ -35,12 +35,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("ssgd", "ssgd.SynchronousSGD", alone_is_seq=True),
         AlgorithmSpec("asgd", "asgd.AsynchronousSGD", {"staleness_lr": False, "max_staleness": None}, servers=1),
         AlgorithmSpec("kavg", "kavg.KStepAveraging",
-                      {"period": 8, "period_policy": "fixed", "reference_learners": 4, "plateau": 0.01, **AVERAGES},
+                      {"period": 8, "period_policy": "fixed", "reference_learners": 4, "plateau": 0.01, **AVERAGING},
                       alone_is_seq=True),
         AlgorithmSpec("ma", "ma.ModelAveraging",
-                      {"frames_per_job": 400_000, "natural_gradient": True, "max_param_change": 2.0, **AVERAGES}),
-        AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {"graph": "ring", **AVERAGES}, alone_is_seq=True),
-        AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {"graph": "ring", **AVERAGES},
+                      {"frames_per_job": 400_000, "natural_gradient": True, "max_param_change": 2.0, **AVERAGING}),
+        AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {"graph": "ring", **AVERAGING}, alone_is_seq=True),
+        AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {"graph": "ring", **AVERAGING},
                       alone_is_seq=True),
     )
 }  # fmt: skip
