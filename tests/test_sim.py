@@ -114,6 +114,50 @@ def test_an_allreduce_completes_when_its_last_member_arrives_and_averages():
     assert all(log == [(round(ends, 6), 1.0)] for log in logs.values())
 
 
+def test_a_nodes_learners_share_its_network_card_and_queue_on_it():
+    """The 8 learners of node 0 each send 1 MB to their twin on node 1 at once: through the node's
+    one card the messages go one after another (8 ms each at 1 Gb/s); with a card a learner, side
+    by side. Inside a node each learner has a port of its own."""
+
+    def twins(layout, serving, log):
+        if layout.rank < 8:
+            yield ops.Send([torch.zeros(MEGABYTE)], to=layout.rank + 8)
+        else:
+            yield ops.Receive([torch.zeros(MEGABYTE)], source=layout.rank - 8)
+            log("received")
+
+    def arrivals(**hardware):
+        return sorted(time for log in launch(world(16, **hardware), twins).values() for time, _ in log)
+
+    assert arrivals() == pytest.approx([0.008 * (i + 1) for i in range(8)])
+    assert arrivals(nics_per_node=8) == pytest.approx([0.008] * 8)
+    assert arrivals(learners_per_node=16) == pytest.approx([0.008] * 8)
+
+
+def test_a_collective_across_nodes_occupies_the_cards_it_crosses():
+    """The two nodes' leaders allreduce 10 MB (80 ms over their cards) while learner 1 sends 1 MB
+    to learner 9 from 10 ms: through the same card it waits for the allreduce; through a card of
+    its own it does not."""
+
+    def program(layout, serving, log):
+        if layout.node_rank == 0:
+            yield ops.Allreduce([torch.zeros(10 * MEGABYTE)], "leaders")
+            log("allreduced")
+        elif layout.rank == 1:
+            yield ops.Compute(0, frames=20)  # 10 ms
+            yield ops.Send([torch.zeros(MEGABYTE)], to=9)
+        elif layout.rank == 9:
+            yield ops.Receive([torch.zeros(MEGABYTE)], source=1)
+            log("received")
+
+    def times(**hardware):
+        logs = launch(world(16, **hardware), program)
+        return logs[0][0][0], logs[9][0][0]
+
+    assert times() == pytest.approx((0.08, 0.088))
+    assert times(nics_per_node=8) == pytest.approx((0.08, 0.018))
+
+
 def test_a_deadlock_is_an_error_naming_every_blocked_rank():
     def program(layout, serving, log):
         yield ops.Receive([torch.zeros(1)], source=1 - layout.rank)
@@ -299,14 +343,18 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
         train(run_config(algorithm, epochs=1, batch_size=4, log_interval=1), paths, world)
         metrics = pd.read_csv(paths.out / "metrics.tsv", sep="\t")
         by_rank = metrics[metrics.kind == "interval"].groupby("rank")
-        return by_rank.time_s.max(), by_rank.idle_s.sum() + by_rank.communication_s.sum()
+        (epoch_s,) = metrics[metrics.kind == "epoch"].time_s
+        return by_rank.time_s.max(), by_rank.idle_s.sum() + by_rank.communication_s.sum(), epoch_s
 
     for straggler in (1, 2):  # an active learner, a passive one
-        (ssgd, ssgd_waiting), (gossiping, _) = last_steps("ssgd", straggler), last_steps(decentralized, straggler)
+        (ssgd, ssgd_waiting, _), (gossiping, _, epoch_s) = (last_steps("ssgd", straggler),
+                                                            last_steps(decentralized, straggler))  # fmt: skip
         others = [rank for rank in range(4) if rank != straggler]
         assert ssgd[others].min() > 0.9 * ssgd[straggler]
         assert ssgd_waiting[others].sum() > ssgd_waiting[straggler] * 10
         assert gossiping[others].max() < 0.5 * gossiping[straggler]
+        # the epoch ends when its last learner does: the straggler's time, not the learners' mean
+        assert epoch_s == pytest.approx(gossiping.max(), rel=0.05)
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])

@@ -172,10 +172,11 @@ class LearnerLoop:
         self.clock.reset()
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
-        """The epoch's training time (the learners' mean), the consensus model's dev loss, every
-        rank's rows to the leader, and the checkpoint of the epoch's end."""
-        (seconds, frames) = yield ops.Reduce([self.clock.now() - epoch_start, progress.frames], "learners")
-        seconds /= self.layout.size
+        """The epoch's training time (until its last learner ends it: the others wait for it at the
+        epoch's end), the consensus model's dev loss, every rank's rows to the leader, and the
+        checkpoint of the epoch's end."""
+        (seconds,) = yield ops.Reduce([self.clock.now() - epoch_start], "learners", "max")
+        (frames,) = yield ops.Reduce([progress.frames], "learners")
         progress.trained_s += seconds
         weights = yield from self.algorithm.consensus(self.learner)
         model = None

@@ -64,7 +64,7 @@ def say_interval(row: dict, steps: int) -> None:
 
 
 def epoch_row(progress: Progress, steps: int, frames: float, seconds: float, lr: float, dev: tuple) -> dict:
-    """The run's row of a finished epoch: its training time (the learners' mean), frames, and the
+    """The run's row of a finished epoch: its training time (until its last learner), frames, and the
     consensus model's dev loss and token error rate `dev`."""
     dev_loss, dev_ter = dev
     print(f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "

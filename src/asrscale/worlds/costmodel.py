@@ -20,14 +20,22 @@ Data. Building a minibatch of F frames takes F / `data_frames_per_s` seconds (ca
 null). With prefetch (train.prefetch = D > 0) a loader builds batches back to back while the
 learner computes, at most D ahead; without, the learner waits for the whole build.
 
-Communication, over a link of latency α and bandwidth β: the node link between ranks on one
-machine of the profile (`learners_per_node` learners each), the network link otherwise (a
-collective uses the network link if it spans machines).
-- point to point, n bytes: α + n/β; a rank's link carries one message in and one out at a time,
-  so messages to one rank (ASGD's parameter server) queue behind each other: contention.
-- allreduce over R ranks (ring): 2(R-1)·α + 2(R-1)/R · n/β;
-- broadcast (binomial tree): ⌈log₂R⌉·(α + n/β);
-- barrier and the small reductions of statistics: 2⌈log₂R⌉·α.
+Communication. A modelled cluster is nodes of `learners_per_node` learners (server ranks on the
+first). Inside a node every learner has its own port on the node link (NVLink, PCIe or shared
+memory: latency α, bandwidth β each way); between nodes a node's learners share its
+`nics_per_node` network cards (learner i of a node uses card i mod `nics_per_node`; a network
+link's α and β are one card's). A transfer or collective occupies the ports and cards it crosses
+for its whole duration, so what else needs them waits (the simulated world keeps their times):
+- point to point, n bytes: α + n/β over the sender's outgoing and the receiver's incoming port
+  (or card): messages to one rank (ASGD's parameter server) queue behind each other, and so do
+  the messages of a node's learners through a shared card;
+- allreduce over R ranks (ring, as NCCL and MPI do for large messages): 2(R-1)·α +
+  2(R-1)/R · n/β, where across nodes α is the network's and β the narrower of the node link and
+  the node's cards together (a ring crosses each node boundary once per channel, one channel per
+  card); it occupies every member's port and, across nodes, every member node's cards;
+- broadcast (binomial tree): ⌈log₂R⌉·(α + n/β), on the same links;
+- barrier and the small reductions of statistics: 2⌈log₂R⌉·α, occupying nothing (a few bytes
+  pass beside any transfer).
 """
 
 import math
@@ -92,6 +100,7 @@ class Hardware:
     name: str
     device: str
     learners_per_node: int
+    nics_per_node: int
     data_frames_per_s: float | None
     node_link: Link
     network_link: Link
@@ -120,8 +129,9 @@ class Hardware:
         if (self.device == "dedicated") != (self.compute is not None):
             raise ConfigError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
                              "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
-        if self.learners_per_node < 1 or self.jitter < 0:
-            raise ConfigError(f"hardware.{self.name}: learners_per_node >= 1 and jitter >= 0 expected")
+        if min(self.learners_per_node, self.nics_per_node) < 1 or self.jitter < 0:
+            raise ConfigError(f"hardware.{self.name}: learners_per_node >= 1, nics_per_node >= 1 and jitter >= 0 "
+                              "expected")
 
 
 class CostModel:
@@ -170,18 +180,27 @@ class CostModel:
         return frames / self.data_frames_per_s
 
     def link(self, same_node: bool) -> Link:
+        """The link a transfer crosses: the node link inside a node, one network card between."""
         return self.hardware.node_link if same_node else self.hardware.network_link
 
     def point_to_point_s(self, nbytes: int, same_node: bool) -> float:
         link = self.link(same_node)
         return link.latency_s + link.seconds(nbytes)
 
+    def _ring_link(self, same_node: bool) -> Link:
+        """A ring collective's link: across nodes the network's latency at the narrower of the
+        node link and the node's cards together."""
+        if same_node:
+            return self.hardware.node_link
+        network, node = self.hardware.network_link, self.hardware.node_link
+        return Link(network.latency_us, min(node.bandwidth_gbps, network.bandwidth_gbps * self.hardware.nics_per_node))
+
     def allreduce_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
-        link = self.link(same_node)
+        link = self._ring_link(same_node)
         return 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * link.seconds(nbytes)
 
     def broadcast_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
-        link = self.link(same_node)
+        link = self._ring_link(same_node)
         return math.ceil(math.log2(ranks)) * (link.latency_s + link.seconds(nbytes))
 
     def small_s(self, ranks: int, same_node: bool) -> float:

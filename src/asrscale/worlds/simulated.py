@@ -33,14 +33,15 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
 class _Rank:
     """One simulated rank: its program, virtual time and the state of its modelled data loader."""
 
-    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int):
+    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int, nic: int):
         # `node` groups learners for the algorithm (the layout); `machine` is where the rank runs
-        # on the modelled hardware: links and shared cores go by machine
-        self.rank, self.layout, self.serving, self.node, self.machine = rank, layout, serving, node, machine
+        # on the modelled hardware, `nic` the machine's network card it uses: links and shared
+        # cores go by machine
+        self.rank, self.layout, self.serving, self.node = rank, layout, serving, node
+        self.machine, self.nic = machine, nic
         self.time, self.result, self.blocked_in, self.done = 0.0, None, None, False
         self.clock = TimeSplit(now=lambda: self.time)
         self.loader_free, self.taken = 0.0, deque()
-        self.link_in_free = self.link_out_free = 0.0
         self.program = None
         # serving gossip (ops.Serve): the tensors answered on, the peers to hear from, their
         # notifications' arrival times, and gossip that arrived before serving began
@@ -95,12 +96,13 @@ class SimWorld:
             serving = rank < servers
             learner = rank - servers
             node = 0 if serving else learner // per_node
-            machine = 0 if serving else learner // per_machine
+            machine, on_machine = (0, rank) if serving else divmod(learner, per_machine)
             node_size = min(per_node, learners - node * per_node)
             layout = ops.Layout(rank=rank if serving else learner, size=learners, node=node,
                                 node_rank=0 if serving else learner % per_node, node_size=node_size, nodes=nodes,
                                 servers=servers)  # fmt: skip
-            self.ranks.append(_Rank(rank, layout, serving, node, machine))
+            nic = on_machine % costs.hardware.nics_per_node
+            self.ranks.append(_Rank(rank, layout, serving, node, machine, nic))
         self.sharing = [sum(r.machine == rank.machine for r in self.ranks) for rank in self.ranks]
         learner_ranks = [r for r in self.ranks if not r.serving]
         self._groups = {
@@ -113,6 +115,9 @@ class SimWorld:
         self._collectives: dict[object, list[tuple[_Rank, object]]] = {}
         self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
         self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
+        # when each port of the node links and each network card is free, by direction: what a
+        # transfer or a collective crosses is busy until it ends (costmodel's docstring)
+        self._free: dict[tuple, float] = {}
 
     def evaluation_part(self, layout: ops.Layout) -> tuple[int, int] | None:
         """Learner 0 evaluates the whole dev set, in full batches (64 learners' shares of 6
@@ -282,17 +287,32 @@ class SimWorld:
                 results[0] = [q.value for q in requests]
         if size == 1:
             category = None
+        ends = last + seconds
+        if category == "communication":  # the data's collectives wait for, and occupy, their links
+            ports = [port for r in ranks for port in self._ports(r, same_node)]
+            ends = self._occupy(ports, last, seconds)
         for rank, result in zip(ranks, results):
             if category == "communication":
-                rank.clock.add(category, last + seconds - rank.time)
-            self._resume(rank, last + seconds, result)
+                rank.clock.add(category, ends - rank.time)
+            self._resume(rank, ends, result)
 
-    # point to point: a message occupies the sender's outgoing and the receiver's incoming link
-    def _transfer(self, sender: _Rank, receiver: _Rank, nbytes: int, posted: float) -> float:
-        start = max(posted, sender.link_out_free, receiver.link_in_free)
-        ends = start + self.costs.point_to_point_s(nbytes, sender.machine == receiver.machine)
-        sender.link_out_free = receiver.link_in_free = ends
+    # links: the ports and network cards that transfers and collectives occupy
+    def _ports(self, rank: _Rank, same_machine: bool, directions=("out", "in")) -> list[tuple]:
+        """What `rank` sends or receives on: its port of the node link, or its machine's card."""
+        where = ("port", rank.rank) if same_machine else ("card", rank.machine, rank.nic)
+        return [(*where, direction) for direction in directions]
+
+    def _occupy(self, ports: list[tuple], ready: float, seconds: float) -> float:
+        """Occupy `ports` for `seconds` from when they are all free (and `ready`): the end."""
+        ends = max([ready, *(self._free.get(port, 0.0) for port in ports)]) + seconds
+        self._free.update(dict.fromkeys(ports, ends))
         return ends
+
+    def _transfer(self, sender: _Rank, receiver: _Rank, nbytes: int, posted: float) -> float:
+        """A message on the sender's outgoing and the receiver's incoming port (or card)."""
+        same = sender.machine == receiver.machine
+        ports = self._ports(sender, same, ("out",)) + self._ports(receiver, same, ("in",))
+        return self._occupy(ports, posted, self.costs.point_to_point_s(nbytes, same))
 
     @execute.register
     def _(self, request: ops.Wait, rank: _Rank):
