@@ -130,8 +130,9 @@ class Hardware:
             raise ConfigError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
                              "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
         if min(self.learners_per_node, self.nics_per_node) < 1 or self.jitter < 0:
-            raise ConfigError(f"hardware.{self.name}: learners_per_node >= 1, nics_per_node >= 1 and jitter >= 0 "
-                              "expected")
+            raise ConfigError(
+                f"hardware.{self.name}: learners_per_node >= 1, nics_per_node >= 1 and jitter >= 0 expected"
+            )
 
 
 class CostModel:
