@@ -75,6 +75,10 @@ def test_report_holds_every_run_with_real_scores(study):
     claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
     assert claims.count("<tr>") == 1 + 2 * len(CLAIMS) and "not measured in this study: needs a sweep" in claims
     assert "needs sweeps of train.batch_size for ssgd and adpsgd" in claims  # the tiny study sweeps only SSGD's
+    # the cost model replaying every published speedup, beside the claims it decides
+    published = re.search(r'<table id="published">.*?</table>', page).group(0)
+    figures = pd.read_csv(study / "results" / "published-speedups.tsv", sep="\t")
+    assert sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study) and len(figures) == 7
     figures = ("wer_vs_learners", "speedup_vs_learners", "communication_vs_learners", "learning_curves", "time_split",
                "asgd_staleness", "pairings", "stragglers", "sweep_train_batch_size")  # fmt: skip
     for figure in figures:
@@ -251,9 +255,9 @@ def report_of(study: Path, tmp_path: Path, change) -> str:
     runs = pd.read_csv(tables[0], sep="\t")
     change(runs).to_csv(tables[0], sep="\t", index=False)
     lm = study / "results" / "tiny" / "studies" / "tiny" / "lm.json"
-    make_report(
-        tables, lm, tmp_path / "figures", "changed", tmp_path / "report.html", [], yaml.safe_load(TINY.read_text())
-    )
+    published = study / "results" / "published-speedups.tsv"
+    make_report(tables, lm, published, tmp_path / "figures", "changed", tmp_path / "report.html", [],
+                yaml.safe_load(TINY.read_text()))  # fmt: skip
     return (tmp_path / "report.html").read_text()
 
 

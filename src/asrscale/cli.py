@@ -140,13 +140,21 @@ def gather(args):
     gather_runs(settings["runs"], settings["sweeps"], args.out, settings["convergence"])
 
 
+def replay_published(args):
+    from asrscale.analysis.validation import load_figures, validate
+    from asrscale.io import atomic_write_text
+
+    table = validate(load_figures())
+    atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
+    print(table[["study", "figure", "published", "modelled", "ratio"]].to_string(index=False))
+
+
 def report(args):
     from asrscale.analysis.report import make_report
 
     settings = read_settings(args.settings)
-    make_report(
-        args.tables, args.lm_statistics, args.figures, settings["title"], args.out, args.skipped, settings["config"]
-    )
+    make_report(args.tables, args.lm_statistics, args.published_speedups, args.figures, settings["title"], args.out,
+                args.skipped, settings["config"])  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -192,7 +200,10 @@ def parser() -> argparse.ArgumentParser:
         *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
     )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
-    stage(report, "render the HTML report", settings, *[(f"--{k}", path) for k in ("lm-statistics", "figures", "out")],
+    stage(replay_published, "replay the studies' published speedups on the cost model, each on its setup",
+          ("--out", path))  # fmt: skip
+    stage(report, "render the HTML report", settings,
+          *[(f"--{k}", path) for k in ("lm-statistics", "published-speedups", "figures", "out")],
           ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
           ("--skipped", {"type": Path, "nargs": "*", "default": [],
                          "help": "folders whose skipped.tsv lists the utterances left out"}))  # fmt: skip

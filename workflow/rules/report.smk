@@ -36,6 +36,7 @@ rule report:
             for table in paths.TABLES
         ],
         lm=fill(paths.LANGUAGE_MODEL_STATISTICS, corpus=STUDY.corpus),
+        published=paths.PUBLISHED_SPEEDUPS,
         skipped=skipped_reports(),
     output:
         html=paths.REPORT,
@@ -52,4 +53,5 @@ rule report:
         "../../envs/report.yaml"
     shell:
         "python -m asrscale report --settings {input.settings} --tables {input.tables} --figures {output.figures}"
-        " --lm-statistics {input.lm} --skipped {input.skipped} --out {output.html} > {log} 2>&1"
+        " --lm-statistics {input.lm} --published-speedups {input.published} --skipped {input.skipped}"
+        " --out {output.html} > {log} 2>&1"

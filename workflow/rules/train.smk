@@ -1,3 +1,18 @@
+localrules:
+    replay_published,
+
+
+rule replay_published:
+    output:
+        paths.PUBLISHED_SPEEDUPS,
+    log:
+        "logs/published-speedups.log",
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "python -m asrscale replay-published --out {output} > {log} 2>&1"
+
+
 rule calibrate:
     input:
         settings=fill(paths.STUDY_SETTINGS, stage="calibrate"),

@@ -36,6 +36,7 @@ from asrscale.analysis.measures import (
 )  # fmt: skip
 
 SPEEDUP_SHARE = 0.9
+MODEL_TOLERANCE = 0.25  # a modelled speedup within 25% of a study's published one agrees with it
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced", "not measured in this study"
 NOT_DECIDED = "not decided: did not converge"
 

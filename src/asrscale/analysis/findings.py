@@ -61,6 +61,7 @@ class Findings:
     shared_with_seq: list[str]  # algorithms whose one-learner run is SEQ's
     modelled_on: list[tuple[str, str]]  # (hardware profile, what its compute rests on)
     validation: pd.DataFrame  # runs made in both worlds
+    published: pd.DataFrame  # the cost model's replays of the studies' published speedups (analysis.validation)
     confusions: pd.DataFrame  # the best run's most frequent word errors
     sweeps: list[dict]  # each setting swept: the runs it varied, its values
     skipped: dict[str, int]  # utterances left out, by report
@@ -69,7 +70,7 @@ class Findings:
     config_digest: str
 
 
-def analyse(tables: Tables, lm: dict, skipped_reports: list[Path], config: dict) -> Findings:
+def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: list[Path], config: dict) -> Findings:
     runs = tables.runs.assign(lm_change=tables.runs.wer - tables.runs.greedy_wer)
     configured = runs[runs.variant == "default"]
     claims = verdicts(runs, tables.points)
@@ -86,7 +87,8 @@ def analyse(tables: Tables, lm: dict, skipped_reports: list[Path], config: dict)
         shared_with_seq=sorted(runs[runs.algorithm != runs.trained_as].algorithm.unique()),
         modelled_on=list(runs[runs.world == "simulated"][["hardware", "compute_basis"]].drop_duplicates()
                          .itertuples(index=False, name=None)),
-        validation=modelled_against_measured(runs), confusions=_confusions(tables.confusions, best),
+        validation=modelled_against_measured(runs), published=published,
+        confusions=_confusions(tables.confusions, best),
         sweeps=_sweeps(tables.points),
         skipped={str(report): len(Path(report).read_text().splitlines()) - 1 for report in skipped_reports},
         lm=lm, config=config,

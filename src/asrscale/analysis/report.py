@@ -10,7 +10,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from asrscale.analysis.claims import SPEEDUP_SHARE
+from asrscale.analysis.claims import MODEL_TOLERANCE, SPEEDUP_SHARE
 from asrscale.analysis.figures import figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.measures import WER_TOLERANCE, diverged
@@ -41,14 +41,16 @@ RUN_COLUMNS = {
 }  # fmt: skip
 
 
-def make_report(table_files: list[Path], lm_statistics: Path, figures_dir: Path, title: str, out: Path,
-                skipped: list[Path] = (), config: dict | None = None) -> None:  # fmt: skip
-    """`asrscale report`: the page of a study's gathered tables and of what its word LM knows of
-    dev and test (`asrscale lm-statistics`); `skipped`: the folders whose skipped.tsv lists
+def make_report(table_files: list[Path], lm_statistics: Path, published_speedups: Path, figures_dir: Path,
+                title: str, out: Path, skipped: list[Path] = (), config: dict | None = None) -> None:  # fmt: skip
+    """`asrscale report`: the page of a study's gathered tables, of what its word LM knows of dev
+    and test (`asrscale lm-statistics`) and of the cost model's replays of the studies' published
+    speedups (`asrscale replay-published`); `skipped`: the folders whose skipped.tsv lists
     utterances left out as bad input."""
     tables = load(table_files)
     lm = json.loads(Path(lm_statistics).read_text())
-    found = analyse(tables, lm, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
+    published = pd.read_csv(published_speedups, sep="\t")
+    found = analyse(tables, lm, published, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
     atomic_write_text(out, render(found, draw(tables, figures_dir), title))
 
 
@@ -63,7 +65,8 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
     runs = found.runs
     return TEMPLATE.render(
         title=title, found=found, images=images, columns=RUN_COLUMNS, cell=cell, percent=percent,
-        tolerance=WER_TOLERANCE, speedup_share=SPEEDUP_SHARE, sweep_name=sweep_name, diverged=diverged(runs),
+        tolerance=WER_TOLERANCE, speedup_share=SPEEDUP_SHARE, speedup_tolerance=MODEL_TOLERANCE,
+        sweep_name=sweep_name, diverged=diverged(runs),
         verdicts=found.claims.verdict.str.split(":").str[0].value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
         decode=found.config.get("decode", {}),

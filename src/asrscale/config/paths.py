@@ -24,3 +24,4 @@ TABLE = STUDY + "/{table}.tsv"  # the gathered tables
 TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners")
 FIGURES = STUDY + "/figures"
 REPORT = "reports/{study}.html"
+PUBLISHED_SPEEDUPS = "results/published-speedups.tsv"  # the cost model replaying the studies' own figures
