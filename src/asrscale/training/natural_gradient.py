@@ -8,13 +8,15 @@ The Fisher matrix of W is approximated by the Kronecker product of an input-side
 covariance of the rows of X̃) and an output-side factor (that of G), each estimated online as a
 rank-R matrix plus a multiple of the identity, F ≈ Rᵀ diag(d) R + ρ I (R's rows orthonormal).
 Preconditioning multiplies X̃ and G each by the inverse of its factor smoothed towards the
-identity (ρ raised by α times the mean eigenvalue), rescaled to keep its Frobenius norm, and
-makes the gradient of the preconditioned rows, rescaled to the plain gradient's norm: NG-SGD
-changes the direction of a step, never its size. The cost is a few products of a minibatch's
-frames with R-column matrices per map: O(frames × dimension × R).
+identity (ρ raised by α times the mean eigenvalue), each rescaled to keep its own Frobenius norm,
+and makes the gradient of the preconditioned rows, as Kaldi does (whose OnlineNaturalGradient
+returns each side's scale; nothing rescales the product). The cost is a few products of a
+minibatch's frames with R-column matrices per map: O(frames × dimension × R).
 
 The factors follow the data with forgetting factor η = 1 - exp(-N / history) for N frames, and are
-refreshed every `update_period` minibatches (every one of the first ten): the refresh is one step
+refreshed every `update_period` minibatches (every one of the first ten), in Kaldi's order: a
+minibatch is preconditioned with the factors as they were, then refreshes them (the first
+minibatch initialises them before it is preconditioned, as Kaldi's Init does). The refresh is one step
 of subspace iteration, F_new = η X̃ᵀX̃/N + (1-η) F, R_new spanning F_new Rᵀ, d_new its Rayleigh
 quotients, ρ_new the mean of the rest of its trace. Kaldi's defaults: rank 20 on the input side and
 80 on the output side, α = 4, a history of 2000 frames, every 4 minibatches.
@@ -141,20 +143,23 @@ def precondition_together(jobs: list[tuple]) -> None:
             sides = []
             for side, rows in enumerate((inputs, derivatives)):
                 factors = [n.factors[name][side] for n in naturals]
-                state = stacked(factors)
-                if refreshing:
-                    state = refresh(rows, frames, 1 - torch.exp(-frames / history), *state, first)
-                    for key, values in zip(("basis", "values", "floor"), state):
-                        torch._foreach_copy_([getattr(f, key) for f in factors], list(values.unbind()))
-                sides.append(precondition_rows(rows, *state, alpha))
+                eta = 1 - torch.exp(-frames / history)
+                if first:  # the first minibatch initialises the factors, then is preconditioned
+                    _store(factors, refresh(rows, frames, eta, *stacked(factors), first=True))
+                sides.append(precondition_rows(rows, *stacked(factors), alpha))
+                if refreshing and not first:  # with the factors as they were: then they follow it
+                    _store(factors, refresh(rows, frames, eta, *stacked(factors), first=False))
             gradient = sides[1].mT @ sides[0]
-            plain = [w.grad for w in weights] + [b.grad for b in biases if b is not None]
-            plain = torch.stack(torch._foreach_norm(plain)).view(-1, len(group)).square().sum(0).sqrt()  # both
-            gradient *= (plain / gradient.norm(dim=(1, 2)).clamp(min=1e-30))[:, None, None]
             width = weights[0].shape[1]
             torch._foreach_copy_([w.grad for w in weights], list(gradient[..., :width].unbind()))
             if biases[0] is not None:
                 torch._foreach_copy_([b.grad for b in biases], list(gradient[..., width].unbind()))
+
+
+def _store(factors: list[Factor], state: tuple[torch.Tensor, ...]) -> None:
+    """Learners' refreshed factors (`refresh`'s stacked basis, values and floor) into their own."""
+    for key, values in zip(("basis", "values", "floor"), state):
+        torch._foreach_copy_([getattr(f, key) for f in factors], list(values.unbind()))
 
 
 def _rows(statistics: list[torch.Tensor]) -> torch.Tensor:
