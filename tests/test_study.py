@@ -61,6 +61,46 @@ def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run
     assert mpi.ranks(Run("mpi", "asgd", "default", 4, 1)) == 5
 
 
+def test_an_algorithm_may_train_as_its_study_did():
+    """MA with Kaldi's plain SGD at N times an effective rate, every other algorithm with train:;
+    an algorithm with train settings of its own trains its one-learner run itself, and its sweeps
+    vary its own settings."""
+    config = merged()
+    kaldi = {"optimizer": "sgd", "lr_scaling": "linear", "lr": 0.0003}
+    config["study"]["runs"] = [{"algorithm": "seq"}, {"algorithm": "ma", "train": kaldi},
+                               {"algorithm": "ssgd", "learners": [1, 4], "train": {"optimizer": "sgd"}}]  # fmt: skip
+    config["study"]["sweeps"] = [{"algorithm": "ma", "learners": 4, "vary": "train.lr", "values": [0.0003, 0.001]}]
+    study = Study(config)
+    ma = study.run_settings(Run("simulated", "ma", "default", 4, 1))["train"]
+    seq = study.run_settings(Run("simulated", "seq", "default", 1, 1))["train"]
+    assert (
+        {key: ma[key] for key in kaldi} == kaldi and seq["optimizer"] == "adam" and seq["lr"] == config["train"]["lr"]
+    )
+    assert {key: ma[key] for key in ma if key not in kaldi} == {key: seq[key] for key in seq if key not in kaldi}
+    ssgd_alone = Run("simulated", "ssgd", "default", 1, 1)
+    assert study.trained_as(ssgd_alone) == ssgd_alone  # not SEQ's computation: it trains with SGD
+    assert [p["variant"] for p in study.sweep_points()] == ["default", "train.lr=0.001"]
+    assert study.run_settings(Run("simulated", "ma", "train.lr=0.001", 4, 1))["train"]["optimizer"] == "sgd"
+
+
+@pytest.mark.parametrize(
+    "train, message",
+    [
+        ({"optimiser": "sgd"}, r"study.runs\[1\].train: \['optimiser'\] are not train settings"),
+        ({"optimizer": "lbfgs"}, r"study.runs\[1\].train: train.optimizer: 'lbfgs' is not one of"),
+    ],
+)
+def test_an_algorithms_own_train_settings_are_checked(train, message):
+    config = merged()
+    config["study"]["runs"] = [{"algorithm": "seq"}, {"algorithm": "ma", "train": train}]
+    with pytest.raises(ConfigError, match=message):
+        Study(config)
+    config["study"]["runs"] = [{"algorithm": "ma", "learners": [2], "train": {"optimizer": "sgd"}},
+                               {"algorithm": "ma", "learners": [4]}]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"study.runs\[1\].train: ma's entries state other train settings"):
+        Study(config)
+
+
 def test_every_other_stage_has_its_settings():
     study = Study(merged())
     assert "cmvn" not in study.stage_settings("features")["features"]  # normalising extracts nothing again

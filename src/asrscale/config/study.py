@@ -6,8 +6,9 @@ to do), and `asrscale <stage> --settings` reads it; nothing else reads the confi
 
 A run is one algorithm at one learner count and seed, in one world, as configured or in a
 variant: the configuration with one setting changed by a sweep, named "<setting>=<value>" (an
-option of algorithms.<name>, or train.<key>). An algorithm that is SEQ with one learner reports
-SEQ's run (trained once)."""
+option of algorithms.<name>, or train.<key>). An algorithm may train with settings of its own over
+train: (study.runs[].train, as a study trained it). An algorithm that is SEQ with one learner
+reports SEQ's run (trained once), unless it has train settings of its own."""
 
 import copy
 import json
@@ -64,10 +65,12 @@ class Study:
         lm = config["decode"]["lm"]
         if lm != "train" and not Path(lm).is_file():
             raise ConfigError(f"config: decode.lm: {lm} is not a file (an ARPA language model), nor 'train'")
+        self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
                 raise ConfigError(f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
                                   f"not {entry['learners']}")  # fmt: skip
+            self._check_train(index, entry)
         for index, sweep in enumerate(study["sweeps"]):
             key = f"config: study.sweeps[{index}]"
             if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
@@ -76,6 +79,21 @@ class Study:
             if sweep["vary"] not in settings:
                 raise ConfigError(f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
                                   f"one of {settings}")  # fmt: skip
+
+    def _check_train(self, index: int, entry: dict) -> None:
+        """An entry's train settings: train's keys, valid over train:, the same for every entry of
+        its algorithm."""
+        key, algorithm, train = f"config: study.runs[{index}].train", entry["algorithm"], entry.get("train", {})
+        if unknown := sorted(set(train) - set(TRAIN_KEYS)):
+            raise ConfigError(f"{key}: {unknown} are not train settings; one of {TRAIN_KEYS}")
+        try:
+            if train:
+                validate({**copy.deepcopy(self.config), "train": {**self.config["train"], **train}})
+        except ConfigError as error:
+            raise ConfigError(f"{key}: {str(error).removeprefix('config: ')}") from None
+        if self._train_of.setdefault(algorithm, train) != train:
+            raise ConfigError(f"{key}: {algorithm}'s entries state other train settings "
+                              f"({self._train_of[algorithm]}); one algorithm trains one way")  # fmt: skip
 
     # the runs
     def _learners(self, entry: dict) -> list[int]:
@@ -115,8 +133,9 @@ class Study:
 
     def trained_as(self, run: Run) -> Run:
         """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner
-        (with the same train settings: an option of the algorithm changes nothing there)."""
-        if run.learners == 1 and algorithm_spec(run.algorithm).alone_is_seq:
+        (with the same train settings: an option of the algorithm changes nothing there, its own
+        train settings would)."""
+        if run.learners == 1 and algorithm_spec(run.algorithm).alone_is_seq and not self._train_of.get(run.algorithm):
             variant = run.variant if run.variant.startswith("train.") else "default"
             return Run(run.world, "seq", variant, 1, run.seed)
         return run
@@ -150,7 +169,7 @@ class Study:
     def _in_effect(self, algorithm: str, setting: str):
         """The value `setting` takes in `algorithm`'s runs as configured."""
         if setting.startswith("train."):
-            return self.config["train"][setting.removeprefix("train.")]
+            return {**self.config["train"], **self._train_of.get(algorithm, {})}[setting.removeprefix("train.")]
         return self._options(algorithm)[setting]
 
     def _options(self, algorithm: str) -> dict:
@@ -168,7 +187,7 @@ class Study:
         variant's change, and its world."""
         config = self.config
         options = copy.deepcopy(self._options(run.algorithm))
-        train = dict(config["train"])
+        train = {**config["train"], **self._train_of.get(run.algorithm, {})}
         if run.variant != "default":
             setting, value = run.variant.split("=", 1)
             if setting.startswith("train."):
