@@ -133,9 +133,11 @@ def test_overlap_and_natural_gradient_compare_the_two_settings_of_their_sweeps()
 
 
 def test_larger_batch_needs_adpsgd_to_converge_at_three_times_the_batch_ssgd_converges_at():
-    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 1.3, 9), (96, 1, 2.0, 9))
-    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 0.95, 9), (96, 1, 1.5, 9))
-    assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == REPRODUCED  # 128 >= 3 x 32
+    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 1.3, 9), (96, 1, 2.0, 9), learners=16)
+    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.9, 9), (32, 1, 0.95, 9), (96, 1, 1.5, 9), learners=16)
+    assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == REPRODUCED  # 512 >= 3 x 128
+    at_4 = pd.concat([ssgd, adpsgd.assign(learners=4, global_batch=adpsgd.value * 4)])
+    assert "needs the sweeps at 16 learners or more" in verdict(runs(SEQ), "ADPSGD converges", at_4)
     adpsgd.loc[1, "final_dev_loss"] = 1.1
     assert verdict(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd])) == NOT_REPRODUCED
     ssgd.final_dev_loss = 0.5  # converges at every batch swept: the sweep says nothing
