@@ -57,3 +57,5 @@ def test_a_figure_without_a_known_baseline_is_named():
         figure(baseline="kaldi")
     with pytest.raises(ConfigError, match="stock_kaldi states its costs"):
         figure(baseline="stock_kaldi")
+    with pytest.raises(ConfigError, match="Kaldi's scripts average models: the algorithm is ma"):
+        figure(baseline="stock_kaldi", stock_kaldi={"launch_s": 1.0, "filesystem_gbps": 1.0})

@@ -55,6 +55,8 @@ class Figure:
         name = f"{entry['study']}, {entry['figure']}"
         if entry["baseline"] not in BASELINES or (entry["baseline"] == "stock_kaldi") != ("stock_kaldi" in entry):
             raise ConfigError(f"{PUBLISHED}: {name}: baseline is one of {BASELINES}; stock_kaldi states its costs")
+        if entry["baseline"] == "stock_kaldi" and entry["algorithm"] != "ma":
+            raise ConfigError(f"{PUBLISHED}: {name}: Kaldi's scripts average models: the algorithm is ma")
         workload = entry.pop("workload")
         compute = {"measured_on": f"derived for {entry['study']}", "precondition_s": 0.0, "relative_speed": 1.0,
                    "parameters": workload["parameters"], "flops_per_frame": workload["flops_per_frame"],
