@@ -1,4 +1,4 @@
-"""The cost model checked against the studies' own published speedups (issue 32), the way Paleo and
+"""The cost model checked against the studies' own published speedups, the way Paleo and
 ASTRA-sim earned trust: given a published setup, predict the published scaling.
 
 Each figure of `published.yaml` states the study's algorithm, learners and baseline, its model,

@@ -1,5 +1,5 @@
 """Timing at the studies' scale: an algorithm's schedule of requests replayed on a modelled cluster
-for a stated model, minibatch and optimizer, without its arithmetic (issue 32).
+for a stated model, minibatch and optimizer, without its arithmetic.
 
 A simulated run trains every learner for real, which on this machine caps a study at small
 models. The modelled clock, though, needs only each request's kind, frames and bytes. A replay
