@@ -10,6 +10,7 @@ Kaldi's own scripts (`stock_kaldi_s`). The table gives the modelled speedup besi
 one, and their ratio.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from importlib import resources
@@ -73,7 +74,7 @@ def load_figures(path: Path = PUBLISHED) -> list[Figure]:
 
 
 def _seconds(figure: Figure, algorithm: str, learners: int, steps: int, prefetch: int = 4) -> float:
-    workload = Workload(**{**figure.workload.__dict__, "steps": steps})
+    workload = dataclasses.replace(figure.workload, steps=steps)
     options = figure.options if algorithm == figure.algorithm else {}
     return replay(algorithm, learners, workload, figure.hardware, options, prefetch=prefetch)
 

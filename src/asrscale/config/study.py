@@ -86,14 +86,17 @@ class Study:
         key, algorithm, train = f"config: study.runs[{index}].train", entry["algorithm"], entry.get("train", {})
         if unknown := sorted(set(train) - set(TRAIN_KEYS)):
             raise ConfigError(f"{key}: {unknown} are not train settings; one of {TRAIN_KEYS}")
+        if algorithm in self._train_of:  # checked with its first entry
+            if self._train_of[algorithm] != train:
+                raise ConfigError(f"{key}: {algorithm}'s entries state other train settings "
+                                  f"({self._train_of[algorithm]}); one algorithm trains one way")  # fmt: skip
+            return
         try:
             if train:
                 validate({**copy.deepcopy(self.config), "train": {**self.config["train"], **train}})
         except ConfigError as error:
             raise ConfigError(f"{key}: {str(error).removeprefix('config: ')}") from None
-        if self._train_of.setdefault(algorithm, train) != train:
-            raise ConfigError(f"{key}: {algorithm}'s entries state other train settings "
-                              f"({self._train_of[algorithm]}); one algorithm trains one way")  # fmt: skip
+        self._train_of[algorithm] = train
 
     # the runs
     def _learners(self, entry: dict) -> list[int]:

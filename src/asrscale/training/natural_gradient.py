@@ -140,10 +140,9 @@ def precondition_together(jobs: list[tuple]) -> None:
             if biases[0] is not None:
                 inputs = torch.cat([inputs, torch.ones_like(inputs[..., :1])], dim=-1)
             inputs, frames = inputs * used, used.sum((1, 2)).clamp(min=1)
-            sides = []
+            sides, eta = [], 1 - torch.exp(-frames / history)
             for side, rows in enumerate((inputs, derivatives)):
                 factors = [n.factors[name][side] for n in naturals]
-                eta = 1 - torch.exp(-frames / history)
                 if first:  # the first minibatch initialises the factors, then is preconditioned
                     _store(factors, refresh(rows, frames, eta, *stacked(factors), first=True))
                 sides.append(precondition_rows(rows, *stacked(factors), alpha))

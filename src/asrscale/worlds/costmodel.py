@@ -143,6 +143,10 @@ class CostModel:
     def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1):
         self.hardware, self.calibration = hardware, calibration
         self.rng = np.random.default_rng(seed)
+        # a ring collective across nodes: the network's latency at the narrower of the node link
+        # and the node's cards together (one ring channel a card)
+        network, cards = hardware.network_link, hardware.network_link.bandwidth_gbps * hardware.nics_per_node
+        self.ring_between_nodes = Link(network.latency_us, min(hardware.node_link.bandwidth_gbps, cards))
         if hardware.compute is not None:
             if "model" not in calibration:
                 raise UserError("the calibration predates dedicated profiles' measured compute: delete it, and "
@@ -189,12 +193,7 @@ class CostModel:
         return link.latency_s + link.seconds(nbytes)
 
     def _ring_link(self, same_node: bool) -> Link:
-        """A ring collective's link: across nodes the network's latency at the narrower of the
-        node link and the node's cards together."""
-        if same_node:
-            return self.hardware.node_link
-        network, node = self.hardware.network_link, self.hardware.node_link
-        return Link(network.latency_us, min(node.bandwidth_gbps, network.bandwidth_gbps * self.hardware.nics_per_node))
+        return self.hardware.node_link if same_node else self.ring_between_nodes
 
     def allreduce_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
         link = self._ring_link(same_node)
