@@ -94,7 +94,7 @@ def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_pa
     assert result.returncode == 0, result.stderr
     calibration = json.loads((tmp_path / "calibration.json").read_text())
     assert calibration["device"] == "cuda" and list(calibration["by_threads"].values())[0]["frames_per_s"] > 0
-    assert "device: dedicated" in result.stdout and "measured_on:" in result.stdout
+    assert "device: dedicated" in result.stdout and "measured_on:" in result.stdout and "by_size:" in result.stdout
 
 
 def test_cuda_graphs_replay_the_fused_recurrence_as_computed_eagerly():

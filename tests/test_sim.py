@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from asrscale.config.schema import defaults
-from asrscale.training.calibration import calibrate
+from asrscale.training.calibration import calibrate, measured_compute
 from asrscale.training.fused import fusers
 from asrscale.training.run import train
 from asrscale.worlds import ops
@@ -233,6 +233,26 @@ def test_a_dedicated_device_computes_the_same_whatever_machine_simulates_it():
     assert costs.compute_s("update", 1000, 0, 8) == pytest.approx(0.005 * 2 / 0.5)
 
 
+def test_a_measured_efficiency_curve_carries_compute_to_other_widths():
+    """Seconds per FLOP interpolated log-log between the measured widths, held beyond them; a
+    batch's fixed cost not carried by FLOPs; without a curve, one efficiency (FLOPs alone)."""
+    curved = dict(DEVICE, backward_s_per_batch=0.01, by_size=[[4e6, 1e-3]])  # 4× the FLOPs at 2× the time
+
+    def rates(flops, compute=curved):
+        return CostModel(profile(compute=compute), dict(CALIBRATION, model=dict(MODEL, flops_per_frame=flops)))
+
+    assert rates(1e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(5e-4)  # the model measured
+    assert rates(4e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(1e-3)  # the other width
+    assert rates(2e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(2e6 * (5e-10 * 2.5e-10) ** 0.5)
+    assert rates(16e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(4e-3)  # at the largest's efficiency
+    assert rates(0.5e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(2.5e-4)  # at the smallest's
+    assert rates(16e6).dedicated_rates["backward_s_per_batch"] == pytest.approx(0.01)
+    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates["backward_s_per_frame"] == pytest.approx(8e-3)
+    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates["backward_s_per_batch"] == pytest.approx(0.16)
+    with pytest.raises(ValueError, match="hardware.test.compute: by_size holds .*pairs, each > 0"):
+        profile(compute=dict(DEVICE, by_size=[[4e6]]))
+
+
 def test_a_bad_profile_is_named():
     lab = defaults("hardware.this-machine")
     with pytest.raises(ValueError, match="hardware.lab.device must be one of"):
@@ -257,6 +277,12 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     calibration = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
     for rates in calibration["by_threads"].values():
         assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0
+    widths = calibration["by_size"]  # half and twice the units: an efficiency curve a profile can state
+    assert [w["units"] for w in widths] == [QUICK.model.units // 2, QUICK.model.units * 2]
+    assert widths[0]["flops_per_frame"] < calibration["model"]["flops_per_frame"] < widths[1]["flops_per_frame"]
+    assert all(w["backward_s_per_frame"] > 0 for w in widths)
+    printed = dict(measured_compute(calibration, {}), relative_speed=1.0)
+    assert Hardware.from_config("printed", defaults("hardware.this-machine", device="dedicated", compute=printed))
 
     def staleness(out, **hardware):
         # the fixed calibration, not this machine's of the moment, keeps the schedule deterministic

@@ -14,8 +14,14 @@ whose compute that is:
   absolute terms (`compute`: measured by `asrscale calibrate` on such a device, with the model it
   was measured with), times `compute.relative_speed` for a device assumed faster or slower than
   the one measured. For another model the rates are carried over by the ratio of forward FLOPs
-  per frame (a, b) and of parameters (u, n). So a dedicated profile's modelled times do not
-  depend on the machine that runs the simulation.
+  per frame (a, b) and of parameters (u, n): at the measured model's one efficiency. Where the
+  profile also states the per-frame cost of other widths of the model (`compute.by_size`, which
+  the calibration measures), b is instead read off that efficiency curve: seconds per FLOP
+  interpolated in log-log against FLOPs per frame, held at the nearest measured size beyond them
+  (a small model leaves a GPU idle, a large one fills it; nothing says how far beyond the
+  largest measured). a, a batch's fixed cost of launching its work, does not grow with a
+  model's width: with a curve it is carried over as measured. So a dedicated profile's modelled
+  times do not depend on the machine that runs the simulation.
 Data. Building a minibatch of F frames takes F / `data_frames_per_s` seconds (calibrated when
 null). With prefetch (train.prefetch = D > 0) a loader builds batches back to back while the
 learner computes, at most D ahead; without, the learner waits for the whole build.
@@ -79,18 +85,34 @@ class Compute:
     update_s: float
     precondition_s: float
     relative_speed: float  # the profile's device against the one measured
+    by_size: tuple = ()  # other widths of the model measured: (flops_per_frame, backward_s_per_frame) pairs
 
     def __post_init__(self):
         if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
             raise ConfigError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
+        points = [tuple(point) for point in self.by_size]
+        if any(len(point) != 2 or min(point) <= 0 for point in points):
+            raise ConfigError(f"by_size holds [flops_per_frame, backward_s_per_frame] pairs, each > 0, not {points}")
+        object.__setattr__(self, "by_size", tuple(sorted(points)))
+
+    def seconds_per_frame(self, flops_per_frame: float) -> float:
+        """Forward-backward seconds a frame of a model of `flops_per_frame`, on the device measured:
+        at the measured model's efficiency, or read off the efficiency curve where by_size gives one."""
+        if not self.by_size or self.backward_s_per_frame == 0:
+            return self.backward_s_per_frame * flops_per_frame / self.flops_per_frame
+        curve = sorted({*self.by_size, (self.flops_per_frame, self.backward_s_per_frame)})
+        sizes = np.log([flops for flops, _ in curve])
+        seconds_per_flop = np.log([seconds / flops for flops, seconds in curve])
+        return flops_per_frame * float(np.exp(np.interp(math.log(flops_per_frame), sizes, seconds_per_flop)))
 
     def rates_for(self, model: dict) -> dict:
         """The rates for `model` ({flops_per_frame, parameters}), at this device's speed."""
-        work = model["flops_per_frame"] / self.flops_per_frame / self.relative_speed
-        size = model["parameters"] / self.parameters / self.relative_speed
-        return {"backward_s_per_batch": self.backward_s_per_batch * work,
-                "backward_s_per_frame": self.backward_s_per_frame * work,
-                "update_s": self.update_s * size, "precondition_s": self.precondition_s * size}  # fmt: skip
+        work = model["flops_per_frame"] / self.flops_per_frame
+        size = model["parameters"] / self.parameters
+        measured = {"backward_s_per_batch": self.backward_s_per_batch * (1.0 if self.by_size else work),
+                    "backward_s_per_frame": self.seconds_per_frame(model["flops_per_frame"]),
+                    "update_s": self.update_s * size, "precondition_s": self.precondition_s * size}  # fmt: skip
+        return {rate: seconds / self.relative_speed for rate, seconds in measured.items()}
 
 
 @dataclass(frozen=True)
