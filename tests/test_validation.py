@@ -5,7 +5,15 @@ import re
 import pytest
 
 from asrscale.analysis.claims import CLAIMS
-from asrscale.analysis.validation import Figure, _seconds, load_figures, modelled_speedup, stock_kaldi_s, validate
+from asrscale.analysis.validation import (
+    Figure,
+    _seconds,
+    agreeing_value,
+    load_figures,
+    modelled_speedup,
+    stock_kaldi_s,
+    validate,
+)
 from asrscale.errors import ConfigError
 
 FAST = {"latency_us": 0.0, "bandwidth_gbps": 1e6}  # links that cost (almost) nothing
@@ -18,7 +26,9 @@ def figure(**changes) -> Figure:
              "options": {"period": 4}, "compute": {"backward_s_per_batch": 0.0, "backward_s_per_frame": 1e-5,
                                                    "update_s": 0.001},
              "cluster": {"learners_per_node": 4, "node_link": FAST, "network_link": FAST, "jitter": 0.0},
-             "assumptions": ["read: nothing"], "miss": "everything"}  # fmt: skip
+             "assumptions": ["read: nothing"], "miss": "everything",
+             "unknown": {"key": "cluster.network_link.bandwidth_gbps", "what": "the network",
+                         "range": [0.01, 1e6]}}  # fmt: skip
     return Figure.from_entry({**entry, **changes})
 
 
@@ -38,6 +48,7 @@ def test_a_replayed_speedup_is_the_baseline_over_the_same_frames():
     assert list(table.ratio) == pytest.approx([1.0, 2.0], rel=1e-3) and list(table.agrees) == [True, False]
     slow = {"latency_us": 0.0, "bandwidth_gbps": 1.0}
     assert modelled_speedup(figure(cluster={"learners_per_node": 4, "node_link": slow, "network_link": slow})) < 3.5
+    assert modelled_speedup(figure(epochs_ratio=2.0)) == pytest.approx(2.0, rel=1e-3)  # twice the epochs to an accuracy
 
 
 def test_against_the_algorithm_at_one_learner_and_against_kaldis_scripts():
@@ -59,3 +70,21 @@ def test_a_figure_without_a_known_baseline_is_named():
         figure(baseline="stock_kaldi")
     with pytest.raises(ConfigError, match="Kaldi's scripts average models: the algorithm is ma"):
         figure(baseline="stock_kaldi", stock_kaldi={"launch_s": 1.0, "filesystem_gbps": 1.0})
+
+
+def test_the_value_of_a_figures_unknown_that_agrees_with_it_is_found_or_said_not_to_be():
+    """Two nodes of two learners: the slower the network, the lower the speedup; the value found
+    gives the published speedup (to 1%), and a range that cannot give it gives none."""
+    slow = {"latency_us": 0.0, "bandwidth_gbps": 10.0}
+    two_nodes = {"learners_per_node": 2, "node_link": FAST, "network_link": slow, "jitter": 0.0}
+    stated = figure(cluster=two_nodes, options={"period": 1}, speedup=2.5)
+    found = agreeing_value(stated)
+    assert stated.assumed() == 10.0 and modelled_speedup(stated) < 2.5 and found > 10.0
+    assert modelled_speedup(stated.with_unknown(found)) == pytest.approx(2.5, rel=0.01)
+    assert agreeing_value(figure(cluster=two_nodes, speedup=5.0)) is None  # above 4 learners' 4×
+    row = validate([stated]).iloc[0]
+    assert (row.unknown, row.assumed, row.agrees_at) == ("the network", 10.0, pytest.approx(found, rel=1e-2))
+    with pytest.raises(ConfigError, match="a study, 4× on 4: unknown.key 'cluster.wires' is not a key of its setup"):
+        figure(unknown={"key": "cluster.wires", "what": "wires", "range": [1, 2]})
+    with pytest.raises(ConfigError, match="unknown workload.parameters: range .* 0 < low < high"):
+        figure(unknown={"key": "workload.parameters", "what": "size", "range": [2, 1]})

@@ -79,6 +79,7 @@ def test_report_holds_every_run_with_real_scores(study):
     published = re.search(r'<table id="published">.*?</table>', page).group(0)
     figures = pd.read_csv(study / "results" / "published-speedups.tsv", sep="\t")
     assert sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study) and len(figures) == 7
+    assert "agrees at" in published and figures.agrees_at.notna().all()  # each miss's fact, valued
     figures = ("wer_vs_learners", "speedup_vs_learners", "communication_vs_learners", "learning_curves", "time_split",
                "asgd_staleness", "pairings", "stragglers", "sweep_train_batch_size")  # fmt: skip
     for figure in figures:

@@ -146,7 +146,7 @@ def replay_published(args):
 
     table = validate(load_figures())
     atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    print(table[["study", "figure", "published", "modelled", "ratio"]].to_string(index=False))
+    print(table[["study", "published", "modelled", "ratio", "unknown", "assumed", "agrees_at"]].to_string(index=False))
 
 
 def report(args):

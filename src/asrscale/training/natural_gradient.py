@@ -39,8 +39,13 @@ class Factor:
 
     def __init__(self, dim: int, rank: int, device: torch.device, seed: int = 0):
         rank = min(rank, max(dim - 1, 0))
-        generator = torch.Generator().manual_seed(seed)
-        start = torch.linalg.qr(torch.randn(dim, rank, generator=generator))[0].T if rank else torch.zeros(0, dim)
+        if torch.device(device).type == "meta":  # a replay's stand-in (asrscale.training.replay): sizes only
+            start = torch.empty(rank, dim, device="meta")
+        elif rank:
+            generator = torch.Generator().manual_seed(seed)
+            start = torch.linalg.qr(torch.randn(dim, rank, generator=generator))[0].T
+        else:
+            start = torch.zeros(0, dim)
         self.basis, self.values = start.to(device), torch.zeros(rank, device=device)
         self.floor = torch.ones((), device=device)
 
