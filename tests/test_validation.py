@@ -2,7 +2,9 @@
 
 import re
 
+import pandas as pd
 import pytest
+import yaml
 
 from asrscale.analysis.claims import CLAIMS
 from asrscale.analysis.validation import (
@@ -86,5 +88,19 @@ def test_the_value_of_a_figures_unknown_that_agrees_with_it_is_found_or_said_not
     assert (row.unknown, row.assumed, row.agrees_at) == ("the network", 10.0, pytest.approx(found, rel=1e-2))
     with pytest.raises(ConfigError, match="a study, 4× on 4: unknown.key 'cluster.wires' is not a key of its setup"):
         figure(unknown={"key": "cluster.wires", "what": "wires", "range": [1, 2]})
-    with pytest.raises(ConfigError, match="unknown workload.parameters: range .* 0 < low < high"):
+    with pytest.raises(ConfigError, match="a study, 4× on 4: unknown.range is .low, high. with 0 < low < high"):
         figure(unknown={"key": "workload.parameters", "what": "size", "range": [2, 1]})
+
+
+def test_your_own_setup_replays_from_a_file_in_published_yamls_form(tmp_path):
+    from asrscale.cli import main
+
+    own = figure(speedup=2.5).entry
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"figures": [own]}))
+    main(["replay-published", "--figures", str(tmp_path / "mine.yaml"), "--out", str(tmp_path / "mine.tsv")])
+    (row,) = pd.read_csv(tmp_path / "mine.tsv", sep="\t").itertuples()
+    assert (row.study, row.published, row.modelled) == ("a study", 2.5, pytest.approx(4.0, rel=1e-2))
+    del own["unknown"]
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"figures": [own]}))
+    with pytest.raises(SystemExit, match=r"mine.yaml: a study, 4× on 4: unknown missing \(a figure states study"):
+        main(["replay-published", "--figures", str(tmp_path / "mine.yaml"), "--out", str(tmp_path / "mine.tsv")])

@@ -141,10 +141,10 @@ def gather(args):
 
 
 def replay_published(args):
-    from asrscale.analysis.validation import load_figures, validate
+    from asrscale.analysis.validation import PUBLISHED, load_figures, validate
     from asrscale.io import atomic_write_text
 
-    table = validate(load_figures())
+    table = validate(load_figures(args.figures or PUBLISHED))
     atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
     print(table[["study", "published", "modelled", "ratio", "unknown", "assumed", "agrees_at"]].to_string(index=False))
 
@@ -201,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
     stage(replay_published, "replay the studies' published speedups on the cost model, each on its setup",
+          ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
           ("--out", path))  # fmt: skip
     stage(report, "render the HTML report", settings,
           *[(f"--{k}", path) for k in ("lm-statistics", "published-speedups", "figures", "out")],

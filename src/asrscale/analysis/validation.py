@@ -34,6 +34,8 @@ PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
 BASELINES = ("seq", "same", "stock_kaldi")
 JITTER = 0.05  # σ of a step's compute, as the project's GPU profiles assume, unless a figure states its own
 STEPS_PER_LEARNER = 40  # enough for every figure's averaging period to recur (8 and 10 steps)
+REQUIRED = ("study", "figure", "speedup", "algorithm", "learners", "baseline", "workload", "options", "compute",
+            "cluster", "assumptions", "miss", "unknown")  # fmt: skip
 COLUMNS = ("study", "figure", "published", "modelled", "ratio", "agrees", "baseline", "assumptions", "miss",
            "unknown", "assumed", "agrees_at")  # fmt: skip
 
@@ -47,13 +49,6 @@ class Unknown:
     key: str
     what: str
     range: tuple[float, float]
-
-    def __post_init__(self):
-        low, high = self.range
-        if not 0 < low < high:
-            raise ConfigError(
-                f"{PUBLISHED}: unknown {self.key}: range [low, high] with 0 < low < high, not {self.range}"
-            )
 
 
 @dataclass(frozen=True)
@@ -78,13 +73,17 @@ class Figure:
     epochs_ratio: float = 1.0  # the parallel run's epochs against its baseline's (for a speedup to an accuracy)
 
     @classmethod
-    def from_entry(cls, entry: dict) -> "Figure":
+    def from_entry(cls, entry: dict, source: Path = PUBLISHED) -> "Figure":
+        """The figure of an entry of `source` (published.yaml, or a file in its form)."""
         stated, entry = copy.deepcopy(entry), dict(entry)
-        name = f"{entry['study']}, {entry['figure']}"
+        name = f"{source}: {entry.get('study')}, {entry.get('figure')}"
+        missing = sorted(set(REQUIRED) - entry.keys())
+        if missing:
+            raise ConfigError(f"{name}: {', '.join(missing)} missing (a figure states {', '.join(REQUIRED)})")
         if entry["baseline"] not in BASELINES or (entry["baseline"] == "stock_kaldi") != ("stock_kaldi" in entry):
-            raise ConfigError(f"{PUBLISHED}: {name}: baseline is one of {BASELINES}; stock_kaldi states its costs")
+            raise ConfigError(f"{name}: baseline is one of {BASELINES}; stock_kaldi states its costs")
         if entry["baseline"] == "stock_kaldi" and entry["algorithm"] != "ma":
-            raise ConfigError(f"{PUBLISHED}: {name}: Kaldi's scripts average models: the algorithm is ma")
+            raise ConfigError(f"{name}: Kaldi's scripts average models: the algorithm is ma")
         workload = entry.pop("workload")
         compute = {"measured_on": f"derived for {entry['study']}", "precondition_s": 0.0, "relative_speed": 1.0,
                    "parameters": workload["parameters"], "flops_per_frame": workload["flops_per_frame"],
@@ -95,7 +94,9 @@ class Figure:
         try:
             functools.reduce(operator.getitem, unknown.key.split("."), stated)
         except (KeyError, TypeError):
-            raise ConfigError(f"{PUBLISHED}: {name}: unknown.key {unknown.key!r} is not a key of its setup") from None
+            raise ConfigError(f"{name}: unknown.key {unknown.key!r} is not a key of its setup") from None
+        if not 0 < unknown.range[0] < unknown.range[1]:
+            raise ConfigError(f"{name}: unknown.range is [low, high] with 0 < low < high, not {unknown.range}")
         return cls(**entry, workload=Workload(**workload, steps=1), unknown=unknown, entry=stated,
                    hardware=Hardware.from_config(entry["study"], cluster))  # fmt: skip
 
@@ -112,7 +113,8 @@ class Figure:
 
 
 def load_figures(path: Path = PUBLISHED) -> list[Figure]:
-    return [Figure.from_entry(entry) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
+    """The figures of published.yaml, or of a file in its form (your own setups to replay)."""
+    return [Figure.from_entry(entry, path) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
 
 
 def _seconds(figure: Figure, algorithm: str, learners: int, steps: int, prefetch: int = 4) -> float:
