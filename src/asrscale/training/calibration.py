@@ -75,7 +75,7 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
     # grow with the width: the same kernels are launched)
     fixed_s = calibration["by_threads"][str(threads)]["backward_s_per_batch"]
     calibration["by_size"] = []
-    for scale in WIDTH_SCALES:
+    for scale in WIDTH_SCALES if len(policy_sized) > 2 else ():  # a corpus of two batches times no width
         width = replace(model, units=max(1, round(model.units * scale)))
         frames, seconds = _backward_times(_learner(train, width, features.dim, tokens, device), policy_sized)
         net = seconds.sum() - fixed_s * len(seconds)  # a negative net is noise: then all per frame
