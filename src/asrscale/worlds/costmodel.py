@@ -91,7 +91,7 @@ class Compute:
         if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
             raise ConfigError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
         points = [tuple(point) for point in self.by_size]
-        if any(len(point) != 2 or min(point) <= 0 for point in points):
+        if any(len(point) != 2 or not all(math.isfinite(v) and v > 0 for v in point) for point in points):
             raise ConfigError(f"by_size holds [flops_per_frame, backward_s_per_frame] pairs, each > 0, not {points}")
         object.__setattr__(self, "by_size", tuple(sorted(points)))
 
