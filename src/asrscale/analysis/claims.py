@@ -60,7 +60,7 @@ class Claim:
 #: the studies of studies/ that decide the claims a study leaves undecided, with what each runs and
 #: its wall time (docs/reproductions.md has every run of them)
 STUDIES = {
-    "claims-at-4": ("the claims at 4 learners, 3 seeds", "about 110 minutes on 2 CPU cores"),
+    "claims-at-4": ("the claims at 4 learners, 3 seeds", "about 80 minutes on 2 CPU cores"),
     "scaled-64": ("KAVG at 16 and H-ADPSGD at 64 learners, scaled down", "about 45 minutes on 2 CPU cores"),
     "reproduction": ("every claim, 1 to 64 learners, with its sweeps and seeds", "sized for one GPU"),
 }
