@@ -90,6 +90,8 @@ def test_the_value_of_a_figures_unknown_that_agrees_with_it_is_found_or_said_not
         figure(unknown={"key": "cluster.wires", "what": "wires", "range": [1, 2]})
     with pytest.raises(ConfigError, match="a study, 4× on 4: unknown.range is .low, high. with 0 < low < high"):
         figure(unknown={"key": "workload.parameters", "what": "size", "range": [2, 1]})
+    with pytest.raises(ConfigError, match="a study, 4× on 4: unknown states key, what and range"):
+        figure(unknown={"key": "workload.parameters"})
 
 
 def test_your_own_setup_replays_from_a_file_in_published_yamls_form(tmp_path):

@@ -90,7 +90,10 @@ class Figure:
                    **entry.pop("compute")}  # fmt: skip
         cluster = defaults("hardware.this-machine", **{"device": "dedicated", "compute": compute, "jitter": JITTER,
                                                        **entry.pop("cluster")})  # fmt: skip
-        unknown = Unknown(**entry.pop("unknown"))
+        try:
+            unknown = Unknown(**entry.pop("unknown"))
+        except TypeError:
+            raise ConfigError(f"{name}: unknown states key, what and range") from None
         try:
             functools.reduce(operator.getitem, unknown.key.split("."), stated)
         except (KeyError, TypeError):
