@@ -278,7 +278,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     for rates in calibration["by_threads"].values():
         assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0
     # batches of a quarter, one and four times the policy's size; NG-SGD timed on one of its size
-    assert calibration["batch_sizes"] == [1, 4, 16] and calibration["preconditioned_utterances"] == 4
+    assert calibration["batch_sizes"] == [1, 4, 16] and calibration["preconditioned"]["utterances"] == 4
     widths = calibration["by_size"]  # half and twice the units: an efficiency curve a profile can state
     assert [w["units"] for w in widths] == [QUICK.model.units // 2, QUICK.model.units * 2]
     assert widths[0]["flops_per_frame"] < calibration["model"]["flops_per_frame"] < widths[1]["flops_per_frame"]

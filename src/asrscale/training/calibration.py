@@ -64,11 +64,14 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
     thread_counts = sorted({1, available_cores()}) if device.type == "cpu" else [available_cores()]
     tokens = len(train_set.tokens)
     policy_sized = [b for b in minibatches if len(b.utts) == train.batch_size]  # its first two warm up
-    calibration["preconditioned_utterances"] = len(policy_sized[0].utts)  # NG-SGD's cost grows with them
+    # NG-SGD's cost grows with a minibatch's frames: timed on the policy-sized one of median frames
+    preconditioned = sorted(policy_sized, key=lambda b: b.frames)[len(policy_sized) // 2]
+    calibration["preconditioned"] = {"utterances": len(preconditioned.utts), "frames": preconditioned.frames}
     for threads in thread_counts:
         torch.set_num_threads(threads)
         learner = _learner(train, model, features.dim, tokens, device)
-        calibration["by_threads"][str(threads)] = _time_learner(learner, minibatches, train.lr, policy_sized)
+        rates = _time_learner(learner, minibatches, train.lr, policy_sized, preconditioned)
+        calibration["by_threads"][str(threads)] = rates
     calibration["model"] = {"flops_per_frame": flops_per_frame(model, features.dim, tokens),
                             "parameters": sum(p.numel() for p in learner.parameters)}  # fmt: skip
     # the other widths at the policy's batch size, net of a batch's fixed cost (which does not
@@ -113,10 +116,9 @@ def measured_compute(calibration: dict, environment: dict) -> dict:
                         for width in calibration["by_size"]]}  # fmt: skip
 
 
-def _time_learner(learner, minibatches, lr: float, policy_sized: list) -> dict:
-    """The rates of a + b·frames over `minibatches` (and frames/s at the policy's batch size),
-    update, and NG-SGD's preconditioning of a minibatch of the policy's size (`policy_sized`: its
-    statistics grow with the frames)."""
+def _time_learner(learner, minibatches, lr: float, policy_sized: list, preconditioned) -> dict:
+    """The rates of a + b·frames over `minibatches` (and frames/s at the policy's batch size,
+    `policy_sized`), update, and NG-SGD's preconditioning of the statistics of `preconditioned`."""
     frames, seconds = _backward_times(learner, minibatches)
     slope, intercept = np.polyfit(frames, seconds, 1) if len(frames) > 1 else (0.0, -1.0)
     if intercept < 0 or slope <= 0:  # a negative cost is noise: keep the total time, all per frame
@@ -124,7 +126,7 @@ def _time_learner(learner, minibatches, lr: float, policy_sized: list) -> dict:
     # NG-SGD's preconditioning of one minibatch's statistics, in its steady schedule (the first
     # ten minibatches refresh the factors every time, later ones every `update_period`)
     natural_gradient, recorder = natural_gradient_of(learner.model), Recorder()
-    ops.run_alone(learner.backward(policy_sized[0], recorder))
+    ops.run_alone(learner.backward(preconditioned, recorder))
     policy_frames = float(np.mean([b.frames for b in policy_sized]))
     period = natural_gradient.update_period
 
