@@ -102,7 +102,7 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
     if not world.serving:
         world.run(work_loop())
         return None
-    world.run(algorithm.serve(learner, checkpoint=lambda step: None))
+    world.run(algorithm.serve(learner, checkpoint=lambda step: None, roll_back=lambda: None))
     records = algorithm.records
     seconds = time.perf_counter() - start
     return {"updates_per_s": len(records) / seconds, "mean_staleness": sum(r[3] for r in records) / len(records)}

@@ -140,13 +140,27 @@ def gather(args):
     gather_runs(settings["runs"], settings["sweeps"], args.out, settings["convergence"])
 
 
+def fit_cost_model(args):
+    import pandas as pd
+
+    from asrscale.analysis.fit import fit_cost_model
+    from asrscale.worlds.costmodel import FITTED
+
+    fitted = fit_cost_model(args.out, args.workers)
+    print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior"]].to_string(index=False))
+    print(pd.DataFrame(fitted["figures"]).drop(columns="figure").to_string(index=False))
+    print(pd.DataFrame(fitted["time_tables"]).to_string(index=False))
+    print(f"band {fitted['band']}; {fitted['within_tolerance']} of {len(fitted['figures'])} figures within 25% out of "
+          f"sample; {fitted['seconds']} s; written to {args.out or FITTED}")  # fmt: skip
+
+
 def replay_published(args):
-    from asrscale.analysis.validation import PUBLISHED, load_figures, validate
+    from asrscale.analysis.replayed import replayed_table
     from asrscale.io import atomic_write_text
 
-    table = validate(load_figures(args.figures or PUBLISHED))
+    table = replayed_table(args.figures)
     atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    print(table[["study", "published", "modelled", "ratio", "unknown", "assumed", "agrees_at"]].to_string(index=False))
+    print(table[["study", "learners", "published", "fitted", "left_out", "ratio", "agrees_at"]].to_string(index=False))
 
 
 def report(args):
@@ -200,6 +214,10 @@ def parser() -> argparse.ArgumentParser:
         *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
     )
     stage(gather, "gather a study's runs into tables", settings, ("--out", path))
+    stage(fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check "
+          "each figure out of sample", ("--out", {"type": Path, "default": None, "help": "default: the package's "
+                                                   "src/asrscale/worlds/fitted.yaml"}),
+          ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"}))  # fmt: skip
     stage(replay_published, "replay the studies' published speedups on the cost model, each on its setup",
           ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
           ("--out", path))  # fmt: skip

@@ -1,15 +1,17 @@
-"""The cost model checked against the studies' own published speedups, the way Paleo and
-ASTRA-sim earned trust: given a published setup, predict the published scaling.
+"""The cost model against the studies' own published measurements, the way Paleo and ASTRA-sim
+earned trust: given a published setup, predict the published scaling.
 
 Each figure of `published.yaml` states the study's algorithm, learners and baseline, its model,
 minibatch and cluster as far as the study gives them, and every assumption beyond (tagged read,
 derived or assumed). The figure's algorithm is replayed (`asrscale.training.replay`: its own
 schedule of requests, charged by the cost model, without arithmetic) on that cluster, and so is
 its baseline over the same frames: SEQ at one learner, the algorithm itself at one learner, or
-Kaldi's own scripts (`stock_kaldi_s`). The table gives the modelled speedup beside the published
-one, and their ratio; and, for the fact that the figure's miss turns on most (its `unknown`: a key
-of its setup), the value at which the model would give the published speedup (`agreeing_value`),
-beside the value assumed: a miss explained is a fact that a reader of the paper can check.
+Kaldi's own scripts (`stock_kaldi_s`). A time table (su15's, per GPU count: the whole time and
+its MPI part) is replayed row by row on its figure's setup. What transports and software achieve
+(`asrscale.worlds.costmodel.Achieved`) is the same for every figure: fitted once over all of them
+(`asrscale.analysis.fit`), never per figure. For each figure, the fact its miss turns on most
+(its `unknown`: a key of its setup) and the value at which the model would give the published
+speedup (`agreeing_value`) say which single fact would close a gap the shared costs leave.
 """
 
 import copy
@@ -24,11 +26,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from asrscale.analysis.claims import MODEL_TOLERANCE
 from asrscale.config.schema import defaults
 from asrscale.errors import ConfigError
-from asrscale.training.replay import Workload, replay
-from asrscale.worlds.costmodel import Hardware
+from asrscale.training.replay import Replayed, Workload, replay
+from asrscale.worlds.costmodel import Achieved, Hardware
 
 PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
 BASELINES = ("seq", "same", "stock_kaldi")
@@ -36,8 +37,6 @@ JITTER = 0.05  # σ of a step's compute, as the project's GPU profiles assume, u
 STEPS_PER_LEARNER = 40  # enough for every figure's averaging period to recur (8 and 10 steps)
 REQUIRED = ("study", "figure", "speedup", "algorithm", "learners", "baseline", "workload", "options", "compute",
             "cluster", "assumptions", "miss", "unknown")  # fmt: skip
-COLUMNS = ("study", "figure", "published", "modelled", "ratio", "agrees", "baseline", "assumptions", "miss",
-           "unknown", "assumed", "agrees_at")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Figure:
     baseline: str
     workload: Workload
     options: dict
-    hardware: Hardware
+    hardware: Hardware  # its data loading as stated, else the fitted rate of a node (`cluster_of`)
     assumptions: list[str]
     miss: str
     unknown: Unknown
@@ -71,6 +70,11 @@ class Figure:
     steps_per_learner: int = STEPS_PER_LEARNER
     stock_kaldi: dict | None = None
     epochs_ratio: float = 1.0  # the parallel run's epochs against its baseline's (for a speedup to an accuracy)
+    held_out: float = 0.0  # the held-out frames every learner evaluates at an epoch's end, per training frame
+
+    @property
+    def name(self) -> str:
+        return f"{self.study}, {self.learners}"
 
     @classmethod
     def from_entry(cls, entry: dict, source: Path = PUBLISHED) -> "Figure":
@@ -88,8 +92,12 @@ class Figure:
         compute = {"measured_on": f"derived for {entry['study']}", "precondition_s": 0.0, "relative_speed": 1.0,
                    "parameters": workload["parameters"], "flops_per_frame": workload["flops_per_frame"],
                    **entry.pop("compute")}  # fmt: skip
-        cluster = defaults("hardware.this-machine", **{"device": "dedicated", "compute": compute, "jitter": JITTER,
-                                                       **entry.pop("cluster")})  # fmt: skip
+        try:
+            cluster = defaults("hardware.this-machine", **{"device": "dedicated", "compute": compute, "jitter": JITTER,
+                                                           **entry.pop("cluster")})  # fmt: skip
+            hardware = Hardware.from_config(entry["study"], cluster)
+        except (TypeError, ConfigError) as error:
+            raise ConfigError(f"{name}: cluster: {error}") from None
         try:
             unknown = Unknown(**entry.pop("unknown"))
         except TypeError:
@@ -101,7 +109,13 @@ class Figure:
         if not 0 < unknown.range[0] < unknown.range[1]:
             raise ConfigError(f"{name}: unknown.range is [low, high] with 0 < low < high, not {unknown.range}")
         return cls(**entry, workload=Workload(**workload, steps=1), unknown=unknown, entry=stated,
-                   hardware=Hardware.from_config(entry["study"], cluster))  # fmt: skip
+                   hardware=hardware)  # fmt: skip
+
+    def cluster_of(self, achieved: Achieved) -> Hardware:
+        """Its cluster, loading data at the fitted rate of a node where the study states none."""
+        if self.hardware.data_frames_per_s is not None:
+            return self.hardware
+        return dataclasses.replace(self.hardware, data_frames_per_s=achieved.node_data_frames_per_s)
 
     def assumed(self) -> float:
         """The value its setup assumes for its unknown."""
@@ -115,47 +129,110 @@ class Figure:
         return Figure.from_entry(entry)
 
 
+@dataclass(frozen=True)
+class TimeTable:
+    """A study's own times per learner count, on one figure's setup with its learners varied:
+    the whole time and its part inside MPI, in the table's own unit (`rows`: P -> (whole, MPI))."""
+
+    study: str
+    figure: str
+    setup: Figure
+    rows: dict  # learners -> (whole time, the part of it inside MPI)
+    source: str
+
+    def published(self, learners: int) -> tuple[float, float]:
+        """The speedup over the table's one-learner row, and the share of time inside MPI."""
+        whole, mpi = self.rows[learners]
+        return self.rows[1][0] / whole, mpi / whole
+
+
 def load_figures(path: Path = PUBLISHED) -> list[Figure]:
     """The figures of published.yaml, or of a file in its form (your own setups to replay)."""
     return [Figure.from_entry(entry, path) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
 
 
-def _seconds(figure: Figure, algorithm: str, learners: int, steps: int, prefetch: int = 4) -> float:
+def load_time_tables(path: Path = PUBLISHED) -> list[TimeTable]:
+    """The time tables of published.yaml, each on the setup of its study's figure it names."""
+    stated = yaml.safe_load(Path(path).read_text())
+    figures = {entry["figure"]: entry for entry in stated["figures"]}
+    tables = []
+    for table in stated.get("time_tables", []):
+        if table["setup"] not in figures or 1 not in table["rows"]:
+            raise ConfigError(f"{path}: time table of {table['study']}: setup names a figure of figures:, and "
+                              "rows have one learner's (the baseline)")  # fmt: skip
+        setup = Figure.from_entry(figures[table["setup"]], path)
+        rows = {int(p): tuple(times) for p, times in table["rows"].items()}
+        tables.append(TimeTable(table["study"], table["figure"], setup, rows, table["source"]))
+    return tables
+
+
+def _replayed(figure: Figure, algorithm: str, learners: int, steps: int, achieved: Achieved,
+              prefetch: int = 4) -> Replayed:  # fmt: skip
     workload = dataclasses.replace(figure.workload, steps=steps)
     options = figure.options if algorithm == figure.algorithm else {}
-    return replay(algorithm, learners, workload, figure.hardware, options, prefetch=prefetch)
+    return replay(algorithm, learners, workload, figure.cluster_of(achieved), options, prefetch=prefetch,
+                  achieved=achieved, held_out=figure.held_out)  # fmt: skip
 
 
-def stock_kaldi_s(figure: Figure) -> float:
+def stock_kaldi_s(figure: Figure, achieved: Achieved) -> float:
     """Kaldi's own scripts on the figure's GPUs: each job loads its data before it trains (no
     overlap), and every averaging period (an iteration) costs a job's launch and the models'
     round trip through a shared filesystem (each job writes its model, the averaging job reads
     them all and writes one, every job of the next iteration reads it)."""
     steps, learners = figure.steps_per_learner, figure.learners
     periods = steps * figure.workload.frames_per_step / figure.options["frames_per_job"]
-    trained = _seconds(figure, figure.algorithm, learners, steps, prefetch=0)
+    trained = _replayed(figure, figure.algorithm, learners, steps, achieved, prefetch=0).seconds
     model_bits = 32 * figure.workload.parameters
     round_trip_s = (3 * learners + 1) * model_bits / (figure.stock_kaldi["filesystem_gbps"] * 1e9)
     return trained + periods * (figure.stock_kaldi["launch_s"] + round_trip_s)
 
 
-def modelled_speedup(figure: Figure) -> float:
-    """The figure's algorithm against its baseline, over the same frames (times `epochs_ratio`)."""
-    steps = figure.steps_per_learner
-    parallel = _seconds(figure, figure.algorithm, figure.learners, steps) * figure.epochs_ratio
+def baseline_s(figure: Figure, achieved: Achieved) -> float:
+    """The figure's baseline over the frames of its parallel run."""
     if figure.baseline == "stock_kaldi":
-        return stock_kaldi_s(figure) / parallel
+        return stock_kaldi_s(figure, achieved)
     alone = "seq" if figure.baseline == "seq" else figure.algorithm
-    return _seconds(figure, alone, 1, steps * figure.learners) / parallel
+    return _replayed(figure, alone, 1, figure.steps_per_learner * figure.learners, achieved).seconds
 
 
-def agreeing_value(figure: Figure, tolerance: float = 0.01, tries: int = 8) -> float | None:
+def parallel(figure: Figure, achieved: Achieved, learners: int | None = None) -> Replayed:
+    """The figure's algorithm at its learners (or `learners`), over `steps_per_learner` steps each."""
+    return _replayed(figure, figure.algorithm, learners or figure.learners, figure.steps_per_learner, achieved)
+
+
+def modelled_speedup(figure: Figure, achieved: Achieved | None = None) -> float:
+    """The figure's algorithm against its baseline, over the same frames (times `epochs_ratio`)."""
+    achieved = achieved or Achieved.fitted()
+    return baseline_s(figure, achieved) / (parallel(figure, achieved).seconds * figure.epochs_ratio)
+
+
+def modelled_rows(table: TimeTable, achieved: Achieved | None = None) -> pd.DataFrame:
+    """Each row of a time table beside the model's: speedup over its one-learner row, and share
+    of time inside MPI, published and modelled."""
+    achieved = achieved or Achieved.fitted()
+    setup = table.setup
+    alone = _replayed(setup, setup.algorithm, 1, setup.steps_per_learner * max(table.rows), achieved).seconds
+    rows = []
+    for learners in sorted(p for p in table.rows if p > 1):
+        steps = setup.steps_per_learner * max(table.rows) // learners  # the same frames at every P
+        replayed = _replayed(setup, setup.algorithm, learners, steps, achieved)
+        speedup, mpi_share = table.published(learners)
+        rows.append({"study": table.study, "learners": learners, "speedup": speedup,
+                     "modelled_speedup": alone / replayed.seconds, "mpi_share": mpi_share,
+                     "modelled_mpi_share": replayed.mpi_share})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def agreeing_value(figure: Figure, achieved: Achieved | None = None, tolerance: float = 0.01,
+                   tries: int = 8) -> float | None:  # fmt: skip
     """The value of the figure's unknown at which the modelled speedup is the published one (to
-    `tolerance`, relative): the Illinois method on log(modelled / published) against log(value),
-    from the ends of the unknown's range; None where no value in the range gives it."""
+    `tolerance`, relative), every shared cost as `achieved`: the Illinois method on
+    log(modelled / published) against log(value), from the ends of the unknown's range; None
+    where no value in the range gives it."""
+    achieved = achieved or Achieved.fitted()
 
     def error(log_value: float) -> float:
-        return math.log(modelled_speedup(figure.with_unknown(math.exp(log_value))) / figure.speedup)
+        return math.log(modelled_speedup(figure.with_unknown(math.exp(log_value)), achieved) / figure.speedup)
 
     (a, b), tolerance = map(math.log, figure.unknown.range), math.log1p(tolerance)
     fa, fb = error(a), error(b)
@@ -172,18 +249,3 @@ def agreeing_value(figure: Figure, tolerance: float = 0.01, tries: int = 8) -> f
             fa /= 2  # the end kept twice: halve its weight, so that it is let go of
         b, fb = c, fc
     return math.exp(b if abs(fb) <= abs(fa) else a)
-
-
-def validate(figures: list[Figure]) -> pd.DataFrame:
-    rows = []
-    for figure in figures:
-        modelled = modelled_speedup(figure)
-        ratio = modelled / figure.speedup
-        agreeing = agreeing_value(figure)
-        rows.append({"study": figure.study, "figure": figure.figure, "published": figure.speedup,
-                     "modelled": round(modelled, 2), "ratio": round(ratio, 2),
-                     "agrees": math.isclose(ratio, 1.0, abs_tol=MODEL_TOLERANCE), "baseline": figure.baseline,
-                     "assumptions": " | ".join(figure.assumptions), "miss": figure.miss,
-                     "unknown": figure.unknown.what, "assumed": figure.assumed(),
-                     "agrees_at": float(f"{agreeing:.3g}") if agreeing is not None else None})  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS)

@@ -22,6 +22,9 @@ class AlgorithmSpec:
     #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
     #: trains SEQ once and reports its run for this algorithm too (tests/test_mpi.py checks it)
     alone_is_seq: bool = False
+    #: with all its learners in one node, exactly this algorithm's computation, so a study trains
+    #: that one and reports its run for this algorithm too (tests/test_sim.py checks it)
+    in_one_node_is: str | None = None
 
 
 #: what an averaging algorithm's averaging makes common: the model and the optimizer's state (the
@@ -38,10 +41,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                       {"period": 8, "period_policy": "fixed", "reference_learners": 4, "plateau": 0.01, **AVERAGING},
                       alone_is_seq=True),
         AlgorithmSpec("ma", "ma.ModelAveraging",
-                      {"frames_per_job": 400_000, "natural_gradient": True, "max_param_change": 2.0, **AVERAGING}),
+                      {"frames_per_job": 400_000, "natural_gradient": True, "max_param_change": 2.0, **AVERAGING,
+                       "reduce": "allreduce"}),
         AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {"graph": "ring", **AVERAGING}, alone_is_seq=True),
+        # one node is one super learner: its gradients allreduced every step, no gossip
         AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {"graph": "ring", **AVERAGING},
-                      alone_is_seq=True),
+                      alone_is_seq=True, in_one_node_is="ssgd"),
     )
 }  # fmt: skip
 

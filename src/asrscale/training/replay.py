@@ -11,8 +11,9 @@ world's fusers, which carry out learners' work, are given ones that do nothing).
 64 learners of a 43M-parameter model replays in seconds on a CPU, with the orders of the
 asynchronous algorithms (ASGD's pushes, ADPSGD's pairings) coming from the modelled clock as in a
 trained run. What a replay leaves out: the data (every step has the stated frames; no loader
-waits beyond the profile's data rate), dev evaluation and checkpoints (a trained run's epoch time
-leaves them out too), and anything that depends on values (KAVG's plateau policy sees no dev loss).
+waits beyond the profile's data rate: a node's, shared by its learners, where the profile states
+one), dev evaluation and checkpoints (a trained run's epoch time leaves them out too), and
+anything that depends on values (KAVG's plateau policy sees no dev loss).
 
 The compute a step costs is the hardware profile's (`hardware.<name>.compute`), carried to the
 stated model by the ratio of FLOPs per frame and of parameters: a profile whose compute was
@@ -23,14 +24,16 @@ charged as measured.
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.worlds import ops
-from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.costmodel import Achieved, CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
+from asrscale.worlds.timing import CATEGORIES
 
 #: the optimizers a workload may state (an averaging of the model and the optimizer's state moves
 #: Adam's two moments, SGD's velocity)
@@ -110,44 +113,69 @@ def _nothing(jobs: list) -> list:
 NO_ARITHMETIC = {ops.Gradient: _nothing, ops.Update: _nothing, ops.Precondition: _nothing}
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """A replay's modelled time: from the first learner's start of the first epoch to the last
+    learner's end of the last (`seconds`), and the learners' mean time split within it."""
+
+    seconds: float
+    split: dict  # category -> mean seconds a learner over that span (asrscale.worlds.timing)
+
+    @property
+    def mpi_share(self) -> float:
+        """The share of a learner's time inside MPI calls: its communication (not the copies to and
+        from host memory around them) and its waits at barriers (idle: inside an MPI_Allreduce in
+        codes that make no barrier of their own, as su15's)."""
+        return (self.split["communication"] + self.split["idle"]) / sum(self.split[c] for c in CATEGORIES)
+
+
 def replay(algorithm: str, learners: int, workload: Workload, hardware: Hardware, options: dict | None = None,
-           epochs: int = 1, prefetch: int = 4, seed: int = 1) -> float:  # fmt: skip
-    """The modelled seconds of `epochs` epochs of `algorithm` with `learners` learners of
-    `workload` on `hardware`: from the first learner's start of the first epoch to the last
-    learner's end of the last (an epoch ends when its last learner ends it)."""
+           epochs: int = 1, prefetch: int = 4, seed: int = 1, achieved: Achieved | None = None,
+           held_out: float = 0.0) -> Replayed:  # fmt: skip
+    """`epochs` epochs of `algorithm` with `learners` learners of `workload` on `hardware` (an
+    epoch ends when its last learner ends it), at what transports and software `achieved`; at
+    each epoch's end every learner evaluates a held-out set of `held_out` times the epoch's frames
+    (as Kaldi nnet1's cross-validation, not divided among learners)."""
     if hardware.device != "dedicated":
         raise ValueError(f"a replay needs a profile whose devices state their compute (dedicated): "
                          f"hardware.{hardware.name} shares this machine's")  # fmt: skip
     servers = algorithm_spec(algorithm).servers
     model = {"flops_per_frame": workload.flops_per_frame, "parameters": workload.parameters}
-    costs = CostModel(hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed)
+    costs = CostModel(hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed, achieved=achieved)
     world = SimWorld(learners, costs, servers, prefetch=prefetch, name=f"replay of {algorithm}",
                      fusers=NO_ARITHMETIC)  # fmt: skip
-    begins, ends = [], []
+    begins, ends, splits = [], [], []
 
     def program(layout: ops.Layout, serving: bool, clock):
         chosen, learner = make_algorithm(algorithm, layout, options), StandIn(workload, headers=servers > 0)
         if serving:
-            return chosen.serve(learner, lambda step: None)
-        return _schedule(chosen, learner, workload, epochs, clock, (begins, ends))
+            return chosen.serve(learner, lambda step: None, lambda: None)
+        return _schedule(chosen, learner, workload, epochs, clock, (begins, ends, splits), held_out * learners)
 
     world.launch(program)
-    return max(ends) - min(begins)
+    split = {category: float(np.mean([s[f"{category}_s"] for s in splits])) for category in CATEGORIES}
+    return Replayed(max(ends) - min(begins), split)
 
 
-def _schedule(algorithm, learner: StandIn, workload: Workload, epochs: int, clock, times: tuple[list, list]):
-    """A learner's program as the trainer's loop (asrscale.training.loop) runs it, without data,
-    dev evaluation or checkpoints: the algorithm's start and plan, each epoch's steps and its
-    end, then the algorithm's finish."""
+def _schedule(algorithm, learner: StandIn, workload: Workload, epochs: int, clock, times: tuple[list, list, list],
+              held_out: float):  # fmt: skip
+    """A learner's program as the trainer's loop (asrscale.training.loop) runs it, without data
+    or checkpoints: the algorithm's start and plan, each epoch's steps, its evaluation of
+    `held_out` times the learner's own frames, and its end, then the algorithm's finish. `times`:
+    when it began its first epoch and ended its last, and its time split between them."""
     yield from algorithm.start(learner)
     yield from algorithm.plan(workload.frames_per_step)
     batch = _Batch(workload.frames_per_step)
     times[0].append(clock.now())
+    clock.reset()
     for _ in range(epochs):
         for _ in range(workload.steps):
             yield ops.DataWait(0.0, batch.frames)
             yield from algorithm.step(learner, batch, 0.0)
         yield from algorithm.epoch_done(learner)
+        if held_out:
+            yield ops.Compute(0.0, round(held_out * workload.steps * workload.frames_per_step), "evaluate")
         yield from algorithm.end_epoch(learner, math.inf)
     times[1].append(clock.now())
+    times[2].append(clock.snapshot())
     yield from algorithm.finish(learner)

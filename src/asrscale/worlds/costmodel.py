@@ -30,8 +30,13 @@ Communication. A modelled cluster is nodes of `learners_per_node` learners (serv
 first). Inside a node every learner has its own port on the node link (NVLink, PCIe or shared
 memory: latency α, bandwidth β each way); between nodes a node's learners share its
 `nics_per_node` network cards (learner i of a node uses card i mod `nics_per_node`; a network
-link's α and β are one card's). A transfer or collective occupies the ports and cards it crosses
-for its whole duration, so what else needs them waits (the simulated world keeps their times):
+link's α and β are one card's). A link states its nominal bandwidth and its `transport` (TCP over
+Ethernet, MPI over InfiniBand, NCCL over NVLink or PCIe, copies through host memory); β is the
+share of the nominal that such a transport achieves (`Achieved`, one value per transport for
+every cluster, fitted once over the studies' own figures by `asrscale fit-cost-model`), or the
+bandwidth as stated where the transport is "measured". A transfer or collective occupies the
+ports and cards it crosses for its whole duration, so what else needs them waits (the simulated
+world keeps their times):
 - point to point, n bytes: α + n/β over the sender's outgoing and the receiver's incoming port
   (or card): messages to one rank (ASGD's parameter server) queue behind each other, and so do
   the messages of a node's learners through a shared card;
@@ -42,27 +47,46 @@ for its whole duration, so what else needs them waits (the simulated world keeps
 - broadcast (binomial tree): ⌈log₂R⌉·(α + n/β), on the same links;
 - barrier and the small reductions of statistics: 2⌈log₂R⌉·α, occupying nothing (a few bytes
   pass beside any transfer).
+Where MPI is not CUDA-aware (`host_staging`: su15's data path), the data of every transfer and
+collective is copied from the device to host memory and back over the host link (at the share a
+"host-copy" achieves), and an allreduce's sums are made on the host: 3(R-1)/R · n bytes at the
+host's memory bandwidth. A passive learner that serves a gossip exchange (ADPSGD) loses
+`Achieved.serving` of the exchange's time from its next computation: it sends its model and
+averages the one it receives while it computes.
+Evaluating a held-out set of F frames (forward passes only) takes `Achieved.forward_share` of
+b·F. Data is loaded per node where a profile states `data_frames_per_s` (a node's loaders, shared by
+its learners: a batch waits for the node's batches asked before it), per learner at the
+calibrated rate where it does not (every MPI rank here has a loader thread of its own).
 """
 
 import math
 from dataclasses import asdict, dataclass
+from importlib import resources
 
 import numpy as np
+import yaml
 
 from asrscale.errors import ConfigError, UserError
 
 DEVICES = ("shared", "dedicated")
 RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "precondition_s")
+#: how a link carries data: "measured" (its bandwidth as measured, taken as it is), or a kind of
+#: transport whose achieved share of the nominal bandwidth is fitted (`Achieved.shares`)
+TRANSPORTS = ("measured", "tcp", "infiniband", "nvlink", "pcie", "host-copy")
+FITTED = resources.files("asrscale.worlds") / "fitted.yaml"
 
 
 @dataclass(frozen=True)
 class Link:
     latency_us: float
-    bandwidth_gbps: float  # gigabits per second
+    bandwidth_gbps: float  # gigabits per second: nominal, or as measured ("measured")
+    transport: str = "measured"
 
     def __post_init__(self):
         if self.latency_us < 0 or self.bandwidth_gbps <= 0:
             raise ConfigError(f"a link needs latency_us >= 0 and bandwidth_gbps > 0, not {self}")
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"a link's transport is one of {TRANSPORTS}, not {self.transport!r}")
 
     @property
     def latency_s(self) -> float:
@@ -70,6 +94,50 @@ class Link:
 
     def seconds(self, nbytes: int) -> float:
         return nbytes * 8 / (self.bandwidth_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """What real software achieves of its hardware's nominal figures: properties of kinds of
+    transport and software, the same in every cluster, fitted once over the studies' published
+    speedups and su15's time table (asrscale.analysis.fit) and read from fitted.yaml."""
+
+    shares: dict  # transport -> the share of a link's nominal bandwidth it achieves
+    serving: float  # the share of a gossip exchange's time its passive learner loses
+    node_data_frames_per_s: float  # a node's loading, where a published cluster does not state it
+    forward_share: float  # a forward pass's time a frame (evaluation), as a share of a forward-backward's
+
+    def __post_init__(self):
+        unknown = set(self.shares) ^ (set(TRANSPORTS) - {"measured"})
+        if unknown or not all(0 < share for share in self.shares.values()):
+            raise ConfigError(f"achieved shares are positive, one for each of {TRANSPORTS[1:]}: {self.shares}")
+        if self.serving < 0 or self.node_data_frames_per_s <= 0 or self.forward_share <= 0:
+            raise ConfigError(f"achieved serving >= 0, node_data_frames_per_s and forward_share > 0, not {self}")
+
+    def link(self, link: Link) -> Link:
+        """The link as its transport carries data: its achieved bandwidth."""
+        if link.transport == "measured":
+            return link
+        return Link(link.latency_us, link.bandwidth_gbps * self.shares[link.transport])
+
+    @classmethod
+    def fitted(cls) -> "Achieved":
+        """The values `asrscale fit-cost-model` found (fitted.yaml)."""
+        return cls(**yaml.safe_load(FITTED.read_text())["achieved"])
+
+
+@dataclass(frozen=True)
+class HostStaging:
+    """A cluster whose MPI is not CUDA-aware: every transfer goes through host memory, over
+    `link` (a GPU's PCIe, transport "host-copy"), and an allreduce sums on the host at
+    `memory_gbps`."""
+
+    link: Link
+    memory_gbps: float
+
+    def __post_init__(self):
+        if self.memory_gbps <= 0:
+            raise ConfigError(f"host_staging.memory_gbps must be > 0, not {self.memory_gbps}")
 
 
 @dataclass(frozen=True)
@@ -123,12 +191,13 @@ class Hardware:
     device: str
     learners_per_node: int
     nics_per_node: int
-    data_frames_per_s: float | None
+    data_frames_per_s: float | None  # a node's (null: each learner's, as calibrated)
     node_link: Link
     network_link: Link
     jitter: float
     stragglers: dict  # learner rank -> slowdown factor
     compute: Compute | None = None  # a dedicated device's
+    host_staging: HostStaging | None = None  # where MPI is not CUDA-aware
 
     @classmethod
     def from_config(cls, name: str, settings: dict) -> "Hardware":
@@ -137,6 +206,9 @@ class Hardware:
         for key in ("node_link", "network_link"):
             if key in settings:
                 settings[key] = Link(**settings[key])
+        if settings.get("host_staging") is not None:
+            staging = settings["host_staging"]
+            settings["host_staging"] = HostStaging(Link(**staging["link"]), staging["memory_gbps"])
         if settings.get("compute") is not None:
             try:
                 settings["compute"] = Compute(**settings["compute"])
@@ -160,21 +232,27 @@ class Hardware:
 class CostModel:
     """Seconds for each request on a hardware profile (see the module docstring); `calibration`,
     this machine's, gives a shared device's rates, the data loading rate a profile leaves open,
-    and the size of the model that a dedicated device's measured compute is carried over to."""
+    and the size of the model that a dedicated device's measured compute is carried over to;
+    `achieved`, what transports and software achieve (by default as fitted)."""
 
-    def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1):
+    def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1, achieved: Achieved | None = None):
         self.hardware, self.calibration = hardware, calibration
+        self.achieved = achieved or Achieved.fitted()
         self.rng = np.random.default_rng(seed)
+        self.node_link, self.network_link = map(self.achieved.link, (hardware.node_link, hardware.network_link))
         # a ring collective across nodes: the network's latency at the narrower of the node link
         # and the node's cards together (one ring channel a card)
-        network, cards = hardware.network_link, hardware.network_link.bandwidth_gbps * hardware.nics_per_node
-        self.ring_between_nodes = Link(network.latency_us, min(hardware.node_link.bandwidth_gbps, cards))
+        cards = self.network_link.bandwidth_gbps * hardware.nics_per_node
+        self.ring_between_nodes = Link(self.network_link.latency_us, min(self.node_link.bandwidth_gbps, cards))
+        staging = hardware.host_staging
+        self.host_link = self.achieved.link(staging.link) if staging else None
         if hardware.compute is not None:
             if "model" not in calibration:
                 raise UserError("the calibration predates dedicated profiles' measured compute: delete it, and "
                                  "the workflow calibrates again")  # fmt: skip
             self.dedicated_rates = hardware.compute.rates_for(calibration["model"])
         self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]
+        self.loading_per_node = hardware.data_frames_per_s is not None
 
     def _rates(self, ranks_on_machine: int) -> tuple[dict, float]:
         """The rates that apply to one rank, and how much slower it runs."""
@@ -199,6 +277,8 @@ class CostModel:
             seconds = rates["update_s"]
         elif kind == "precondition":
             seconds = rates["precondition_s"]
+        elif kind == "evaluate":  # forward passes over a held-out set, in large batches
+            seconds = self.achieved.forward_share * rates["backward_s_per_frame"] * frames
         else:
             raise ValueError(f"no cost for compute of kind {kind!r}")
         return seconds * slowdown * self.hardware.stragglers.get(learner, 1.0)
@@ -207,19 +287,23 @@ class CostModel:
         return frames / self.data_frames_per_s
 
     def link(self, same_node: bool) -> Link:
-        """The link a transfer crosses: the node link inside a node, one network card between."""
-        return self.hardware.node_link if same_node else self.hardware.network_link
+        """The link a transfer crosses, as achieved: the node link inside a node, one network card between."""
+        return self.node_link if same_node else self.network_link
 
     def point_to_point_s(self, nbytes: int, same_node: bool) -> float:
         link = self.link(same_node)
         return link.latency_s + link.seconds(nbytes)
 
     def _ring_link(self, same_node: bool) -> Link:
-        return self.hardware.node_link if same_node else self.ring_between_nodes
+        return self.node_link if same_node else self.ring_between_nodes
 
     def allreduce_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
+        """The ring's time, with its sums on the host where MPI stages through host memory."""
         link = self._ring_link(same_node)
-        return 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * link.seconds(nbytes)
+        ring = 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * link.seconds(nbytes)
+        if self.hardware.host_staging is None:
+            return ring
+        return ring + 3 * (ranks - 1) / ranks * nbytes * 8 / (self.hardware.host_staging.memory_gbps * 1e9)
 
     def broadcast_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
         link = self._ring_link(same_node)
@@ -228,10 +312,19 @@ class CostModel:
     def small_s(self, ranks: int, same_node: bool) -> float:
         return 2 * math.ceil(math.log2(ranks)) * self.link(same_node).latency_s
 
+    def staging_s(self, nbytes: int) -> float:
+        """One copy of `nbytes` between a device and host memory where MPI stages through it (0
+        where it does not)."""
+        return 0.0 if self.host_link is None else self.host_link.latency_s + self.host_link.seconds(nbytes)
+
+    def serving_s(self, exchange_s: float) -> float:
+        """What serving a gossip exchange of `exchange_s` costs its passive learner's computing."""
+        return self.achieved.serving * exchange_s
+
     def description(self) -> dict:
-        """What the modelled times rest on: the profile, and this machine's calibration where a
-        shared device's rates (or the data loading rate) come from it."""
-        described = {"hardware": asdict(self.hardware)}
+        """What the modelled times rest on: the profile, what its links achieve, and this
+        machine's calibration where a shared device's rates (or the data loading rate) come from it."""
+        described = {"hardware": asdict(self.hardware), "achieved": asdict(self.achieved)}
         if self.hardware.device == "dedicated":
             described["compute"] = self.dedicated_rates
         if self.hardware.device == "shared" or not self.hardware.data_frames_per_s:

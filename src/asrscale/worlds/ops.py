@@ -19,7 +19,7 @@ import torch
 
 from asrscale.worlds.timing import WallTimes
 
-COMPUTE_KINDS = ("backward", "update", "precondition")
+COMPUTE_KINDS = ("backward", "update", "precondition", "evaluate")
 
 
 @dataclass

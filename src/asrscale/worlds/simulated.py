@@ -41,7 +41,8 @@ class _Rank:
         self.machine, self.nic = machine, nic
         self.time, self.result, self.blocked_in, self.done = 0.0, None, None, False
         self.clock = TimeSplit(now=lambda: self.time)
-        self.loader_free, self.taken = 0.0, deque()
+        self.taken = deque()  # when its batches in the prefetch queue were taken
+        self.owed_s = 0.0  # serving gossip: what the next computation loses
         self.program = None
         # serving gossip (ops.Serve): the tensors answered on, the peers to hear from, their
         # notifications' arrival times, and gossip that arrived before serving began
@@ -116,7 +117,8 @@ class SimWorld:
         self._mail: dict[int, list[tuple[float, int, _Rank, ops.Send]]] = {}
         self._receiving: dict[int, tuple[_Rank, ops.Receive]] = {}
         # when each port of the node links and each network card is free, by direction: what a
-        # transfer or a collective crosses is busy until it ends (costmodel's docstring)
+        # transfer or a collective crosses is busy until it ends (costmodel's docstring); and when
+        # each loader is free: a node's where the profile loads per node, else a learner's own
         self._free: dict[tuple, float] = {}
 
     def evaluation_part(self, layout: ops.Layout) -> tuple[int, int] | None:
@@ -176,9 +178,11 @@ class SimWorld:
         raise TypeError(f"the simulated world cannot carry out {request!r}")
 
     def _computing(self, rank: _Rank, kind: str, frames: int) -> float:
-        """The rank computes for its modelled time: its clock charged, its time when done."""
+        """The rank computes for its modelled time (and what serving gossip took from it since it
+        last computed): its clock charged, its time when done."""
         learner = None if rank.serving else rank.layout.rank
-        seconds = self.costs.compute_s(kind, frames, learner, self.sharing[rank.rank])
+        seconds = self.costs.compute_s(kind, frames, learner, self.sharing[rank.rank]) + rank.owed_s
+        rank.owed_s = 0.0
         rank.clock.add("compute", seconds)
         return rank.time + seconds
 
@@ -218,15 +222,16 @@ class SimWorld:
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):
         load = self.costs.load_s(request.frames)
-        if self.prefetch == 0:
-            wait = load
+        loader = ("loader", rank.machine if self.costs.loading_per_node else rank.rank)
+        if self.prefetch == 0:  # the learner builds its batch itself, once its loader is free
+            ready = max(rank.time, self._free.get(loader, 0.0)) + load
         else:
             room = rank.taken[0] if len(rank.taken) == self.prefetch else 0.0  # the queue holds `prefetch`
-            ready = max(rank.loader_free, room) + load
-            rank.loader_free, wait = ready, max(0.0, ready - rank.time)
+            ready = max(self._free.get(loader, 0.0), room) + load
             if len(rank.taken) == self.prefetch:
                 rank.taken.popleft()
-            rank.taken.append(rank.time + wait)
+            rank.taken.append(max(rank.time, ready))
+        self._free[loader], wait = ready, max(0.0, ready - rank.time)
         rank.clock.add("data_wait", wait)
         self._resume(rank, rank.time + wait)
 
@@ -287,13 +292,15 @@ class SimWorld:
                 results[0] = [q.value for q in requests]
         if size == 1:
             category = None
-        ends = last + seconds
+        ends, staging = last + seconds, 0.0
         if category == "communication":  # the data's collectives wait for, and occupy, their links
             ports = [port for r in ranks for port in self._ports(r, same_node)]
-            ends = self._occupy(ports, last, seconds)
+            staging = self.costs.staging_s(_nbytes(first.tensors))  # out to host memory, and back
+            ends = self._occupy(ports, last + staging, seconds) + staging
         for rank, result in zip(ranks, results):
             if category == "communication":
-                rank.clock.add(category, ends - rank.time)
+                rank.clock.add(category, ends - rank.time - 2 * staging)
+                rank.clock.add("staging", 2 * staging)
             self._resume(rank, ends, result)
 
     # links: the ports and network cards that transfers and collectives occupy
@@ -309,10 +316,13 @@ class SimWorld:
         return ends
 
     def _transfer(self, sender: _Rank, receiver: _Rank, nbytes: int, posted: float) -> float:
-        """A message on the sender's outgoing and the receiver's incoming port (or card)."""
+        """A message on the sender's outgoing and the receiver's incoming port (or card), staged
+        through host memory at both ends where MPI is not CUDA-aware (a gossip's copies count as
+        its communication)."""
         same = sender.machine == receiver.machine
         ports = self._ports(sender, same, ("out",)) + self._ports(receiver, same, ("in",))
-        return self._occupy(ports, posted, self.costs.point_to_point_s(nbytes, same))
+        staging = self.costs.staging_s(nbytes)
+        return self._occupy(ports, posted + staging, self.costs.point_to_point_s(nbytes, same)) + staging
 
     @execute.register
     def _(self, request: ops.Wait, rank: _Rank):
@@ -351,6 +361,7 @@ class SimWorld:
         nbytes = _nbytes(peer.served)
         arrived = self._transfer(asking, peer, nbytes, at)
         gossip.ends = self._transfer(peer, asking, nbytes, arrived)
+        peer.owed_s += self.costs.serving_s(gossip.ends - at)
         if gossip.waiting:
             self._finish_gossip(asking, gossip)
 
@@ -420,8 +431,13 @@ class SimWorld:
                                f"{expected}")  # fmt: skip
         with self.wall.measure("exchanges"), torch.no_grad():  # tensor by tensor: no flat copy, any device each
             torch._foreach_copy_(receive.tensors, send.tensors)
-        ends = self._transfer(sender, receiver, _nbytes(send.tensors), max(sent_at, receiver.time))
-        for rank in (sender, receiver):
-            rank.clock.add("communication", ends - rank.time)
+        nbytes = _nbytes(send.tensors)
+        ends, staging = (
+            self._transfer(sender, receiver, nbytes, max(sent_at, receiver.time)),
+            self.costs.staging_s(nbytes),
+        )
+        for rank in (sender, receiver):  # each copies its end of the message through host memory
+            rank.clock.add("communication", ends - rank.time - staging)
+            rank.clock.add("staging", staging)
         self._resume(sender, ends)
         self._resume(receiver, ends, (sender.rank, send.tag))

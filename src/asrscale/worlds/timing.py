@@ -1,11 +1,12 @@
-"""Where time goes: a learner's (compute, communication, data wait and idle), and a process's
-(`WallTimes`: the learners' arithmetic and the work around it)."""
+"""Where time goes: a learner's (compute, communication, staging: the copies of what it
+communicates between its GPU and host memory where MPI is not CUDA-aware, data wait and idle),
+and a process's (`WallTimes`: the learners' arithmetic and the work around it)."""
 
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
-CATEGORIES = ("compute", "communication", "data_wait", "idle")
+CATEGORIES = ("compute", "communication", "staging", "data_wait", "idle")
 
 
 class TimeSplit:

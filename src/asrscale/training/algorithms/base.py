@@ -70,13 +70,18 @@ class Algorithm:
         yield from ()
         return learner.state
 
-    def serve(self, learner, checkpoint):
+    def serve(self, learner, checkpoint, roll_back):
         """The program of a server rank (algorithms whose table entry has servers); `checkpoint(step)` saves
-        the server's state."""
+        the server's state, `roll_back()` takes its model back to the last accepted epoch's."""
         raise NotImplementedError(f"{self.name} has no server role")
 
     def checkpoint(self, learner, step: int):
         """While the trainer checkpoints `step` (e.g. have the server save its state too)."""
+        yield from ()
+
+    def roll_back(self, learner):
+        """Once every learner has gone back to the last accepted epoch's model (a rejected epoch:
+        asrscale.training.schedule), e.g. have the server go back too."""
         yield from ()
 
     def state_dict(self) -> dict:
@@ -125,14 +130,41 @@ class Averaging(Algorithm):
 
 
 class PeriodicAveraging(Averaging):
-    """Local steps, and at every `period`-th the average of every learner's model (KAVG, MA)."""
+    """Local steps, and at every `period`-th the average of every learner's model (KAVG, MA): by
+    one allreduce, or (`reduce` "master") through learner 0, which receives every other learner's
+    model in turn, averages them and sends the average back to each, as rosc17's MPI trainer did."""
 
     local_steps: int  # set by the algorithm, as is its period
     period: int
+    reduce: str = "allreduce"
 
     def count_step(self, learner):
         """One local step done: average the models if it ends a period."""
         self.local_steps += 1
         if self.local_steps % self.period == 0:
             yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
-            yield ops.Allreduce(self.shared(learner), "learners")
+            if self.reduce == "allreduce":
+                yield ops.Allreduce(self.shared(learner), "learners")
+            else:
+                yield from self._through_master(learner)
+
+    def _through_master(self, learner):
+        """The average made by learner 0: the others' models received in rank order (a fixed order
+        of sums), then the average sent back to each."""
+        shared, first = self.shared(learner), self.layout.servers  # learner 0's world rank
+        if self.layout.rank == 0:
+            received = self._buffers(learner)
+            with torch.no_grad():
+                for other in range(1, self.layout.size):
+                    yield ops.Receive(received, first + other, tag=AVERAGE)
+                    torch._foreach_add_(shared, received)
+                torch._foreach_div_(shared, self.layout.size)
+            for other in range(1, self.layout.size):
+                yield ops.Send(shared, first + other, tag=AVERAGED)
+        else:
+            yield ops.Send(shared, first, tag=AVERAGE)
+            yield ops.Receive(shared, first, tag=AVERAGED)
+
+
+REDUCES = ("allreduce", "master")
+AVERAGE, AVERAGED = 101, 102  # the tags of a model sent to be averaged, and of the average sent back

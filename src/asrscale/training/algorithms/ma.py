@@ -9,7 +9,9 @@ study's one rule (asrscale.training.schedule: the rate follows the learners an u
 train.lr_decay its geometric decay), the change of the parameters in one minibatch is capped
 (`max_param_change`, Kaldi 2.0), and gradients are preconditioned by online natural-gradient SGD
 (`natural_gradient`, see asrscale.training.natural_gradient). The period in steps is the frames
-per job over the mean frames of a learner's step (over every learner's shard). rosc17's point,
+per job over the mean frames of a learner's step (over every learner's shard); the models are
+averaged by one allreduce, or (`reduce: master`) through learner 0, as rosc17's MPI trainer sent
+every model to a master rank. rosc17's point,
 long-lived ranks that keep the model in memory and prefetch data while computing, is how every
 asrscale run works; `train.prefetch: 0` turns the overlap off to measure what it saves.
 Not reproduced: Kaldi's ramp of the number of jobs and its final combination of models.
@@ -17,7 +19,7 @@ Not reproduced: Kaldi's ramp of the number of jobs and its final combination of 
 
 import torch
 
-from asrscale.training.algorithms.base import PeriodicAveraging, require
+from asrscale.training.algorithms.base import REDUCES, PeriodicAveraging, require
 from asrscale.training.fused import Recorder, biases_of
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
@@ -26,10 +28,13 @@ from asrscale.worlds import ops
 class ModelAveraging(PeriodicAveraging):
     name = "ma"
 
-    def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float, averages: str):
+    def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float, averages: str,
+                 reduce: str):  # fmt: skip
         super().__init__(layout, averages)
         require(frames_per_job >= 1, f"ma: frames_per_job must be positive, not {frames_per_job}")
         require(max_param_change >= 0, f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
+        require(reduce in REDUCES, f"ma: reduce must be one of {REDUCES}, not {reduce!r}")
+        self.reduce = reduce
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
         self.natural_gradient, self.period, self.local_steps, self._restored = None, None, 0, None
