@@ -31,15 +31,15 @@ def test_the_tiny_study_trains_every_algorithm_on_the_gpu_in_both_worlds(tmp_pat
     run_snakemake(tmp_path, configfile=[tiny, gpu])
     study = tmp_path / "results" / "tiny" / "studies" / "tiny"
     runs = pd.read_csv(study / "runs.tsv", sep="\t")
-    print(runs[["world", "algorithm", "learners", "wer", "final_dev_loss", "train_s"]].to_string())
+    print(runs[["world", "algorithm", "learners", "wer", "best_dev_loss", "train_s"]].to_string())
     assert {(w, a) for w, a in zip(runs.world, runs.algorithm)} == {(w, a) for w in ("simulated", "mpi") for a in EVERY}
-    assert runs.wer.between(0, 2).all() and runs.final_dev_loss.notna().all()
+    assert runs.wer.between(0, 2).all() and runs.best_dev_loss.notna().all()
     for run in runs.run:
         assert json.loads((tmp_path / run / "run.json").read_text())["device"].startswith("cuda")
     calibration = json.loads((study / "calibration.json").read_text())
     assert calibration["device"] == "cuda" and calibration["gpus"] >= 1
     # the same computation in both worlds (GPU CTC sums in a nondeterministic order: not bit for bit)
-    seq = runs[runs.algorithm == "seq"].set_index("world").final_dev_loss
+    seq = runs[runs.algorithm == "seq"].set_index("world").best_dev_loss
     assert seq["simulated"] == pytest.approx(seq["mpi"], rel=1e-3)
 
 

@@ -154,3 +154,19 @@ def test_a_job_that_explodes_stops_on_every_rank_and_ends_cleanly(corpus, tmp_pa
     diverged, metrics, _, _ = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"]) == (1, 4) and "diverged at epoch 1, step 4" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("algorithm, ranks", [("asgd", 3), ("kavg", 2)])
+def test_a_rejected_epoch_rolls_back_every_rank_and_the_server(corpus, tmp_path, algorithm, ranks):
+    """newbob on real ranks, made to reject the second epoch: every learner (and ASGD's server)
+    goes back to the first epoch's checkpoint; the job ends cleanly, its model its best."""
+    shards = corpus / "shards" / f"P{ranks - (algorithm == 'asgd')}"
+    command = train_command(corpus, tmp_path, shards, algorithm, epochs=3, schedule="newbob")
+    result = mpiexec(ranks, sys.executable, ROOT / "tests" / "mpi_programs" / "rejected_epoch.py", *command[4:],
+                     timeout=300)  # fmt: skip
+    assert "Traceback" not in result.stderr and "rejected: back to the last accepted epoch" in result.stdout
+    record = json.loads((tmp_path / "run.json").read_text())
+    epochs = pd.read_csv(tmp_path / "metrics.tsv", sep="\t").query("kind == 'epoch'")
+    assert epochs.accepted.tolist() == [1, 0, 1] and epochs.lr.iloc[2] == pytest.approx(epochs.lr.iloc[1] / 2)
+    assert record["best_dev_loss"] == pytest.approx(epochs[epochs.accepted == 1].dev_loss.min(), rel=1e-5)
+    assert torch.load(tmp_path / "model.pt", weights_only=False)["epoch"] == record["best_epoch"]

@@ -434,3 +434,79 @@ def test_averaging_the_weights_alone_sends_a_third_of_adams_bytes(corpus, tmp_pa
         metrics = pd.read_csv(tmp_path / averages / "metrics.tsv", sep="\t")
         communication[averages] = metrics[metrics.kind == "interval"].communication_s.sum()
     assert communication["model"] == pytest.approx(communication["model_and_optimizer"] / 3, rel=0.01), communication
+
+
+def test_h_adpsgd_whose_learners_are_all_in_one_node_is_ssgd_step_for_step(corpus, tmp_path):
+    """One node is one super learner: its gradients allreduced every step, no gossip; so the table
+    of algorithms says a study trains SSGD's run for it (asrscale.config.algorithms)."""
+    from asrscale.config.algorithms import algorithm_spec
+
+    assert algorithm_spec("hadpsgd").in_one_node_is == "ssgd"
+    models = {}
+    for algorithm in ("ssgd", "hadpsgd"):
+        run = run_config(algorithm, epochs=1, batch_size=4)
+        costs = CostModel(profile(learners_per_node=4), CALIBRATION, seed=run.seed)
+        train(run, run_paths(corpus, corpus / "shards" / "P4", tmp_path / algorithm), SimWorld(4, costs, name="x"))
+        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)["model"]
+    assert all(torch.equal(models["ssgd"][name], models["hadpsgd"][name]) for name in models["ssgd"])
+
+
+def test_where_mpi_is_not_cuda_aware_every_allreduce_is_staged_through_host_memory():
+    """su15's data path: 1 MB copied to the host (8 ms over a 1 Gb/s host link) and back around the
+    allreduce, its sums made on the host (3·(R-1)/R·n bytes at 1 Gb/s of memory); the copies are
+    the learners' staging time, the rest their communication."""
+
+    def program(layout, serving, log):
+        yield ops.Allreduce([torch.zeros(MEGABYTE)], "learners")
+        log("done")
+
+    plain = world(2)
+    staged = world(2, host_staging={"link": {"latency_us": 0, "bandwidth_gbps": 1.0}, "memory_gbps": 1.0})
+    ring = plain.costs.allreduce_s(4 * MEGABYTE, 2, same_node=True)
+    assert launch(plain, program)[0] == [(round(ring, 6), "done")]
+    host_sums = 3 * 1 / 2 * 0.008
+    assert launch(staged, program)[0] == [(round(ring + host_sums + 2 * 0.008, 6), "done")]
+    split = staged.ranks[0].clock.snapshot()
+    assert split["staging_s"] == pytest.approx(0.016) and split["communication_s"] == pytest.approx(ring + host_sums)
+
+
+def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_fast():
+    """A node's loaders at 10,000 frames/s build its two learners' 1,000-frame batches one after
+    the other (0.1 s each): the second learner waits 0.2 s for its first; without prefetch
+    or a node rate each learner has a loader of its own at the calibrated rate."""
+
+    def program(layout, serving, log):
+        yield ops.DataWait(0, frames=1000)
+        log("has")
+
+    node = world(2, prefetch=1, data_frames_per_s=10_000.0)
+    assert sorted(log[0][0] for log in launch(node, program).values()) == pytest.approx([0.1, 0.2])
+    own = world(2, prefetch=1)  # the calibration's 10,000 frames/s, a loader each
+    assert sorted(log[0][0] for log in launch(own, program).values()) == pytest.approx([0.1, 0.1])
+
+
+def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time():
+    """ADPSGD: the passive learner answers while it computes; it loses `serving` of the
+    exchange's time (two 8 ms transfers) from its next computation."""
+    from asrscale.worlds.costmodel import Achieved
+
+    def program(layout, serving, log):
+        model = [torch.zeros(MEGABYTE)]
+        if layout.rank == 0:  # passive: answers, computes twice
+            yield ops.Serve(model, [1], "learners")
+            for _ in range(2):
+                yield ops.Compute(0, frames=200)  # 0.1 s
+            log("computed")
+            yield ops.StopServing()
+        else:
+            handle = yield ops.Gossip(model, [torch.zeros(MEGABYTE)], 0, "learners")
+            yield ops.Wait(handle)
+            yield ops.Notify([0], "learners")
+
+    def computed(serving: float) -> float:
+        fitted = Achieved.fitted()
+        costs = CostModel(profile(), CALIBRATION, achieved=Achieved(**{**fitted.__dict__, "serving": serving}))
+        return launch(SimWorld(2, costs, name="test"), program)[0][0][0]
+
+    assert computed(0.0) == pytest.approx(0.2)
+    assert computed(0.5) == pytest.approx(0.2 + 0.5 * 0.016)

@@ -30,9 +30,14 @@ def merged(*names: str) -> dict:
 def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     study = Study(merged())
     runs = study.runs()
-    assert len({study.folder(run) for run in runs}) == 15  # 6 algorithms × 2 counts, SEQ, ASGD and MA alone
+    # SEQ, ASGD and MA alone, and 5 algorithms at 4: H-ADPSGD's 4 learners are one of the profile's
+    # nodes of 8, SSGD's run
+    assert len({study.folder(run) for run in runs}) == 8
     ssgd_alone = Run("simulated", "ssgd", "default", 1, 1)
     assert study.trained_as(ssgd_alone) == Run("simulated", "seq", "default", 1, 1)
+    in_one_node = Run("simulated", "hadpsgd", "default", 4, 1)
+    assert study.trained_as(in_one_node) == Run("simulated", "ssgd", "default", 4, 1)
+    assert study.trained_as(Run("simulated", "hadpsgd", "default", 16, 1)).algorithm == "hadpsgd"
     for run in runs:
         settings = study.run_settings(run)
         assert set(settings["train"]) == {field.name for field in fields(TrainConfig)}
@@ -46,7 +51,7 @@ def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     # every option of the algorithm: the table's defaults, config.yaml's over them
     options = study.run_settings(Run("simulated", "ma", "default", 4, 1))["options"]
     assert options == {"frames_per_job": 50000, "natural_gradient": True, "max_param_change": 2.0,
-                       "averages": "model_and_optimizer"}  # fmt: skip
+                       "averages": "model_and_optimizer", "reduce": "allreduce"}  # fmt: skip
 
 
 def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run():

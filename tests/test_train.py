@@ -150,7 +150,7 @@ def test_a_loss_that_is_not_finite_stops_the_run_by_the_rule_with_its_last_good_
     diverged, metrics, model, kept = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"]) == (2, 12) and "training loss was not finite" in diverged["reason"]
     assert same_models(good, model) and same_models(good, torch.load(checkpoint, weights_only=False)["model"])
-    assert kept == [checkpoint.parent / "complete", checkpoint]  # kept, and not finished
+    assert kept == [checkpoint.parent / "complete", checkpoint.parent / "epoch-end", checkpoint]  # kept, not finished
     epoch_two = metrics[metrics.epoch == 2]
     assert epoch_two.loss.isna().any() and math.isfinite(epoch_two.dev_loss.dropna().iloc[0])  # the model stayed finite
 

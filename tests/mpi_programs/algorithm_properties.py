@@ -42,7 +42,7 @@ def train(world, algorithm, options=None, batch_of=lambda rank, step: batches[(r
     learner = fresh_learner()
     chosen = make_algorithm(algorithm, world.layout, options)
     if world.serving:
-        world.run(chosen.serve(learner, checkpoint=lambda step: None))
+        world.run(chosen.serve(learner, checkpoint=lambda step: None, roll_back=lambda: None))
         return None, chosen.records
     world.run(chosen.start(learner))
     world.run(chosen.plan(sum(b.frames for b in batches) / len(batches)))

@@ -34,13 +34,13 @@ def wer_vs_learners(table, palette):
     sns.lineplot(data=table.assign(wer=100 * table.wer), x="learners", y="wer", hue="algorithm",
                  palette=palette, marker="o", errorbar=SPREAD, ax=axis)  # fmt: skip
     late = table[~table.converged.astype(bool)]
-    if not late.empty:  # a run that did not converge: a hollow ring over its point
+    if not late.empty:  # a run stopped by its budget before it converged: a hollow ring over its point
         axis.scatter(late.learners, 100 * late.wer, s=140, facecolors="white", edgecolors="black", zorder=3,
-                     label="did not converge")  # fmt: skip
+                     label="stopped by its budget")  # fmt: skip
         axis.legend(fontsize="small")
     _learner_axis(axis, table)
-    axis.set_ylabel("test WER (%)")
-    axis.set_title("Accuracy against learners (hollow: did not converge)" if not late.empty else
+    axis.set_ylabel("test WER (%), best model")
+    axis.set_title("Accuracy against learners (hollow: stopped by its budget)" if not late.empty else
                    "Accuracy against learners")  # fmt: skip
     return figure
 
@@ -48,15 +48,19 @@ def wer_vs_learners(table, palette):
 def speedup_vs_learners(table, palette):
     figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
     columns = ("time_speedup", "throughput_speedup", "target_speedup")
-    explained = {"time": "T(SEQ) / T(run), same epochs", "throughput": "frames/s ratio",
+    explained = {"time": "SEQ's time an epoch / the run's", "throughput": "frames/s ratio",
                  "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
     for axis, column, label in zip(axes, columns, explained):
         sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
                      errorbar=SPREAD, ax=axis)  # fmt: skip
+        if f"{column}_low" in table:  # the cost model's band around a modelled speedup
+            for algorithm, runs in table.groupby("algorithm"):
+                edges = runs.groupby("learners")[[f"{column}_low", f"{column}_high"]].mean().dropna()
+                axis.fill_between(edges.index, edges.iloc[:, 0], edges.iloc[:, 1], color=palette[algorithm], alpha=0.1)
         ideal = sorted(table.learners.unique())
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
         _learner_axis(axis, table)
-        axis.set_ylabel("speedup over SEQ\n(" + ", ".join(table.speedup_kind.unique()) + ")")
+        axis.set_ylabel("speedup over SEQ (shaded: the model's band)\n(" + ", ".join(table.speedup_kind.unique()) + ")")
         axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
         axis.legend(fontsize="small")
     return figure
@@ -184,7 +188,7 @@ def sweep(points, palette):
     training time against the setting's value."""
     points, label, numeric = _sweep_x(points)
     figure, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-    panels = (("final_dev_loss", "final dev loss"), ("wer", "test WER (%)"), ("train_s", "training time (s)"))
+    panels = (("best_dev_loss", "best dev loss"), ("wer", "test WER (%)"), ("train_s", "training time (s)"))
     for axis, (column, ylabel) in zip(axes, panels):
         data = points.assign(wer=100 * points.wer)
         plot = sns.lineplot if numeric else sns.pointplot

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, verdicts
+from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, UNDER_TRAINED, verdicts
 from asrscale.analysis.measures import (
     KEYS,
     baseline,
@@ -37,7 +37,7 @@ class AtLearners:
     fastest: tuple[str, float] | None  # by time speedup (None: no run has one)
     to_target: tuple[str, float, float] | None  # the fastest to the target: speedup, learner-hours
     kept: list[str]  # converged, and keep SEQ's accuracy with the LM and greedily (the claims' rule)
-    late: list[str]  # did not converge
+    late: list[str]  # stopped by their budget before they converged
     wer_change: list[tuple[str, float | None]]  # WER points against SEQ (None: diverged)
 
 
@@ -55,10 +55,11 @@ class Findings:
     converged: int  # of those
     undecided: int  # claims not decided here
     decided: list[str]  # the claims decided here (reproduced or not)
+    under_trained: list[str]  # the claims not decided because a run was stopped by its budget
     elsewhere: list[tuple[str, str, str, list[str]]]  # study, what it runs, its time, the claims it decides
     gone: pd.DataFrame  # the runs that diverged
     learner_hours: dict[str, float]  # per kind of timing
-    shared_with_seq: list[str]  # algorithms whose one-learner run is SEQ's
+    shared: list[tuple[str, str]]  # (algorithm, the one whose run it reports: SEQ's alone, SSGD's in one node)
     modelled_on: list[tuple[str, str]]  # (hardware profile, what its compute rests on)
     validation: pd.DataFrame  # runs made in both worlds
     published: pd.DataFrame  # the cost model's replays of the studies' published speedups (analysis.validation)
@@ -82,9 +83,11 @@ def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: 
         converged=int(trained(configured).converged.sum()),
         undecided=int((~claims.verdict.str.startswith(DECIDED)).sum()),
         decided=list(dict.fromkeys(claims[claims.verdict.str.startswith(DECIDED)].claim)),
+        under_trained=list(dict.fromkeys(claims[claims.verdict == UNDER_TRAINED].claim)),
         elsewhere=_elsewhere(claims, config.get("study", {}).get("name")),
         gone=trained(runs)[diverged(trained(runs))], learner_hours=learner_hours(runs).to_dict(),
-        shared_with_seq=sorted(runs[runs.algorithm != runs.trained_as].algorithm.unique()),
+        shared=sorted(set(runs[runs.algorithm != runs.trained_as][["algorithm", "trained_as"]].itertuples(
+            index=False, name=None))),
         modelled_on=list(runs[runs.world == "simulated"][["hardware", "compute_basis"]].drop_duplicates()
                          .itertuples(index=False, name=None)),
         validation=modelled_against_measured(runs), published=published,

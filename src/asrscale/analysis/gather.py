@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from asrscale.analysis.fit import Band
 from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
 from asrscale.worlds.timing import CATEGORIES
 
@@ -25,12 +26,15 @@ def compute_basis(world: dict) -> str:
 
 
 def training_rule(train: dict, rate: dict) -> str:
-    """What a run trained with, in a few words: the optimizer, the rate and how it was scaled."""
+    """What a run trained with, in a few words: the optimizer, the rate, how it was scaled and its schedule."""
     optimizer = f"SGD, momentum {train['momentum']:g}" if train["optimizer"] == "sgd" else "Adam"
     warmup = f", warm-up {rate['warmup_epochs']:g} epochs" if rate["warmup_epochs"] and rate["scale"] != 1 else ""
-    decay = f", ×{rate['decay']:g} an epoch" if rate["decay"] != 1 else ""
+    if rate["schedule"] == "newbob":
+        schedule = f", newbob, {train['epochs']} epochs at most"
+    else:
+        schedule = (f", ×{rate['decay']:g} an epoch" if rate["decay"] != 1 else "") + f", {train['epochs']} epochs"
     clip = f", clip {train['clip_grad_norm']:g}" if train["clip_grad_norm"] else ""
-    return f"{optimizer}, lr {rate['lr']:g} × {rate['scale']:g} ({rate['rule']}){warmup}{decay}{clip}"
+    return f"{optimizer}, lr {rate['lr']:g} × {rate['scale']:g} ({rate['rule']}){warmup}{schedule}{clip}"
 
 
 def _run_tables(algorithm: str, variant: str, run: Path):
@@ -43,7 +47,8 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     environment, train = record["environment"], record["train"]
     world = record.get("world", {"kind": "mpi"})
     simulated = world["kind"] == "simulated"
-    last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s", "dev_loss", "dev_ter"])  # diverged
+    last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s"])  # diverged in its first epoch
+    best = epochs[epochs.epoch == record["best_epoch"]]
     stragglers = world["hardware"].get("stragglers", {}) if simulated else {}
     row = {
         **keys,
@@ -55,12 +60,15 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "word_bonus": scores["lm"]["word_bonus"],
         "train_s": last.time_s,
         "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
-        "final_dev_loss": last.dev_loss,
-        "final_dev_ter": last.dev_ter,
+        "best_dev_loss": best.dev_loss.iloc[0] if len(best) else float("nan"),  # of the model decoded
+        "best_dev_ter": best.dev_ter.iloc[0] if len(best) else float("nan"),
+        "best_epoch": record["best_epoch"],
+        "stopped": record["stopped"] or "",
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
         "epochs": len(epochs),
         "global_batch": train["batch_size"] * record["learners"],
         "lr": train["lr"],
+        "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],
         "training_rule": training_rule(train, record["learning_rate"]),
         "parameters": record["parameters"],
@@ -113,12 +121,14 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
 def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict) -> None:
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
     stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep. `rule`:
-    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter)."""
+    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter). Modelled
+    speedups carry the band of the cost model's fit (asrscale.analysis.fit)."""
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
     epochs, confusions, learners = map(pd.concat, tables)
     table = time_to_target(pd.DataFrame(rows), epochs, rule["target_dev_loss"])
     table = convergence(table, epochs, rule["plateau"], rule["plateau_max_dev_ter"])
-    table = add_speedups(discount_diverged(table))
+    band = Band.fitted()
+    table = add_speedups(discount_diverged(table), (band.low, band.high))
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     epochs.to_csv(out_dir / "epochs.tsv", sep="\t", index=False)

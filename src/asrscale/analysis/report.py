@@ -10,9 +10,9 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from asrscale.analysis.claims import MODEL_TOLERANCE, SPEEDUP_SHARE
 from asrscale.analysis.figures import figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
+from asrscale.analysis.fit import TOLERANCE, fitted_record
 from asrscale.analysis.measures import WER_TOLERANCE, diverged
 from asrscale.analysis.tables import Tables, load
 from asrscale.io import atomic_write_text
@@ -28,9 +28,11 @@ RUN_COLUMNS = {
     "lm_change": "LM − greedy WER, points", "lm_weight": "LM weight", "word_bonus": "word bonus",
     "train_s": "train s", "time_speedup": "time speedup", "own_speedup": "speedup over its P=1",
     "throughput_speedup": "throughput speedup",
-    "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup", "efficiency": "efficiency",
+    "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup",
+    "target_epochs_ratio": "epochs to target / SEQ's", "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
-    "frames_per_s": "frames/s", "final_dev_loss": "dev loss", "converged": "converged", "updates": "updates",
+    "frames_per_s": "frames/s", "best_dev_loss": "best dev loss", "best_epoch": "best epoch",
+    "converged": "converged", "stopped": "stopped", "updates": "updates",
     "global_batch": "global batch",
     "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
     "threads_per_learner": "threads/learner",
@@ -65,7 +67,7 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
     runs = found.runs
     return TEMPLATE.render(
         title=title, found=found, images=images, columns=RUN_COLUMNS, cell=cell, percent=percent,
-        tolerance=WER_TOLERANCE, speedup_share=SPEEDUP_SHARE, speedup_tolerance=MODEL_TOLERANCE,
+        tolerance=WER_TOLERANCE, speedup_tolerance=TOLERANCE, fit=fitted_record(),
         sweep_name=sweep_name, diverged=diverged(runs),
         verdicts=found.claims.verdict.str.split(":").str[0].value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
@@ -83,7 +85,7 @@ def cell(run: pd.Series, column: str) -> str:
     if column == "converged":
         if diverged(run.to_frame().T).iloc[0]:
             return Markup("<b>diverged</b>")
-        return f"yes: {run.converged_by if isinstance(run.converged_by, str) else ''}" if value else Markup("<b>no</b>")
+        return f"yes: {run.converged_by}" if value else Markup("<b>no: stopped by its budget</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
@@ -91,7 +93,8 @@ def cell(run: pd.Series, column: str) -> str:
     if column == "lm_change":
         return f"{100 * value:+.2f}"
     if column.endswith("speedup"):
-        return f"{value:.2f}×"
+        low, high = run.get(f"{column}_low", value), run.get(f"{column}_high", value)
+        return f"{value:.2f}×" + (f" ({low:.2f}-{high:.2f})" if high > low else "")
     if column in ("train_s", "frames_per_s"):
         return f"{value:,.0f}"
     if isinstance(value, float):

@@ -100,7 +100,9 @@ class TrainConfig:
     momentum: float
     lr_scaling: str  # how lr follows the learners an update combines: "linear", "sqrt" or "none"
     warmup_epochs: float  # from lr to the scaled rate, linearly
-    lr_decay: float  # multiplied into lr after every epoch
+    schedule: str  # "exponential" (lr_decay an epoch, for `epochs`) or "newbob" (until converged, `epochs` at most)
+    lr_decay: float  # exponential: multiplied into the rate after every epoch
+    newbob: dict  # newbob: start_halving, stop (relative dev-loss gains) and halving (the factor)
     clip_grad_norm: float  # 0 disables
     divergence_factor: float  # a loss above this times the untrained model's dev loss: diverged
     log_interval: int  # steps

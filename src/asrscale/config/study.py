@@ -8,7 +8,8 @@ A run is one algorithm at one learner count and seed, in one world, as configure
 variant: the configuration with one setting changed by a sweep, named "<setting>=<value>" (an
 option of algorithms.<name>, or train.<key>). An algorithm may train with settings of its own over
 train: (study.runs[].train, as a study trained it). An algorithm that is SEQ with one learner
-reports SEQ's run (trained once), unless it has train settings of its own."""
+reports SEQ's run (trained once), and one that is another in one node (H-ADPSGD: SSGD) that
+one's, unless it has train settings of its own."""
 
 import copy
 import json
@@ -135,13 +136,25 @@ class Study:
         return list(dict.fromkeys(runs))
 
     def trained_as(self, run: Run) -> Run:
-        """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner
-        (with the same train settings: an option of the algorithm changes nothing there, its own
-        train settings would)."""
-        if run.learners == 1 and algorithm_spec(run.algorithm).alone_is_seq and not self._train_of.get(run.algorithm):
-            variant = run.variant if run.variant.startswith("train.") else "default"
+        """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner;
+        the algorithm it is in one node, where all its learners are in one (the table of
+        algorithms says which); with the same train settings: an option of the algorithm changes
+        nothing there, its own train settings would."""
+        spec, variant = algorithm_spec(run.algorithm), run.variant if run.variant.startswith("train.") else "default"
+        same_training = not self._train_of.get(run.algorithm)
+        if run.learners == 1 and spec.alone_is_seq and same_training:
             return Run(run.world, "seq", variant, 1, run.seed)
+        node = self._node_size(run.world)
+        if spec.in_one_node_is and node and run.learners <= node and same_training:
+            return self.trained_as(Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed))
         return run
+
+    def _node_size(self, world: str) -> int | None:
+        """The learners of a node as the algorithms see them: study.learners_per_node, or a simulated
+        run's profile's (None: real ranks, whose machines are known only when they run)."""
+        if self.config["study"]["learners_per_node"] or world == "mpi":
+            return self.config["study"]["learners_per_node"]
+        return self.config["hardware"][self.hardware]["learners_per_node"]
 
     def world_folder(self, world: str) -> str:
         """A run's world names its results folder: "mpi", or "sim-<profile>" when simulated."""

@@ -16,7 +16,7 @@ import torch
 from asrscale.config.sections import RunConfig
 from asrscale.io import atomic_torch_save, atomic_write_text
 
-CHECKPOINT_FORMAT = 4  # a checkpoint of another format is not resumed
+CHECKPOINT_FORMAT = 5  # a checkpoint of another format is not resumed
 TOGETHER = "ranks.pt"  # every rank's state, where all live in one process
 
 
@@ -33,7 +33,8 @@ class Checkpoints:
     """A run's checkpoints, a folder per global step: every rank's state (`rank<r>.pt`, a
     server's `server<r>.pt`; `together`: all of them stacked in `ranks.pt`) and a `complete` mark
     that learner 0 writes once all are on disk, so that a folder a killed job left half-written is
-    never resumed. Only the newest complete folder is kept."""
+    never resumed. Only the newest complete folder is kept, and the newest of an epoch's end (an
+    `epoch-end` mark), which a rejected epoch goes back to."""
 
     def __init__(self, folder: Path, identity: dict, together: bool = False):
         self.folder, self.identity, self.together = folder, identity, together
@@ -43,8 +44,13 @@ class Checkpoints:
     def _at(self, step: int) -> Path:
         return self.folder / f"step{step:09d}"
 
-    def latest(self) -> Path | None:
+    def latest(self, epoch_end: bool = False, upto: int | None = None) -> Path | None:
+        """The newest complete checkpoint (`epoch_end`: of an epoch's end; `upto`: at that step or before)."""
         complete = sorted(mark.parent for mark in self.folder.glob("step*/complete"))
+        if epoch_end:
+            complete = [folder for folder in complete if (folder / "epoch-end").exists()]
+        if upto is not None:
+            complete = [folder for folder in complete if folder <= self._at(upto)]
         return complete[-1] if complete else None
 
     def save(self, step: int, name: str, learner, algorithm, with_model: bool, progress: dict | None = None) -> None:
@@ -73,10 +79,19 @@ class Checkpoints:
         torch.set_rng_state(state["rng"])
         return state.get("progress") or {}
 
-    def _state(self, name: str) -> dict | None:
-        """`name`'s state in the newest complete checkpoint, if it was written with these settings
-        (learner 0's, where a finished run kept only that)."""
-        if (latest := self.latest()) is None:
+    def roll_back(self, name: str, learner) -> None:
+        """Rank `name`'s model and optimizer back to the newest checkpoint of an epoch's end (the
+        last accepted epoch's: asrscale.training.schedule); its counters, and the algorithm's,
+        go on."""
+        state = self._state(name, self.latest(epoch_end=True))
+        held = state if "model" in state else self._state("rank0", self.latest(epoch_end=True))
+        learner.model.load_state_dict(held["model"])
+        learner.optimizer.load_state_dict(held["optimizer"])
+
+    def _state(self, name: str, latest: Path | None = None) -> dict | None:
+        """`name`'s state in the newest complete checkpoint (or `latest`), if it was written with
+        these settings (learner 0's, where a finished run kept only that)."""
+        if (latest := latest or self.latest()) is None:
             return None
         if self.together:
             together = self._together(latest)
@@ -104,13 +119,18 @@ class Checkpoints:
             return unstack(self._together(latest), "rank0")["model"]
         return torch.load(latest / "rank0.pt", weights_only=False, map_location="cpu")["model"]
 
-    def complete(self, step: int) -> None:
+    def complete(self, step: int, epoch_end: bool = False) -> None:
+        """Mark the checkpoint of `step` complete; the others go, but the newest of an epoch's end
+        (a rejected epoch goes back to it)."""
         if self.together:
             atomic_torch_save(stack(self._pending), self._at(step) / TOGETHER)
             self._pending = {}
+        if epoch_end:
+            atomic_write_text(self._at(step) / "epoch-end", "")
         atomic_write_text(self._at(step) / "complete", "")
+        kept = {self._at(step), self.latest(epoch_end=True, upto=step)}
         for other in self.folder.glob("step*"):  # older ones, and newer ones of a run not resumed
-            if other != self._at(step):
+            if other not in kept:
                 shutil.rmtree(other)
 
     def finish(self) -> None:
@@ -118,6 +138,9 @@ class Checkpoints:
         64th of the disk; a run extended by more epochs resumes every learner from it."""
         if (latest := self.latest()) is None:
             return
+        for other in self.folder.glob("step*"):
+            if other != latest:
+                shutil.rmtree(other)
         if self.together:
             together = self._together(latest)
             kept = [name for name in together["skeletons"] if name == "rank0" or not name.startswith("rank")]

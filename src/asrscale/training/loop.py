@@ -2,10 +2,15 @@
 
 Each learner is one MPI rank (or one process for a single learner). Per logging interval it
 records loss, frames/s and where the time went (compute / communication / data wait / idle);
-per epoch the dev loss and token error rate of the consensus model. Checkpoints come at every
-epoch's end and, with `checkpoint_steps`, within epochs; each holds the rank's whole `Progress`,
-so a run killed at any point (a preempted or timed-out job) resumes from the newest one, neither
-losing nor duplicating rows, and a synchronous run ends with the model of an uninterrupted one.
+per epoch the dev loss and token error rate of the consensus model, from which the learning-rate
+schedule (asrscale.training.schedule) decides alike on every learner: the next epoch's rate, whether
+the epoch is kept (a rejected one sends every learner back to the last accepted epoch's model),
+and whether training stops (at train.epochs at most). The run's model is its best: the accepted
+epoch's consensus model of lowest dev loss, which Kaldi's, ESPnet's and icefall's recipes decode
+too. Checkpoints come at every epoch's end and, with `checkpoint_steps`, within epochs; each
+holds the rank's whole `Progress`, so a run killed at any point (a preempted or timed-out job)
+resumes from the newest one, neither losing nor duplicating rows, and a synchronous run ends with
+the model of an uninterrupted one.
 
 A run that diverges stops by the rule of `divergence`, decided alike on every learner where they
 meet anyway (checkpoints within an epoch, and the epoch's end): its last good checkpoint stays,
@@ -30,7 +35,7 @@ from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.evaluation import evaluate
 from asrscale.training.learner import Learner
 from asrscale.training.records import Interval, Progress
-from asrscale.training.schedule import learning_rate, lr_scale
+from asrscale.training.schedule import Schedule, learning_rate, lr_scale
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
 from asrscale.worlds.timing import WallTimes
@@ -79,6 +84,8 @@ class LearnerLoop:
         scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
         self.scale = scale if self.algorithm.combines_learners else 1.0
         self.shard = read_shard(shared.shards / f"shard{self.layout.rank}.tsv")
+        train = self.run_config.train
+        self.schedule = Schedule(train.schedule, train.lr_decay, train.newbob)
         self.evaluated = None  # the consensus model, where it is not the learner's own
 
     def run(self):
@@ -91,24 +98,26 @@ class LearnerLoop:
             raise ValueError(f"shard {self.layout.rank} of {self.shared.shards} is empty")
         (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
         yield from self.algorithm.plan(frames / (self.layout.size * steps))
-        while progress.epoch <= self.run_config.train.epochs and not progress.diverged:
+        epochs = self.run_config.train.epochs
+        while progress.epoch <= epochs and progress.stopped is None and not progress.diverged:
             epoch_start, lr = yield from self.train_epoch(progress, steps)
             if not progress.diverged:
                 yield from self.end_epoch(progress, steps, epoch_start, lr)
-        if progress.diverged:
-            yield from self.algorithm.finish(self.learner)
-            if self.leader:
-                self.write_diverged(progress)
-            return
-        final = self.consensus_model((yield from self.algorithm.consensus(self.learner)))
         yield from self.algorithm.finish(self.learner)
-        if self.leader:
-            self.write_outputs(progress, final)
-            self.checkpoints.finish()
+        if not self.leader:
+            return
+        if progress.diverged:
+            self.write_diverged(progress)
+            return
+        progress.stopped = progress.stopped or f"its {epochs} epochs done"
+        self.write_outputs(progress, self.best_model(progress))
+        self.checkpoints.finish()
 
     def resume_or_start(self):
         """The newest checkpoint's progress (a resumed learner goes on from its own state), or a
-        start from learner 0's model."""
+        start from learner 0's model (the leader keeps it as it is: a run that diverges before
+        its first epoch ends has no other)."""
+        self.untrained = copy.deepcopy(self.learner.model).cpu() if self.leader else None
         state = self.checkpoints.restore(f"rank{self.layout.rank}", self.learner, self.algorithm)
         if state is None:
             if self.leader and self.checkpoints.latest() is not None:
@@ -116,8 +125,6 @@ class LearnerLoop:
             yield from self.algorithm.start(self.learner)
             progress = Progress()
             progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.part, self.wall)
-            if self.leader:
-                self.untrained = copy.deepcopy(self.learner.model).cpu()
             return progress
         progress = Progress(**state)
         self.algorithm.exchanges = progress.exchanges
@@ -144,8 +151,8 @@ class LearnerLoop:
             with self.wall.measure("batches"):
                 batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
-            lr = learning_rate(train.lr, self.scale, train.warmup_epochs, train.lr_decay, (epoch - 1) * steps + step,
-                               steps)  # fmt: skip
+            lr = learning_rate(train.lr, self.scale, train.warmup_epochs, progress.schedule["factor"],
+                               (epoch - 1) * steps + step, steps)  # fmt: skip
             interval.add((yield from self.algorithm.step(self.learner, batch, lr)), batch.frames)
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
@@ -173,8 +180,9 @@ class LearnerLoop:
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
         """The epoch's training time (until its last learner ends it: the others wait for it at the
-        epoch's end), the consensus model's dev loss, every rank's rows to the leader, and the
-        checkpoint of the epoch's end."""
+        epoch's end), the consensus model's dev loss, the schedule's decision (the best model
+        kept; a rejected epoch rolled back), every rank's rows to the leader, and the checkpoint
+        of the epoch's end."""
         (seconds,) = yield ops.Reduce([self.clock.now() - epoch_start], "learners", "max")
         (frames,) = yield ops.Reduce([progress.frames], "learners")
         progress.trained_s += seconds
@@ -187,13 +195,33 @@ class LearnerLoop:
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
         diverged = yield from self.check_divergence(progress, dev_loss)
         yield from self.collect_rows(progress)
+        decision = self.schedule.after_epoch(progress.schedule, dev_loss) if not diverged else None
         if self.leader:
-            progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter)))
+            accepted = None if decision is None else decision.accepted
+            progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter),
+                                                      accepted))  # fmt: skip
+            if accepted and dev_loss < (progress.best or {}).get("dev_loss", math.inf):
+                progress.best = {
+                    "epoch": progress.epoch,
+                    "dev_loss": dev_loss,
+                    "dev_ter": dev_ter,
+                    "model": {k: t.detach().cpu().clone() for k, t in model.state_dict().items()},
+                }
         if diverged:
             return
+        if not decision.accepted:
+            yield from self.roll_back()
+        progress.stopped = decision.stop
         progress.next_epoch()
         self.algorithm.exchanges = progress.exchanges
-        yield from self.checkpoint(progress, steps)
+        yield from self.checkpoint(progress, steps, epoch_end=True)
+
+    def roll_back(self):
+        """Every learner (and server) back to the model and optimizer of the last accepted epoch's
+        end, its checkpoint; counters and the run's records go on."""
+        with self.wall.measure("checkpoints"):
+            self.checkpoints.roll_back(f"rank{self.layout.rank}", self.learner)
+        yield from self.algorithm.roll_back(self.learner)
 
     def collect_rows(self, progress: Progress):
         """Every learner's rows and exchanges of the epoch so far into the leader's history."""
@@ -219,15 +247,18 @@ class LearnerLoop:
                 return True
         return False
 
+    def best_model(self, progress: Progress):
+        """A copy of the model holding the run's best weights (progress.best)."""
+        model = copy.deepcopy(self.learner.model).cpu()
+        model.load_state_dict(progress.best["model"])
+        return model
+
     def write_diverged(self, progress: Progress) -> None:
-        """The outputs of a diverged run: its metrics up to where it stopped, and the model of
-        its last good checkpoint (learner 0's, kept with every rank's state), or the untrained
-        model where it diverged before the first."""
-        latest, state = self.checkpoints.latest(), self.checkpoints.leader_model()
-        model = self.untrained if state is None else copy.deepcopy(self.learner.model).cpu()
-        if state is not None:
-            model.load_state_dict(state)
-        progress.diverged["model"] = "untrained" if state is None else f"learner 0's at {latest}"
+        """The outputs of a diverged run: its metrics up to where it stopped, and its best model
+        so far, or the untrained model where it diverged before its first epoch ended."""
+        best = progress.best
+        model = self.untrained if best is None else self.best_model(progress)
+        progress.diverged["model"] = "untrained" if best is None else f"its best, epoch {best['epoch']}"
         self.write_outputs(progress, model)
         where = f"epoch {progress.diverged['epoch']}, step {progress.diverged['step']}"
         print(f"diverged at {where}: {progress.diverged['reason']}; the model is {progress.diverged['model']}, and "
@@ -245,9 +276,9 @@ class LearnerLoop:
         unflatten(ops.flatten(weights), list(self.evaluated.state_dict().values()))
         return self.evaluated
 
-    def checkpoint(self, progress: Progress, steps: int):
+    def checkpoint(self, progress: Progress, steps: int, epoch_end: bool = False):
         """Every rank saves its part (a replica only its progress); then learner 0 marks the
-        checkpoint complete."""
+        checkpoint complete (`epoch_end`: an epoch's end, which a rejected epoch goes back to)."""
         step = (progress.epoch - 1) * steps + progress.done
         progress.exchanges = self.algorithm.exchanges
         with_model = self.leader or not self.algorithm.replicated
@@ -257,16 +288,18 @@ class LearnerLoop:
         yield from self.algorithm.checkpoint(self.learner, step)
         yield ops.Barrier("learners")
         if self.leader:
-            self.checkpoints.complete(step)
+            self.checkpoints.complete(step, epoch_end)
 
     def write_outputs(self, progress: Progress, model) -> None:
-        """The leader's outputs (asrscale.training.records), the model (the learners' consensus)
-        the very last."""
+        """The leader's outputs (asrscale.training.records), the model (the best consensus) the
+        very last."""
         run = self.run_config
         facts = {
             "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
-            "learning_rate": {"lr": run.train.lr, "scale": self.scale, "rule": run.train.lr_scaling,
-                              "warmup_epochs": run.train.warmup_epochs, "decay": run.train.lr_decay},
+            "learning_rate": {"lr": run.train.lr, "scale": self.scale, "peak": run.train.lr * self.scale,
+                              "rule": run.train.lr_scaling, "warmup_epochs": run.train.warmup_epochs,
+                              "schedule": run.train.schedule, "decay": run.train.lr_decay,
+                              "newbob": run.train.newbob},
             "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
             "process_wall_s": self.wall.summary(),
         }  # fmt: skip

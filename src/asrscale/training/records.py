@@ -10,14 +10,16 @@ from pathlib import Path
 from asrscale.config.sections import RunConfig
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.provenance import environment
+from asrscale.training.schedule import Schedule
 from asrscale.worlds.timing import CATEGORIES
 
 
 @dataclass
 class Progress:
     """Where a learner's run stands, checkpointed and restored whole: the epoch under way, the
-    steps it has done, its frames, time and metrics rows so far and the algorithm's averagings;
-    the leader's also every finished epoch's rows and averagings, and where the run resumed."""
+    steps it has done, its frames, time and metrics rows so far, the algorithm's averagings and
+    the schedule's state; the leader's also every finished epoch's rows and averagings, where the
+    run resumed, and its best model so far."""
 
     epoch: int = 1
     done: int = 0
@@ -32,6 +34,9 @@ class Progress:
     untrained_dev_loss: float = math.nan  # the reference of the divergence rule
     worst_loss: float = 0.0  # the highest interval loss since the learners last checked for divergence
     diverged: dict | None = None  # why and where, once the run has
+    schedule: dict = field(default_factory=Schedule.start)  # the learning-rate schedule's state
+    stopped: str | None = None  # why the schedule stopped training, once it has
+    best: dict | None = None  # the leader's: the accepted epoch of lowest dev loss, with its model
 
     def next_epoch(self) -> None:
         self.epoch, self.done, self.frames, self.elapsed, self.rows, self.exchanges = self.epoch + 1, 0, 0, 0.0, [], []
@@ -63,21 +68,25 @@ def say_interval(row: dict, steps: int) -> None:
           f"{row['frames_per_s']:,.0f} frames/s | {shares}", flush=True)  # fmt: skip
 
 
-def epoch_row(progress: Progress, steps: int, frames: float, seconds: float, lr: float, dev: tuple) -> dict:
-    """The run's row of a finished epoch: its training time (until its last learner), frames, and the
-    consensus model's dev loss and token error rate `dev`."""
+def epoch_row(progress: Progress, steps: int, frames: float, seconds: float, lr: float, dev: tuple,
+              accepted: bool) -> dict:  # fmt: skip
+    """The run's row of a finished epoch: its training time (until its last learner), frames, its
+    last learning rate, the consensus model's dev loss and token error rate `dev`, and whether the
+    schedule kept it (a rejected epoch's model is rolled back)."""
     dev_loss, dev_ter = dev
-    print(f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "
-          f"{progress.trained_s:.0f} s")  # fmt: skip
+    print(
+        f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "
+        f"{progress.trained_s:.0f} s" + ("" if accepted else " | rejected: back to the last accepted epoch")
+    )
     return {"kind": "epoch", "epoch": progress.epoch, "step": steps, "rank": 0, "time_s": progress.trained_s,
             "frames": int(frames), "frames_per_s": frames / seconds, "wall_s": seconds, "lr": lr,
-            "dev_loss": dev_loss, "dev_ter": dev_ter}  # fmt: skip
+            "dev_loss": dev_loss, "dev_ter": dev_ter, "accepted": int(bool(accepted))}  # fmt: skip
 
 
 TIME_SPLIT = tuple(f"{category}_s" for category in CATEGORIES)  # a row's wall time, split
 METRIC_COLUMNS = (
     "kind", "epoch", "step", "rank", "time_s", "loss", "frames", "frames_per_s", "wall_s", *TIME_SPLIT, "lr",
-    "dev_loss", "dev_ter",
+    "dev_loss", "dev_ter", "accepted",
 )  # fmt: skip
 
 
@@ -95,19 +104,22 @@ def write_table(path: Path, header: str, rows) -> None:
 
 
 def write_outputs(out: Path, run: RunConfig, progress: Progress, model, facts: dict, tokens: list[str]) -> None:
-    """The leader's outputs of a finished or diverged run; `facts`: what run.json records of the
-    run as it ran (its world, learners, learning rate, device ...), besides its settings."""
+    """The leader's outputs of a finished or diverged run, `model` its best (the accepted epoch of
+    lowest dev loss); `facts`: what run.json records of the run as it ran (its world, learners,
+    learning rate, device ...), besides its settings."""
     write_metrics(out / "metrics.tsv", progress.history)
     if progress.pairings:
         write_table(out / "exchanges.tsv", "step\trank\tpeer", sorted(set(map(tuple, progress.pairings))))
+    best = progress.best or {}
     record = {
         "algorithm": run.algorithm, "seed": run.seed, "options": run.options, "train": asdict(run.train),
         "model": asdict(run.model), "features": asdict(run.features), "cmvn": run.cmvn, "resumed": progress.resumes,
         "parameters": sum(p.numel() for p in model.parameters()), "environment": environment(),
-        "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged, **facts,
+        "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged,
+        "stopped": progress.stopped, "best_epoch": best.get("epoch"), "best_dev_loss": best.get("dev_loss"), **facts,
     }  # fmt: skip
     atomic_write_json(out / "run.json", record)
     final = {"model": {name: tensor.cpu() for name, tensor in model.state_dict().items()},
              "model_config": asdict(run.model), "tokens": tokens, "features": asdict(run.features), "cmvn": run.cmvn,
-             "epochs": run.train.epochs}  # fmt: skip
+             "epoch": best.get("epoch")}  # fmt: skip
     atomic_torch_save(final, out / "model.pt")

@@ -120,5 +120,5 @@ def _serve(chosen, learner: Learner, saved: Checkpoints, layout: ops.Layout, out
     def checkpoint(step: int) -> None:
         saved.save(step, name, learner, chosen, with_model=True)
 
-    yield from chosen.serve(learner, checkpoint)
+    yield from chosen.serve(learner, checkpoint, lambda: saved.roll_back(name, learner))
     records.write_table(out / "server.tsv", "learner\tpulled\tapplied_at\tstaleness\tapplied", chosen.records)

@@ -1,19 +1,34 @@
-"""The learning rate: one rule for every algorithm, one function of the step.
+"""The learning rate: one rule for every algorithm, one function of the step and the schedule's
+factor.
 
 An update that combines P learners' minibatches (SSGD's averaged gradient; the average of P
 models each moved by its own gradient, as KAVG, MA, ADPSGD and H-ADPSGD make) moves the model
 as one step on a P-times larger batch would, so its rate is train.lr times `lr_scale` of P: P
 ("linear", Goyal et al. 2017, the default), √P ("sqrt"), or 1 ("none"). ASGD's server applies
-each learner's gradient alone: P = 1 for it. The scaled rate is reached by a linear warm-up from
-train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and every epoch's end
-multiplies it by train.lr_decay.
+each learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a
+linear warm-up from train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and
+multiplied by the schedule's factor, which each epoch's end sets (`Schedule`):
+- "exponential": train.lr_decay to the power of the epochs done, for train.epochs epochs (su15's
+  main schedule, 15 fixed epochs);
+- "newbob" (Kaldi nnet1's, which su15 ran beside it): the rate is held while the dev loss
+  improves; an epoch that made it worse is rejected (every learner goes back to the model of the
+  last accepted epoch); once an epoch gains less than `start_halving` (relative to the best dev
+  loss before it) the rate halves at every epoch's end; the run stops once, halving, an epoch
+  gains less than `stop`, or when the next halving would take the rate below `RATE_FLOOR` of its
+  peak.
+Either stops after train.epochs at most (the trainer's loop).
 """
 
 import math
+from dataclasses import dataclass
 
 from asrscale.errors import ConfigError
 
 LR_SCALINGS = ("none", "sqrt", "linear")
+SCHEDULES = ("exponential", "newbob")
+#: a run whose rate fell below this share of its peak no longer learns enough for its dev loss to
+#: say whether it has converged (asrscale.analysis.measures); newbob stops before it gets there
+RATE_FLOOR = 0.1
 
 
 def lr_scale(rule: str, learners: int) -> float:
@@ -23,9 +38,58 @@ def lr_scale(rule: str, learners: int) -> float:
     return {"none": 1.0, "sqrt": math.sqrt(learners), "linear": float(learners)}[rule]
 
 
-def learning_rate(lr: float, scale: float, warmup_epochs: float, lr_decay: float, step: int,
+def learning_rate(lr: float, scale: float, warmup_epochs: float, factor: float, step: int,
                   steps_per_epoch: int) -> float:  # fmt: skip
-    """The rate at global step `step` (from 1) of a run of `steps_per_epoch` steps an epoch."""
+    """The rate at global step `step` (from 1) of a run of `steps_per_epoch` steps an epoch, at
+    the schedule's `factor` of its peak."""
     warmup_steps = warmup_epochs * steps_per_epoch
     warmed = min(1.0, step / warmup_steps) if warmup_steps else 1.0
-    return lr * (1 + (scale - 1) * warmed) * lr_decay ** ((step - 1) // steps_per_epoch)
+    return lr * (1 + (scale - 1) * warmed) * factor
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an epoch's end decides: whether the epoch is kept (else every learner goes back to
+    the last accepted epoch's model), the factor of the next epoch's rate, and why training stops
+    (None: it goes on; whether the run has converged is the analysis's to say, from its epochs)."""
+
+    accepted: bool
+    factor: float
+    stop: str | None
+
+
+class Schedule:
+    """train.schedule with its settings; `after_epoch` decides at each epoch's end from the dev
+    loss. Its state is the learner's progress's `schedule` dict (checkpointed with it)."""
+
+    def __init__(self, kind: str, lr_decay: float, newbob: dict):
+        if kind not in SCHEDULES:
+            raise ConfigError(f"train.schedule must be one of {SCHEDULES}, not {kind!r}")
+        self.kind, self.lr_decay, self.newbob = kind, lr_decay, newbob
+
+    @staticmethod
+    def start() -> dict:
+        """The state before the first epoch: the full rate, no halving, no accepted dev loss."""
+        return {"factor": 1.0, "halving": False, "accepted_loss": math.inf}
+
+    def after_epoch(self, state: dict, dev_loss: float) -> Decision:
+        """The decision at an epoch's end, `state` updated in place."""
+        if self.kind == "exponential":
+            state["factor"] *= self.lr_decay
+            return Decision(True, state["factor"], None)
+        best = state["accepted_loss"]
+        gain = (best - dev_loss) / best if math.isfinite(best) else math.inf
+        accepted = dev_loss < best
+        if accepted:
+            state["accepted_loss"] = dev_loss
+        stop = None
+        if state["halving"] and gain < self.newbob["stop"]:
+            stop = f"halving, an epoch gained {100 * gain:.2f}% at {state['factor']:.3g} of the peak rate"
+        if gain < self.newbob["start_halving"]:
+            state["halving"] = True
+        if state["halving"] and stop is None:
+            if state["factor"] * self.newbob["halving"] < RATE_FLOOR:
+                stop = f"its next halving would take the rate below {RATE_FLOOR:g} of its peak"
+            else:
+                state["factor"] *= self.newbob["halving"]
+        return Decision(accepted, state["factor"], stop)

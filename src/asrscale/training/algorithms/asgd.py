@@ -22,7 +22,7 @@ from asrscale.training.algorithms.base import Algorithm, require
 from asrscale.worlds import ops
 
 SERVER = 0
-GRADIENT, PULL, DONE, MODEL, SAVE, SAVED = range(6)
+GRADIENT, PULL, DONE, MODEL, SAVE, SAVED, ROLL_BACK, ROLLED_BACK = range(8)
 MAX_VERSION = 2**24  # the largest count a float32 header holds exactly
 
 
@@ -79,14 +79,25 @@ class AsynchronousSGD(Algorithm):
 
     def checkpoint(self, learner, step):
         # learner 0 has the server save its state, and waits until it has
+        yield from self._ask_server(learner, SAVE, step, SAVED)
+
+    def roll_back(self, learner):
+        # learner 0 has the server go back to its model of the last accepted epoch; then every
+        # learner takes the server's model
+        yield from self._ask_server(learner, ROLL_BACK, 0, ROLLED_BACK)
+        yield ops.Barrier("learners")
+        yield from self._request(learner, PULL)
+
+    def _ask_server(self, learner, kind: int, value: float, answer: int):
+        """Learner 0 asks the server to do `kind` (with `value`), and waits until it has."""
         if self.layout.rank == 0:
             like = learner.parameters[0]
-            meta = header(like, SAVE, self.version, step)
-            yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=SAVE)
-            yield ops.Receive([header(like, 0)], SERVER, tag=SAVED)
+            meta = header(like, kind, self.version, value)
+            yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=kind)
+            yield ops.Receive([header(like, 0)], SERVER, tag=answer)
 
     # the server's side
-    def serve(self, learner, checkpoint):
+    def serve(self, learner, checkpoint, roll_back):
         """Apply gradients as they come until every learner is done, recording for every pushed
         gradient (learner, version at pull, version at apply, staleness, applied)."""
         gradients = [torch.zeros_like(p) for p in learner.parameters]
@@ -102,6 +113,10 @@ class AsynchronousSGD(Algorithm):
             if kind == SAVE:
                 checkpoint(int(lr))  # a SAVE's third value is the step
                 yield ops.Send([header(meta, 1)], source, tag=SAVED)
+                continue
+            if kind == ROLL_BACK:
+                roll_back()
+                yield ops.Send([header(meta, 1)], source, tag=ROLLED_BACK)
                 continue
             if kind == GRADIENT:
                 staleness = self.version - pulled

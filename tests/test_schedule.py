@@ -1,0 +1,122 @@
+"""The learning rate's schedules: exponential for fixed epochs, and Kaldi nnet1's newbob, which
+holds the rate while the dev loss improves, rejects an epoch that worsens it, halves once the
+gains are small, and stops once they are negligible or before the rate would fall below a
+tenth of its peak; and a run trained by it: rejected epochs rolled back, its best model kept."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from asrscale.training.checkpoints import Checkpoints
+from asrscale.training.run import train
+from asrscale.training.schedule import RATE_FLOOR, Decision, Schedule, learning_rate
+from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.simulated import SimWorld
+from conftest import run_config, run_paths
+from test_sim import CALIBRATION, GPU
+
+NEWBOB = {"start_halving": 0.01, "stop": 0.001, "halving": 0.5}
+
+
+def decisions(kind: str, losses: list[float], lr_decay: float = 0.6) -> list[tuple]:
+    schedule, state = Schedule(kind, lr_decay, NEWBOB), Schedule.start()
+    return [(d.accepted, d.factor, d.stop) for d in (schedule.after_epoch(state, loss) for loss in losses)]
+
+
+def test_the_rate_warms_up_to_its_peak_then_follows_the_schedules_factor():
+    assert learning_rate(0.1, 4.0, 1.0, 1.0, 5, 10) == pytest.approx(0.1 * (1 + 3 * 0.5))
+    assert learning_rate(0.1, 4.0, 1.0, 0.5, 30, 10) == pytest.approx(0.2)
+    assert [factor for _, factor, _ in decisions("exponential", [3, 2, 1])] == pytest.approx([0.6, 0.36, 0.216])
+    assert all(accepted and stop is None for accepted, _, stop in decisions("exponential", [3, 2, 4]))
+
+
+def test_newbob_holds_the_rate_while_it_improves_and_halves_once_the_gains_are_small():
+    found = decisions("newbob", [3.0, 2.0, 1.5, 1.495, 1.49, 1.4895])
+    assert [factor for _, factor, _ in found] == [1.0, 1.0, 1.0, 0.5, 0.25, 0.25]
+    # gains: 33%, 25%, 0.33% (halving starts), 0.33%, 0.03% (halving: negligible, it stops)
+    assert [stop for _, _, stop in found][:4] == [None] * 4
+    assert found[-1][2].startswith("halving, an epoch gained 0.03% at 0.25 of the peak rate")
+
+
+def test_newbob_rejects_an_epoch_that_worsens_the_dev_loss_and_stops_before_the_floor():
+    found = decisions("newbob", [2.0, 1.0, 1.2, 0.9, 0.85, 0.8, 0.76])
+    assert [accepted for accepted, _, _ in found] == [True, True, False, True, True, True, True]
+    # the rejected epoch starts the halving: 0.5 after it, then 0.25, 0.125; the next would be below 0.1
+    assert [factor for _, factor, _ in found] == [1.0, 1.0, 0.5, 0.25, 0.125, 0.125, 0.125][: len(found)]
+    assert found[5][2] == f"its next halving would take the rate below {RATE_FLOOR:g} of its peak"
+
+
+def profile() -> Hardware:
+    from asrscale.config.schema import defaults
+
+    return Hardware.from_config("test", defaults("hardware.this-machine", **GPU))
+
+
+def reject_the_second_epoch(monkeypatch) -> list:
+    """Every learner's schedule rejects its second epoch (whatever its dev loss); returns the
+    models the learners held right after each roll-back."""
+    decide, rolled = Schedule.after_epoch, []
+
+    def after_epoch(self, state, dev_loss):
+        state["seen"], accepted_loss = state.get("seen", 0) + 1, state["accepted_loss"]
+        if state["seen"] != 2:
+            return decide(self, state, dev_loss)
+        decide(self, state, 2 * accepted_loss)  # as newbob takes a worse epoch: rejected, halving
+        return Decision(False, state["factor"], None)
+
+    def roll_back(self, name, learner):
+        real_roll_back(self, name, learner)
+        rolled.append({k: t.clone() for k, t in learner.model.state_dict().items()})
+
+    real_roll_back = Checkpoints.roll_back
+    monkeypatch.setattr(Schedule, "after_epoch", after_epoch)
+    monkeypatch.setattr(Checkpoints, "roll_back", roll_back)
+    return rolled
+
+
+@pytest.mark.parametrize("algorithm, learners", [("seq", 1), ("kavg", 2), ("asgd", 2)])
+def test_a_rejected_epoch_rolls_every_learner_back_and_the_run_keeps_its_best_model(corpus, tmp_path, monkeypatch,
+                                                                                     algorithm, learners):  # fmt: skip
+    """The second epoch rejected: every learner (and ASGD's server) goes back to the first epoch's
+    model and trains on at half the rate; the run stops by the schedule (or its epochs), records
+    why, and its model is its best accepted epoch's."""
+    rolled = reject_the_second_epoch(monkeypatch)
+    config = run_config(algorithm, options={"period": 2} if algorithm == "kavg" else {}, epochs=4, schedule="newbob")
+    servers = 1 if algorithm == "asgd" else 0
+    world = SimWorld(learners, CostModel(profile(), CALIBRATION), servers, name="test")
+    out = tmp_path / "run"
+    train(config, run_paths(corpus, corpus / "shards" / f"P{learners}", out), world)
+    record = json.loads((out / "run.json").read_text())
+    epochs = pd.read_csv(out / "metrics.tsv", sep="\t").query("kind == 'epoch'")
+    assert epochs.accepted.tolist()[:2] == [1, 0] and len(rolled) >= learners + servers
+    assert epochs.lr.iloc[2] == pytest.approx(epochs.lr.iloc[1] / 2)  # halved after the rejection
+    best = epochs[epochs.accepted == 1].dev_loss.min()
+    assert record["best_dev_loss"] == pytest.approx(best, rel=1e-5) and record["stopped"]
+    assert record["best_epoch"] == epochs[epochs.dev_loss == best].epoch.iloc[0]
+    saved = torch.load(out / "model.pt", weights_only=False)
+    assert saved["epoch"] == record["best_epoch"]
+    assert record["learning_rate"]["peak"] == pytest.approx(config.train.lr * record["learning_rate"]["scale"])
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_a_roll_back_takes_the_newest_epochs_end_not_a_checkpoint_within_the_epoch(tmp_path, together):
+    """A rejected epoch goes back to the last accepted epoch's end, past any checkpoint the
+    rejected epoch made within itself (train.checkpoint_steps), which complete() keeps it for."""
+    from asrscale.training.learner import Learner, make_optimizer
+
+    model = torch.nn.Linear(3, 2)
+    learner = Learner(model, make_optimizer("adam", 0.9, model), 0.0, "a learner")
+    algorithm = type("Algorithm", (), {"state_dict": lambda self: {}})()
+    saved = Checkpoints(tmp_path, {"format": 0}, together=together)
+    states = {}
+    for step, epoch_end in ((10, True), (15, False)):
+        with torch.no_grad():
+            model.weight.fill_(step)
+        states[step] = model.weight.clone()
+        saved.save(step, "rank0", learner, algorithm, with_model=True, progress={})
+        saved.complete(step, epoch_end)
+    assert [p.name for p in sorted(tmp_path.iterdir())] == ["step000000010", "step000000015"]
+    saved.roll_back("rank0", learner)
+    assert torch.equal(model.weight, states[10])
