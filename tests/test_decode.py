@@ -7,7 +7,17 @@ from flashlight.lib.text.dictionary import Dictionary
 from asrscale.data.tokens import Tokens
 from asrscale.decoding.beam import LexiconBeamSearch, Weights
 from asrscale.decoding.decode import unknown_characters
-from asrscale.decoding.lm import BOS, EOS, UNK, log10_probability, read_arpa, report, vocabulary, write_arpa
+from asrscale.decoding.lm import (
+    BOS,
+    EOS,
+    UNK,
+    log10_probability,
+    read_arpa,
+    report,
+    statistics,
+    vocabulary,
+    write_arpa,
+)
 from asrscale.decoding.scoring import align
 from asrscale.errors import UserError
 from asrscale.models import error_counts
@@ -69,7 +79,7 @@ def test_the_lm_statistics_score_as_kenlm_scores_and_count_what_the_lm_has_not_s
     training = [" ".join(rng.choice(words, rng.integers(1, 8))) for _ in range(100)]
     arpa = tmp_path / "3.arpa"
     write_arpa(arpa, training, 3)
-    model, dictionary = read_arpa(arpa), Dictionary([*words, BOS, EOS, UNK])
+    (model, header), dictionary = read_arpa(arpa), Dictionary([*words, BOS, EOS, UNK])
     lm = KenLM(str(arpa), dictionary)
     test = ["the dog sat far away", "a cat ran on the mat", "the cat sat"]
     log_sum = 0.0
@@ -89,6 +99,11 @@ def test_the_lm_statistics_score_as_kenlm_scores_and_count_what_the_lm_has_not_s
     zebra += log10_probability(model, ("zebra", "sat"), EOS)
     assert found["perplexity"] == pytest.approx(10 ** (-(log_sum + zebra) / (predicted + 3)), rel=1e-4)
     assert found["coverage"]["2-grams"] < 1 and found["coverage"]["3-grams"] < found["coverage"]["2-grams"]
+    # read keeping the test's n-grams alone (as an LM of LibriSpeech's size is): the same statistics
+    assert found == {**statistics(model, header, [*test, "the zebra sat"]), "in_training_text": 0}
+    assert found["vocabulary"] == len(words) and header == {"order": 3, "unigrams": len(words) + 3}
+    kept, _ = read_arpa(arpa, {("the",), ("the", "cat")})
+    assert set(kept) == {("the",), ("the", "cat")} and kept[("the",)] == model[("the",)]
 
 
 def test_a_file_that_is_not_arpa_is_named(tmp_path):

@@ -1,6 +1,7 @@
-"""The workflow on a real SLURM cluster through the shipped profile, as a user types it in the
-repository: `snakemake --profile slurm`. `slurm/local-cluster.sh start` makes a one-machine
-cluster (CI does). Skipped where no cluster answers, unless ASRSCALE_REQUIRE_SLURM is set."""
+"""The workflow on a real SLURM cluster through a site's profile, the shipped one with the site's
+settings (`site_profile`), as a user runs it: `snakemake --profile <theirs>`.
+`slurm/local-cluster.sh start` makes a one-machine cluster (CI does). Skipped where no cluster
+answers, unless ASRSCALE_REQUIRE_SLURM is set."""
 
 import json
 import os
@@ -19,11 +20,25 @@ import yaml
 from conftest import ROOT
 from test_train import TIMES
 
-# jobs this machine can hold: a core and a GB per learner
-CLUSTER = {"CPUS_PER_LEARNER": "1", "MEM_MB_PER_LEARNER": "1000", "MEM_MB": "2000", "TRAIN_RUNTIME_MIN": "30"}
-ENV = dict(os.environ, **{f"ASRSCALE_SLURM_{key}": value for key, value in CLUSTER.items()})
 # the local cluster has no slurmdbd for sacct to ask
 WITHOUT_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
+# jobs this machine can hold: a core and a GB a rank
+LOCAL = {
+    "default-resources": {"mem_mb": 2000, "runtime": 30},
+    "set-resources": {"train": {"mem_mb_per_cpu": 1000, "runtime": 30}, "decode": {"mem_mb": 2000},
+                      "features": {"mem_mb": 2000}},
+    "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
+}  # fmt: skip
+
+
+def site_profile(folder: Path, **changes) -> Path:
+    """A user's copy of the shipped profile with their site's settings (`changes`: its keys)."""
+    profile = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
+    for key, value in changes.items():
+        profile[key] = {**profile.get(key, {}), **value}
+    (folder / "profile").mkdir(exist_ok=True)
+    (folder / "profile" / "config.yaml").write_text(yaml.safe_dump(profile))
+    return folder / "profile"
 
 
 def cluster_answers() -> bool:
@@ -41,15 +56,16 @@ def cluster():
 
 
 def profile_command(workdir, *configfiles, targets=()):
-    return [sys.executable, "-m", "snakemake", "--profile", "slurm", "--directory", str(workdir),
+    profile = site_profile(Path(workdir), **LOCAL)
+    return [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(workdir),
             "--configfile", *map(str, configfiles), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
 
 
 def profile_run(workdir, *configfiles, targets=()):
-    result = subprocess.run(profile_command(workdir, *configfiles, targets=targets), cwd=ROOT, env=ENV,
+    result = subprocess.run(profile_command(workdir, *configfiles, targets=targets), cwd=ROOT,
                             capture_output=True, text=True, timeout=1800)  # fmt: skip
     if result.returncode != 0:
-        raise AssertionError(f"snakemake --profile slurm failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
+        raise AssertionError(f"snakemake --profile failed:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +123,7 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     configs = (ROOT / "tests" / "tiny.yaml", study / "preempted.yaml")
     command = profile_command(study, *configs, targets=[runs["preempted"] / "model.pt"])
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    snakemake = subprocess.Popen(command, cwd=ROOT, env=ENV, **output)
+    snakemake = subprocess.Popen(command, cwd=ROOT, **output)
     wait_for(lambda: list(run.glob("checkpoints/step*/complete")), "the first checkpoint", snakemake)
     job = wait_for(lambda: slurm_job("preempted"), "the job in the queue", snakemake)
     subprocess.run(["scontrol", "requeue", job], check=True)

@@ -10,8 +10,6 @@ if STUDY.imported:
             "logs/{corpus}/import/{subset}.log",
         conda:
             "../../envs/corpus.yaml"
-        resources:
-            **JOB_RESOURCES,
         shell:
             "python -m asrscale import-data --settings {input.settings} --out {output} > {log} 2>&1"
 
@@ -28,8 +26,6 @@ else:
             "benchmarks/{corpus}/synthesise/part{part}.tsv"
         conda:
             "../../envs/corpus.yaml"
-        resources:
-            **JOB_RESOURCES,
         params:
             parts=STUDY.synthesis_jobs,
         shell:
@@ -48,8 +44,6 @@ else:
             "logs/{corpus}/data_dir/{subset}.log",
         conda:
             "../../envs/corpus.yaml"
-        resources:
-            **JOB_RESOURCES,
         params:
             parts=lambda wildcards, input: [
                 f"{part}/{wildcards.subset}" for part in input
@@ -67,7 +61,5 @@ rule tokens:
         "logs/{corpus}/tokens.log",
     conda:
         "../../envs/corpus.yaml"
-    resources:
-        **JOB_RESOURCES,
     shell:
         "python -m asrscale tokens --data {input} --out {output} > {log} 2>&1"

@@ -8,8 +8,6 @@ rule language_model:
         "logs/{corpus}/language-model.log",
     conda:
         "../../envs/train.yaml"
-    resources:
-        **JOB_RESOURCES,
     shell:
         "python -m asrscale language-model --settings {input.settings} --data {input.train_data} --out {output}"
         " > {log} 2>&1"
@@ -27,8 +25,6 @@ rule language_model_statistics:
         "logs/{corpus}/{study}/language-model-statistics.log",
     conda:
         "../../envs/train.yaml"
-    resources:
-        **JOB_RESOURCES,
     shell:
         "python -m asrscale lm-statistics --lm {input.lm} --train-data {input.train_data} --dev-data {input.dev_data}"
         " --test-data {input.test_data} --out {output} > {log} 2>&1"
@@ -55,7 +51,7 @@ rule decode:
     conda:
         "../../envs/train.yaml"
     resources:
-        **JOB_RESOURCES,
+        gres=ONE_GPU,  # the beam search's acoustic model, where training has GPUs
     params:
         folder=lambda wildcards, output: Path(output.scores).parent,
     shell:

@@ -11,8 +11,6 @@ rule features:
         "benchmarks/{corpus}/features/{subset}-part{part}.tsv"
     conda:
         "../../envs/features.yaml"
-    resources:
-        **JOB_RESOURCES,
     params:
         prefix=lambda wildcards, output: Path(output[0]).with_suffix(""),
         parts=STUDY.feature_jobs,
@@ -37,8 +35,6 @@ rule combine_features:
         "logs/{corpus}/combine_features/{subset}.log",
     conda:
         "../../envs/features.yaml"
-    resources:
-        **JOB_RESOURCES,
     params:
         parts=expand(
             paths.FEATURE_PART, part=range(STUDY.feature_jobs), allow_missing=True
@@ -56,7 +52,5 @@ rule shard:
         "logs/{corpus}/shard/P{learners}.log",
     conda:
         "../../envs/features.yaml"
-    resources:
-        **JOB_RESOURCES,
     shell:
         "python -m asrscale shard --feats {input} --learners {wildcards.learners} --out {output} > {log} 2>&1"

@@ -1,9 +1,8 @@
-# Sizing jobs on SLURM (--profile slurm): config slurm: holds the site's settings, and
-# ASRSCALE_SLURM_<KEY> in the environment wins over it (Study.slurm). Whether jobs go to SLURM is
-# known only once jobs are made, so resources that depend on it are functions.
-
-
-SLURM = STUDY.slurm(os.environ)
+# Sizing jobs on SLURM (--profile slurm): a site's settings (account, partitions by kind of job,
+# runtimes, memory, a learner's cores) are the SLURM profile's (default-resources, set-resources,
+# set-threads: slurm/config.yaml, docs/slurm.md), so the rules set none of them and a user's
+# profile wins. The rules compute only what depends on the run: nodes, tasks and GPUs. Whether
+# jobs go to SLURM is known only once jobs are made, so what depends on it is a function.
 
 
 def on_slurm():
@@ -12,40 +11,27 @@ def on_slurm():
     return plugin is not None and plugin.name.startswith("slurm")
 
 
-# every job's site settings; a job that needs more says so
-JOB_RESOURCES = {
-    "slurm_account": SLURM["account"],
-    "slurm_partition": SLURM["partition"],
-    "constraint": SLURM["constraint"] or None,
-    "runtime": SLURM["runtime_min"],
-    "mem_mb": SLURM["mem_mb"],
-}
-
-
 def ranks(wildcards):
     """A run's processes: its learners and any server ranks on real ranks; one when simulated."""
     return STUDY.ranks(run_of(wildcards))
 
 
 def nodes(wildcards):
-    return -(-ranks(wildcards) // SLURM["learners_per_node"])
+    return -(-ranks(wildcards) // STUDY.ranks_per_node)
 
 
 def ranks_per_node(wildcards):
     return -(-ranks(wildcards) // nodes(wildcards))
 
 
-def launcher(wildcards):
+def launcher(wildcards, threads):
     """How a run with several ranks starts them: mpiexec here, srun inside a SLURM allocation
-    (also the `mpi` resource, which makes it an MPI job there); None for one process."""
+    (also the `mpi` resource, which makes it an MPI job there), each rank with the job's
+    `threads` cores; None for one process."""
     if ranks(wildcards) == 1:
         return None
     if on_slurm():
-        return SLURM["launcher"].format(
-            ranks=ranks(wildcards),
-            per_node=ranks_per_node(wildcards),
-            cpus=SLURM["cpus_per_learner"],
-        )
+        return STUDY.slurm_launcher(ranks(wildcards), ranks_per_node(wildcards), threads)
     return STUDY.mpi_launcher(ranks(wildcards))
 
 
@@ -64,39 +50,34 @@ def tasks(wildcards):
 
 
 def gpus(wildcards):
-    """A GPU per rank of a run on real ranks; one for a simulated run, whose learners all train
-    on its process's GPU."""
-    if not SLURM["gpu_gres"]:
-        return None
-    return f"{SLURM['gpu_gres']}:{ranks_per_node(wildcards)}"
+    """A GPU per rank of a run on real ranks, per node; one for a simulated run, whose learners
+    all train on its process's GPU (none where the study trains on the CPU)."""
+    return f"gpu:{ranks_per_node(wildcards)}" if STUDY.on_gpus else None
 
 
-ONE_GPU = f"{SLURM['gpu_gres']}:1" if SLURM["gpu_gres"] else None
+ONE_GPU = "gpu:1" if STUDY.on_gpus else None  # calibration and decoding, where training has GPUs
 
 
 TRAIN_RESOURCES = dict(
-    JOB_RESOURCES,
-    mpi=launcher,
+    mpi=lambda wildcards, threads: launcher(wildcards, threads),
     nodes=nodes,
     tasks_per_node=tasks_per_node,
     tasks=tasks,
     gres=gpus,
     tasks_per_gpu=0,  # the plugin's --ntasks-per-gpu would clash with --ntasks-per-node
-    cpus_per_task=SLURM["cpus_per_learner"],
-    mem_mb=lambda wildcards: ranks_per_node(wildcards) * SLURM["mem_mb_per_learner"],
-    runtime=SLURM["train_runtime_min"],
 )
 
 
 def job_cores():
-    """The cores of a job that wants a machine to itself: all of them here, a learner's on SLURM."""
-    return SLURM["cpus_per_learner"] if on_slurm() else workflow.cores
+    """The cores of a job that wants a machine to itself: all of them here; on SLURM the profile's
+    (set-threads), one where it sets none."""
+    return 1 if on_slurm() else workflow.cores
 
 
 def train_cores(wildcards):
-    """A training job's threads (Study.train_threads): on SLURM a job's own, here the machine's
-    for runs on ranks, a share of its GPU's for simulated runs there, one core on the CPU.
-    """
+    """A training job's threads (Study.train_threads): here the machine's for runs on ranks, a
+    share of its GPU's for simulated runs there, one core on the CPU; on SLURM the profile's
+    (set-threads: a rank's cores), one where it sets none."""
     # torch is asked only here, once there are runs to place: reading the study loads none
     from asrscale.worlds.devices import uses_gpu
 

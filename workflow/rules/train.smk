@@ -30,7 +30,6 @@ rule calibrate:
     # timings need the machine to themselves
     threads: lambda wildcards: job_cores()
     resources:
-        **JOB_RESOURCES,
         gres=ONE_GPU,  # times the GPU learners train on
     shell:
         "python -m asrscale calibrate --settings {input.settings} --train-data {input.train_data}"
@@ -67,7 +66,7 @@ rule train:
     resources:
         **TRAIN_RESOURCES,
     params:
-        launch=lambda wildcards: launcher(wildcards) or "",
+        launch=lambda wildcards, threads: launcher(wildcards, threads) or "",
         folder=lambda wildcards, output: Path(output.model).parent,
         attempts=f"logs/{TRAIN_JOB}.attempts.log",
         simulated=lambda wildcards, input, threads: (

@@ -32,9 +32,32 @@ def _filling_defaults(validator_class):
 
 VALIDATOR = _filling_defaults(jsonschema.Draft202012Validator)(SCHEMA)
 
+PROFILE = "your SLURM profile's (docs/slurm.md)"
+#: keys that moved, and where they are now
+MOVED = {
+    ("slurm", "account"): f"{PROFILE} default-resources: slurm_account",
+    ("slurm", "partition"): f"{PROFILE} default-resources and set-resources: slurm_partition",
+    ("slurm", "constraint"): f"{PROFILE} default-resources: constraint",
+    ("slurm", "gpu_gres"): "train.device (cpu on CPU nodes; a GPU model: the profile's constraint)",
+    ("slurm", "cpus_per_learner"): f"{PROFILE} set-threads: train",
+    ("slurm", "mem_mb_per_learner"): f"{PROFILE} set-resources: train: mem_mb_per_cpu",
+    ("slurm", "train_runtime_min"): f"{PROFILE} set-resources: train: runtime",
+    ("slurm", "runtime_min"): f"{PROFILE} default-resources: runtime",
+    ("slurm", "mem_mb"): f"{PROFILE} default-resources: mem_mb",
+    ("slurm", "learners_per_node"): "slurm.ranks_per_node",
+}
+
+
+def _moved(config: dict) -> None:
+    """A key that moved is named, with where it is now."""
+    for (section, key), now in MOVED.items():
+        if key in (config.get(section) or {}):
+            raise ConfigError(f"config: {section}.{key} is no longer a setting here: it is {now}")
+
 
 def validate(config: dict) -> dict:
     """Check `config` against the schema, filling in every default (in place); returns it."""
+    _moved(config)
     errors = sorted(VALIDATOR.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
     if errors:
         first = errors[0]

@@ -264,17 +264,20 @@ class Study:
         """The command that starts `ranks` MPI ranks on this machine (mpi.launcher)."""
         return self.config["mpi"]["launcher"].format(ranks=ranks)
 
-    def slurm(self, environ: dict) -> dict:
-        """The site's SLURM settings (slurm:), each overridden by ASRSCALE_SLURM_<KEY> in `environ`."""
-        settings = dict(self.config["slurm"])
-        for key, value in settings.items():
-            variable = f"ASRSCALE_SLURM_{key.upper()}"
-            if variable in environ:
-                try:
-                    settings[key] = type(value)(environ[variable])
-                except ValueError:
-                    raise ConfigError(f"{variable}={environ[variable]!r}: slurm.{key} takes an integer") from None
-        return settings
+    @property
+    def ranks_per_node(self) -> int:
+        """On SLURM: the MPI ranks a node takes, a GPU each."""
+        return self.config["slurm"]["ranks_per_node"]
+
+    def slurm_launcher(self, ranks: int, per_node: int, cpus: int) -> str:
+        """The command that starts `ranks` MPI ranks inside a SLURM allocation (slurm.launcher)."""
+        return self.config["slurm"]["launcher"].format(ranks=ranks, per_node=per_node, cpus=cpus)
+
+    @property
+    def on_gpus(self) -> bool:
+        """Whether the study's learners train on GPUs where there are any (train.device): on SLURM
+        its training, calibration and decoding jobs then ask for them."""
+        return self.config["train"]["device"] != "cpu"
 
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:

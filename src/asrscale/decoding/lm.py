@@ -100,9 +100,12 @@ def vocabulary(path: Path) -> list[str]:
     return [w for w in words if w not in (BOS, EOS, UNK)]
 
 
-def read_arpa(path: Path) -> dict[tuple[str, ...], tuple[float, float]]:
-    """Every n-gram of an ARPA file: (log10 probability, log10 backoff; 0 where none is listed)."""
-    model, order = {}, 0
+def read_arpa(path: Path, keep: set | None = None) -> tuple[dict[tuple[str, ...], tuple[float, float]], dict]:
+    """The n-grams of an ARPA file, (log10 probability, log10 backoff; 0 where none is listed),
+    streamed line by line and kept only where `keep` holds them (None: every one), so that an LM
+    of LibriSpeech's size (tens of millions of n-grams) is read in the memory of the few it is asked
+    about; with what the file says of itself ({"order", "unigrams"})."""
+    model, order, unigrams = {}, 0, 0
     try:
         with open(path, encoding="utf-8") as lines:
             for number, line in enumerate(lines, 1):
@@ -111,15 +114,19 @@ def read_arpa(path: Path) -> dict[tuple[str, ...], tuple[float, float]]:
                     order = int(line[1:].split("-")[0])
                 elif order and line and not line.startswith("\\"):
                     fields = line.split()
+                    ngram = tuple(fields[1 : 1 + order])
+                    unigrams += order == 1
+                    if keep is not None and ngram not in keep:
+                        continue
                     try:
-                        logp, ngram = float(fields[0]), tuple(fields[1 : 1 + order])
+                        logp = float(fields[0])
                         backoff = float(fields[1 + order]) if len(fields) > 1 + order else 0.0
                     except (ValueError, IndexError):
                         raise UserError(f"{path}, line {number}: not an ARPA {order}-gram line: {line!r}") from None
                     model[ngram] = (logp, backoff)
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
-    return model
+    return model, {"order": order, "unigrams": unigrams}
 
 
 def log10_probability(model: dict, history: tuple[str, ...], word: str) -> float:
@@ -135,18 +142,27 @@ def log10_probability(model: dict, history: tuple[str, ...], word: str) -> float
 
 def report(path: Path, training: list[str], evaluated: dict[str, list[str]]) -> dict:
     """What the language model at `path` knows of each evaluated subset's transcripts
-    (`statistics`), and how many of them are sentences of the training transcripts."""
-    model, known = read_arpa(path), set(training)
-    return {"lm": str(path), **{subset: {**statistics(model, texts), "in_training_text": sum(t in known for t in texts)}
+    (`statistics`), and how many of them are sentences of the training transcripts. The file is
+    read once, keeping the n-grams of the evaluated texts alone: every one the backoff rule can ask
+    for is an n-gram of a text (a word, and its histories' suffixes)."""
+    asked = {(UNK,)}
+    for texts in evaluated.values():
+        for text in texts:
+            padded = [BOS, *text.split(), EOS]
+            asked |= {tuple(padded[i : i + n]) for n in range(1, len(padded) + 1) for i in range(len(padded) - n + 1)}
+    (model, header), known = read_arpa(path, asked), set(training)
+    return {"lm": str(path), **{subset: {**statistics(model, header, texts),
+                                         "in_training_text": sum(t in known for t in texts)}
                                 for subset, texts in evaluated.items()}}  # fmt: skip
 
 
-def statistics(model: dict, texts: list[str]) -> dict:
-    """How well an ARPA model (`read_arpa`) knows `texts` (one sentence each), as SRILM's
-    `ngram -ppl` counts: perplexity over the sentences' words and their ends, out-of-vocabulary
-    words left out (and their rate given); and per order, the share of the texts' n-grams the model
-    lists (its coverage: n-grams seen in the text the model was estimated from)."""
-    order = max(len(ngram) for ngram in model)
+def statistics(model: dict, header: dict, texts: list[str]) -> dict:
+    """How well an ARPA model (`read_arpa`: at least the texts' n-grams, and the file's `header`)
+    knows `texts` (one sentence each), as SRILM's `ngram -ppl` counts: perplexity over the
+    sentences' words and their ends, out-of-vocabulary words left out (and their rate given); and
+    per order, the share of the texts' n-grams the model lists (its coverage: n-grams seen in the
+    text the model was estimated from)."""
+    order = header["order"]
     known = {ngram[0] for ngram in model if len(ngram) == 1} - {UNK}
     log_sum, predicted, words, oov = 0.0, 0, 0, 0
     listed, counted = Counter(), Counter()
@@ -164,6 +180,7 @@ def statistics(model: dict, texts: list[str]) -> dict:
         for n in range(2, order + 1):
             ngrams = [tuple(padded[i : i + n]) for i in range(len(padded) - n + 1)]
             counted[n], listed[n] = counted[n] + len(ngrams), listed[n] + sum(ngram in model for ngram in ngrams)
-    return {"order": order, "vocabulary": len(known - {BOS, EOS}), "sentences": len(texts), "words": words,
+    vocabulary = header["unigrams"] - sum((w,) in model for w in (BOS, EOS, UNK))
+    return {"order": order, "vocabulary": vocabulary, "sentences": len(texts), "words": words,
             "perplexity": 10 ** (-log_sum / max(predicted, 1)), "oov_rate": oov / max(words, 1),
             "coverage": {f"{n}-grams": listed[n] / max(counted[n], 1) for n in counted}}  # fmt: skip

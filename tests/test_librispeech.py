@@ -1,0 +1,128 @@
+"""The LibriSpeech study on a SLURM GPU cluster (studies/librispeech.yaml), as a user with a site
+profile of their own runs it: on a fabricated LibriSpeech tree (a few utterances in its real
+layout, real audio), planned through the profile, every job's nodes, tasks, GPUs, partition and
+account as the cluster would get them; and a tiny run of the same study on the local cluster."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import soundfile
+import yaml
+
+from asrscale.data.datadir import read_data_dir
+from asrscale.decoding.lm import write_arpa
+from conftest import ROOT
+from test_slurm import LOCAL, WITHOUT_ACCOUNTING, cluster, site_profile  # noqa: F401 (the fixture)
+
+SUBSETS = {"train": "train-clean-100", "dev": "dev-clean", "test": "test-clean"}
+
+
+@pytest.fixture(scope="module")
+def librispeech(corpus, tmp_path_factory) -> Path:
+    """LibriSpeech's layout: <subset>/<speaker>/<chapter>/<speaker>-<chapter>-<n>.flac beside
+    <speaker>-<chapter>.trans.txt, the tiny corpus's audio and transcripts in it; and an ARPA LM
+    of the training transcripts, as lm/ holds LibriSpeech's."""
+    root = tmp_path_factory.mktemp("LibriSpeech")
+    texts = []
+    for subset, name in SUBSETS.items():
+        data = read_data_dir(corpus / "data" / subset)
+        for index, utt in enumerate(sorted(data.text)):
+            speaker, chapter = 100 + index % 4, 200 + index % 2
+            folder = root / name / str(speaker) / str(chapter)
+            folder.mkdir(parents=True, exist_ok=True)
+            new = f"{speaker}-{chapter}-{index:04d}"
+            audio, rate = soundfile.read(data.wav[utt])
+            soundfile.write(folder / f"{new}.flac", audio, rate)
+            with (folder / f"{speaker}-{chapter}.trans.txt").open("a") as listing:
+                listing.write(f"{new} {data.text[utt].upper()}\n")
+            if subset == "train":
+                texts.append(data.text[utt])
+    (root / "lm").mkdir()
+    write_arpa(root / "lm" / "3-gram.arpa", texts, 3)
+    return root
+
+
+def paths(librispeech: Path, folder: Path) -> Path:
+    """A user's file over the study: where their LibriSpeech is."""
+    mine = {"corpus": {"subsets": {subset: [{"format": "librispeech", "path": str(librispeech / name)}]
+                                   for subset, name in SUBSETS.items()}},
+            "decode": {"lm": str(librispeech / "lm" / "3-gram.arpa")}}  # fmt: skip
+    (folder / "my-paths.yaml").write_text(yaml.safe_dump(mine))
+    return folder / "my-paths.yaml"
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """Every job of a dry run: its rule, wildcards and resources."""
+    jobs = []
+    for block in re.split(r"\n(?=rule \w+:)", output):
+        rule = re.match(r"rule (\w+):", block)
+        if not rule:
+            continue
+        fields = {key: dict(item.split("=", 1) for item in value.split(", ") if "=" in item)
+                  for key, value in re.findall(r"^\s+(wildcards|resources): (.*)$", block, re.MULTILINE)}  # fmt: skip
+        jobs.append({"rule": rule.group(1), **fields.get("wildcards", {}), **fields.get("resources", {})})
+    return jobs
+
+
+def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say(librispeech, tmp_path):
+    """The site's settings are the user's profile's: their account on every job, CPU stages on
+    their CPU partition, training, calibration and decoding on their GPU partition, and a value
+    of theirs wins over the shipped one (a training job's runtime). The rules set only what the
+    run decides: a run of P ranks takes ceil(P / 8) nodes of its ranks and a GPU a rank."""
+    profile = site_profile(tmp_path, **{
+        "default-resources": {"slurm_account": "myproject", "slurm_partition": "cpu"},
+        "set-resources": {"train": {"slurm_partition": "gpu", "runtime": 99}, "decode": {"slurm_partition": "gpu"},
+                          "calibrate": {"slurm_partition": "gpu"}},
+    })  # fmt: skip
+    command = [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(tmp_path),
+               "--configfile", ROOT / "config.yaml", ROOT / "studies" / "librispeech.yaml",
+               paths(librispeech, tmp_path), "-n"]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    jobs = planned_jobs(result.stdout)
+    assert all(job["slurm_account"] == "myproject" for job in jobs if "slurm_account" in job)
+    trains = [job for job in jobs if job["rule"] == "train"]
+    assert len(trains) == 18  # SEQ, 4 algorithms at 2, 4, 8 and 16 learners, H-ADPSGD at 16
+    for job in trains:
+        learners = int(job["learners"])
+        nodes = -(-learners // 8)
+        assert (job["slurm_partition"], job["runtime"], int(job["nodes"])) == ("gpu", "99", nodes), job
+        assert job["gres"] == f"gpu:{learners // nodes}", job
+        assert job.get("tasks_per_node") == (str(learners // nodes) if learners > 1 else None), job
+    decodes = [job for job in jobs if job["rule"] == "decode"]
+    assert decodes and all((job["slurm_partition"], job["gres"]) == ("gpu", "gpu:1") for job in decodes)
+    cpu_stages = [job for job in jobs if job["rule"] in ("import_subset", "features", "shard", "tokens")]
+    assert {job["rule"] for job in cpu_stages} == {"import_subset", "features", "shard", "tokens"}
+    assert all(job["slurm_partition"] == "cpu" and "gres" not in job for job in cpu_stages)
+    assert sum(job["rule"] == "features" for job in jobs) == 3 * 32  # the study's feature jobs
+
+
+TINY = {  # the same study at the size of a test: one epoch of a small model, SEQ and SSGD at 2
+    "features": {"jobs": 1},
+    "model": {"layers": 1, "units": 32},
+    "train": {"epochs": 1, "batch_size": 4, "checkpoint_steps": 0, "log_interval": 5},
+    "study": {"learners": [2], "runs": [{"algorithm": "seq"}, {"algorithm": "ssgd"}]},
+    "decode": {"lm_weights": [0.5], "word_bonuses": [0.0]},
+}
+
+
+def test_the_librispeech_study_runs_tiny_on_the_local_cluster(cluster, librispeech, tmp_path):  # noqa: F811
+    """Every job a SLURM job of the local cluster, through a site profile sized for it (a core and
+    a GB a rank); the report rendered here."""
+    profile = site_profile(tmp_path, **LOCAL)
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    command = [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(tmp_path),
+               "--configfile", ROOT / "config.yaml", ROOT / "studies" / "librispeech.yaml",
+               paths(librispeech, tmp_path), tmp_path / "tiny.yaml", *WITHOUT_ACCOUNTING]  # fmt: skip
+    result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-6000:]
+    report = (tmp_path / "reports" / "librispeech.html").read_text()
+    assert "SEQ (the baseline)" in report and "LibriSpeech" in report
+    (log,) = (tmp_path / ".snakemake" / "log").glob("*.snakemake.log")
+    submitted = set(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/slurm_logs/rule_(\w+)/", log.read_text()))
+    assert {"import_subset", "features", "train", "decode"} <= submitted
+    shutil.rmtree(tmp_path / "results", ignore_errors=True)
