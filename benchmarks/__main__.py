@@ -15,7 +15,17 @@ import time
 from pathlib import Path
 
 from asrscale.provenance import environment
-from benchmarks import allreduce, asgd_server, decoding, end_to_end, features, fused, simulation, trainer
+from benchmarks import (
+    allreduce,
+    asgd_server,
+    decoding,
+    end_to_end,
+    features,
+    fused,
+    language_model,
+    simulation,
+    trainer,
+)
 from benchmarks.common import ROOT, prepare
 
 SUITE = {
@@ -26,6 +36,7 @@ SUITE = {
     "features": features.run,  # 5
     "asgd": asgd_server.run,  # 6
     "decoding": decoding.run,  # 8: the word LM's decode against greedy
+    "language-model": language_model.run,  # 9: a word LM of LibriSpeech's size
     "end-to-end": end_to_end.run,  # 7
 }
 
