@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,41 @@ def test_alignment_marks_each_error_as_sclite_does():
         "Eval:     S       I",
     ]
     assert confusions == {("cat", "dog"): 1, ("", "a"): 1, ("b", ""): 1}
+
+
+def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses(corpus, tmp_path):
+    """The decode job's whole path (dev weights chosen from a grid, then test) twice here and once
+    in another process with another thread count: the same hypotheses, LM and greedy."""
+    import subprocess
+    import sys
+
+    from asrscale.config.schema import build, defaults
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.data.datadir import read_table
+    from asrscale.decoding.decode import decode_run
+    from asrscale.training.run import train
+    from asrscale.worlds.costmodel import CostModel, Hardware
+    from asrscale.worlds.simulated import SimWorld
+    from conftest import run_config, run_paths
+    from test_sim import CALIBRATION, GPU
+
+    run = run_config(epochs=2, batch_size=4)
+    costs = CostModel(Hardware.from_config("test", defaults("hardware.this-machine", **GPU)), CALIBRATION)
+    train(run, run_paths(corpus, corpus / "shards" / "P1", tmp_path / "run"), SimWorld(1, costs, name="seq"))
+    write_arpa(tmp_path / "lm.arpa", list(read_table(corpus / "data" / "train" / "text").values()), 3)
+    settings = build(DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0])
+    subsets = {s: (corpus / "data" / s, corpus / "feats" / s) for s in ("dev", "test")}
+    arguments = (tmp_path / "run" / "model.pt", subsets, corpus / "feats" / "train", tmp_path / "lm.arpa", settings)
+    for attempt in ("first", "second"):
+        decode_run(*arguments, tmp_path / attempt)
+    program = ("import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
+               "main(sys.argv[1:])")  # fmt: skip
+    (tmp_path / "decode.json").write_text(json.dumps(settings.__dict__))
+    command = [sys.executable, "-c", program, "decode", "--settings", tmp_path / "decode.json", "--model",
+               tmp_path / "run" / "model.pt", "--lm", tmp_path / "lm.arpa", "--data", corpus / "data" / "test",
+               "--feats", corpus / "feats" / "test", "--dev-data", corpus / "data" / "dev", "--dev-feats",
+               corpus / "feats" / "dev", "--train-feats", corpus / "feats" / "train",
+               "--out", tmp_path / "other"]  # fmt: skip
+    subprocess.run(list(map(str, command)), check=True, capture_output=True)
+    hypotheses = [(tmp_path / name / "hypotheses.tsv").read_text() for name in ("first", "second", "other")]
+    assert hypotheses[0] == hypotheses[1] == hypotheses[2] and len(hypotheses[0].splitlines()) > 10

@@ -1,5 +1,7 @@
 """The workflow end to end on a tiny study, and its configuration checks."""
 
+import base64
+import io
 import json
 import os
 import re
@@ -84,8 +86,14 @@ def test_report_holds_every_run_with_real_scores(study):
     assert figures[~figures.agrees].agrees_at.notna().all() and figures.agrees.sum() >= 5
     assert '<table id="verdicts">' in page.split("<h2>Summary</h2>")[0]  # the verdicts first, each with why
     assert '<table id="achieved">' in page and "shares.tcp" in page  # the shared parameters, beside their evidence
-    figures = ("wer_vs_learners", "speedup_vs_learners", "communication_vs_learners", "learning_curves", "time_split",
-               "asgd_staleness", "pairings", "stragglers", "sweep_train_batch_size")  # fmt: skip
+    # every run, downloadable as a TSV file from the page opened from disk
+    link = re.search(r'<a id="runs-tsv" download="runs.tsv" href="data:text/tab-separated-values;charset=utf-8;base64,'
+                     r'([^"]+)">', page)  # fmt: skip
+    downloaded = pd.read_csv(io.StringIO(base64.b64decode(link.group(1)).decode()), sep="\t")
+    assert len(downloaded) == len(pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t"))
+    figures = ("wer_vs_learners", "speedup_vs_learners", "accuracy_against_speedup", "communication_vs_learners",
+               "learning_curves", "time_split", "asgd_staleness", "pairings", "stragglers",
+               "sweep_train_batch_size")  # fmt: skip
     for figure in figures:
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
@@ -137,27 +145,24 @@ def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_a
 
 
 def browser():
-    """Headless Chromium through its WebDriver (Debian's chromium and chromium-driver). Where they
-    are missing the test is skipped, unless ASRSCALE_REQUIRE_BROWSER is set (as CI does)."""
-    found = shutil.which("chromium"), shutil.which("chromedriver")
-    if not all(found):
+    """Headless Chromium through its WebDriver (Debian's chromium and chromium-driver), as the
+    README's screenshot is made. Where they are missing the test is skipped, unless
+    ASRSCALE_REQUIRE_BROWSER is set (as CI does)."""
+    from asrscale.analysis import screenshot
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
         if os.environ.get("ASRSCALE_REQUIRE_BROWSER"):
             raise AssertionError("ASRSCALE_REQUIRE_BROWSER is set, but chromium or chromedriver is not installed")
         pytest.skip("needs Debian's chromium and chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = found[0]
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1366,900"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(found[1]), options=options)
+    return screenshot.browser()
 
 
 def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, tmp_path):
     """A laptop-sized headless Chromium opens the report from disk: no error in the console, no
-    request beyond the page itself, every figure decoded, no sideways scrolling of the page."""
+    request beyond the page itself, every figure decoded, no sideways scrolling of the page; and
+    its screenshot is made by the code that makes the README's."""
+    from asrscale.analysis.screenshot import capture, recorded, template_digest
+
     page = study / "reports" / "tiny.html"
     driver = browser()
     try:
@@ -168,7 +173,7 @@ def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, t
         fetched = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         widths = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
         errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
-        assert driver.save_screenshot(str(tmp_path / "report.png"))
+        capture(page, tmp_path / "report.png", driver)
     finally:
         driver.quit()
     figures = re.findall(r'<figure id="(\w+)">', page.read_text())
@@ -178,6 +183,20 @@ def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, t
     assert all(name.startswith("data:") for name in fetched), fetched
     assert widths[0] <= widths[1], widths
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert recorded(tmp_path / "report.png") == {"Source": "asrscale: the tiny study's end-to-end run",
+                                                 "Template": template_digest(),
+                                                 "Software": "asrscale.analysis.screenshot"}  # fmt: skip
+
+
+def test_the_readmes_screenshot_is_of_the_default_report_as_the_template_renders_it_now():
+    """reports/screenshot.png is made by `asrscale screenshot` from the default study's report, of
+    the report template as it is: a change of the template needs a new screenshot (docs/report.md)."""
+    from asrscale.analysis.screenshot import recorded, template_digest
+
+    shown = recorded(ROOT / "reports" / "screenshot.png")
+    assert shown["Software"] == "asrscale.analysis.screenshot" and shown["Template"] == template_digest()
+    assert shown["Source"] == yaml.safe_load((ROOT / "config.yaml").read_text())["report"]["title"]
+    assert "reports/screenshot.png" in (ROOT / "README.md").read_text()
 
 
 def test_snakemake_report_has_the_figures(study):

@@ -163,6 +163,12 @@ def replay_published(args):
     print(table[["study", "learners", "published", "fitted", "left_out", "ratio", "agrees_at"]].to_string(index=False))
 
 
+def screenshot(args):
+    from asrscale.analysis.screenshot import capture
+
+    capture(args.report, args.out)
+
+
 def report(args):
     from asrscale.analysis.report import make_report
 
@@ -220,6 +226,8 @@ def parser() -> argparse.ArgumentParser:
           ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"}))  # fmt: skip
     stage(replay_published, "replay the studies' published speedups on the cost model, each on its setup",
           ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
+          ("--out", path))  # fmt: skip
+    stage(screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", ("--report", path),
           ("--out", path))  # fmt: skip
     stage(report, "render the HTML report", settings,
           *[(f"--{k}", path) for k in ("lm-statistics", "published-speedups", "figures", "out")],

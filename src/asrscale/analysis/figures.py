@@ -21,6 +21,9 @@ from asrscale.analysis.measures import trained
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
 SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
+#: every algorithm's colour, the same in every report (colour-blind safe, each clearly apart)
+COLOURS = {"seq": "#000000", "ssgd": "#0173b2", "asgd": "#de8f05", "kavg": "#029e73", "ma": "#cc78bc",
+           "adpsgd": "#d55e00", "hadpsgd": "#56b4e9"}  # fmt: skip
 
 
 def _learner_axis(axis, table):
@@ -46,23 +49,59 @@ def wer_vs_learners(table, palette):
 
 
 def speedup_vs_learners(table, palette):
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+    """Time, throughput and time-to-target speedups against P, each panel drawn only with runs
+    that have its speedup (a panel none has says so, with no legend)."""
     columns = ("time_speedup", "throughput_speedup", "target_speedup")
     explained = {"time": "SEQ's time an epoch / the run's", "throughput": "frames/s ratio",
                  "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
     for axis, column, label in zip(axes, columns, explained):
-        sns.lineplot(data=table, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
+        data = table.dropna(subset=[column])
+        axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
+        _learner_axis(axis, table)
+        if data.empty:
+            axis.text(0.5, 0.5, "no run reached the target" if column == "target_speedup" else "no run has it",
+                      ha="center", va="center", transform=axis.transAxes, color="grey")  # fmt: skip
+            continue
+        sns.lineplot(data=data, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
                      errorbar=SPREAD, ax=axis)  # fmt: skip
-        if f"{column}_low" in table:  # the cost model's band around a modelled speedup
-            for algorithm, runs in table.groupby("algorithm"):
-                edges = runs.groupby("learners")[[f"{column}_low", f"{column}_high"]].mean().dropna()
+        if f"{column}_low" in data:  # the cost model's band around a modelled speedup
+            for algorithm, runs in data.groupby("algorithm"):
+                edges = runs.groupby("learners")[[f"{column}_low", f"{column}_high"]].mean()
                 axis.fill_between(edges.index, edges.iloc[:, 0], edges.iloc[:, 1], color=palette[algorithm], alpha=0.1)
         ideal = sorted(table.learners.unique())
         axis.plot(ideal, ideal, "k--", linewidth=1, label="ideal (P)")
-        _learner_axis(axis, table)
         axis.set_ylabel("speedup over SEQ (shaded: the model's band)\n(" + ", ".join(table.speedup_kind.unique()) + ")")
-        axis.set_title(f"{label.capitalize()} speedup: {explained[label]}", fontsize="medium")
         axis.legend(fontsize="small")
+    return figure
+
+
+def accuracy_against_speedup(table, palette):
+    """Per learner count, each algorithm's test WER against its time speedup (its band where
+    modelled), with SEQ's WER as a line: the runs below it and to the right are better on both
+    (the Pareto front joins those no other beats on both). Hollow: stopped by its budget."""
+    counts = sorted(p for p in table.learners.unique() if p > 1)
+    seq = table[table.algorithm == "seq"].wer.mean()
+    figure, axes = plt.subplots(1, len(counts), figsize=(5.2 * len(counts), 4), squeeze=False, sharey=True)
+    for axis, p in zip(axes[0], counts):
+        runs = table[table.learners == p].groupby("algorithm").agg(
+            wer=("wer", "mean"), speedup=("time_speedup", "mean"), low=("time_speedup_low", "mean"),
+            high=("time_speedup_high", "mean"), converged=("converged", "all"),
+        ).dropna(subset=["wer", "speedup"])  # fmt: skip
+        for algorithm, run in runs.iterrows():
+            colour = palette[algorithm]
+            axis.errorbar(run.speedup, 100 * run.wer, xerr=[[run.speedup - run.low], [run.high - run.speedup]],
+                          fmt="o", color=colour, mfc=colour if run.converged else "white", capsize=3,
+                          label=algorithm)  # fmt: skip
+        front = runs.sort_values("speedup", ascending=False)
+        front = front[front.wer <= front.wer.cummin()]
+        axis.plot(front.speedup, 100 * front.wer, ":", color="grey", linewidth=1, label="Pareto front")
+        if seq == seq:
+            axis.axhline(100 * seq, color=palette.get("seq", "black"), linestyle="--", linewidth=1, label="SEQ's WER")
+        axis.set_xlabel(f"time speedup over SEQ at P={p}")
+        axis.set_title(f"P={p}: accuracy against speedup", fontsize="medium")
+        axis.legend(fontsize="small")
+    axes[0][0].set_ylabel("test WER (%), best model")
     return figure
 
 
@@ -222,8 +261,10 @@ def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points,
     "default"), a sweep figure per setting swept. A figure without data is the empty string."""
     sns.set_theme(style="whitegrid", context="notebook")
     folder.mkdir(parents=True, exist_ok=True)
-    palette = dict(zip(sorted(table.algorithm.unique()), sns.color_palette("colorblind")))
-    main = table[table.variant == "default"]
+    palette = COLOURS
+    # each run once: an algorithm's rows that another's run stands for (H-ADPSGD in one node is
+    # SSGD's run) are drawn as that run; SEQ's, which starts every line at one learner, stays
+    main = table[(table.variant == "default") & ((table.trained_as == table.algorithm) | (table.trained_as == "seq"))]
     drawn = {
         "wer_vs_learners": lambda: wer_vs_learners(main, palette),
         "speedup_vs_learners": lambda: speedup_vs_learners(main, palette),
@@ -232,6 +273,7 @@ def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points,
     }
     if (main.learners > 1).any():
         drawn["communication_vs_learners"] = lambda: communication_vs_learners(main, palette)
+        drawn["accuracy_against_speedup"] = lambda: accuracy_against_speedup(main, palette)
     if not staleness.empty:
         drawn["asgd_staleness"] = lambda: asgd_staleness(staleness[staleness.variant == "default"])
     if not exchanges.empty:

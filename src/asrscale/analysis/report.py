@@ -3,6 +3,7 @@
 from the template beside this module (report.html.jinja). The figures are also written as PNGs for
 Snakemake's own report."""
 
+import base64
 import json
 from pathlib import Path
 
@@ -71,8 +72,14 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
         sweep_name=sweep_name, diverged=diverged(runs),
         verdicts=found.claims.verdict.str.split(":").str[0].value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
+        runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
         decode=found.config.get("decode", {}),
     )  # fmt: skip
+
+
+def data_uri(text: str, kind: str) -> str:
+    """`text` as a data: URI, for a link that downloads it from a page opened from disk."""
+    return f"data:{kind};charset=utf-8;base64,{base64.b64encode(text.encode()).decode()}"
 
 
 def percent(value: float) -> str:

@@ -2,8 +2,13 @@
 word bonus chosen on the dev set, never on test), and scoring both (jiwer) with their alignments.
 
 A run's "WER" is the LM decode's, as the studies scored (a lexicon and an n-gram LM); greedy WER
-is kept beside it, the model's accuracy without any LM."""
+is kept beside it, the model's accuracy without any LM. The same model decoded twice, in one
+process or in two, gives the same hypotheses: its outputs are computed with deterministic
+kernels (on a GPU, cuBLAS and cuDNN pick non-deterministic ones by default, and the beam search
+follows the last bit of a log-probability), and the beam search is a function of them."""
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +43,26 @@ def unknown_characters(references: list[str], tokens: Tokens) -> int:
     return sum(c not in tokens for text in references for c in text.replace(" ", ""))
 
 
+@contextlib.contextmanager
+def deterministic():
+    """Torch's deterministic kernels, as long as the block runs (cuBLAS's workspace as it asks)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.benchmark = before[1]
+
+
 def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
-    """The model's log-probabilities of every utterance of a subset, and its greedy hypotheses."""
+    """The model's log-probabilities of every utterance of a subset (computed deterministically),
+    and its greedy hypotheses."""
     by_utt = {}
     device = next(model.parameters()).device
-    with torch.no_grad():
+    with torch.no_grad(), deterministic():
         for group in subset.batches(list(subset.frames), batch_size, seed=None):
             batch = subset.collate(group).to(device)
             log_probs, lengths = model(batch.features, batch.lengths)
