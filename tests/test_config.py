@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from asrscale.config.algorithms import ALGORITHMS, algorithm_spec
-from asrscale.config.schema import SCHEMA
+from asrscale.config.schema import MINIMAL, SCHEMA, validate
 from asrscale.data.corpus.formats import FORMATS
 from asrscale.errors import ConfigError
 from asrscale.training.algorithms import make_algorithm
@@ -17,32 +17,43 @@ from asrscale.worlds.ops import Layout
 from conftest import ROOT
 
 
-def test_reading_a_configuration_loads_no_torch():
+def test_reading_a_configuration_loads_no_torch_numpy_or_soundfile():
     """Snakemake's own process resolves the study: it must not pay for torch (seconds, and a GPU
-    driver's start-up on a login node)."""
+    driver's start-up on a login node), nor for the audio stack the corpus formats use."""
     program = (
         "import sys, yaml\n"
         "from asrscale.config import algorithms, paths, schema, sections\n"
         "from asrscale.config.study import Study\n"
         "study = Study(yaml.safe_load(open('config.yaml')))\n"
         "[study.run_settings(run) for run in study.runs()]\n"
-        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'torch'))\n"
+        "heavy = {'torch', 'numpy', 'soundfile', 'python_speech_features'}\n"
+        "print(sorted({name.split('.')[0] for name in sys.modules} & heavy))\n"
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"
 
 
-def test_the_schema_names_exactly_the_algorithms_and_options_of_the_table_and_allows_every_default():
+def test_the_schema_takes_the_algorithms_and_their_options_from_the_table():
     properties = SCHEMA["properties"]
     study = properties["study"]["properties"]
-    assert study["runs"]["items"]["properties"]["algorithm"]["enum"] == list(ALGORITHMS)
-    assert study["sweeps"]["items"]["properties"]["algorithm"]["enum"] == list(ALGORITHMS)
+    for where in ("runs", "sweeps"):
+        assert study[where]["items"]["properties"]["algorithm"] == {"$ref": "#/$defs/algorithm"}
+    assert SCHEMA["$defs"]["algorithm"]["enum"] == list(ALGORITHMS)
     options = properties["algorithms"]["properties"]
     assert list(options) == list(ALGORITHMS)
     for name, spec in ALGORITHMS.items():
         assert sorted(options[name]["properties"]) == sorted(spec.options), name
         for option, default in spec.options.items():
             jsonschema.validate(default, options[name]["properties"][option])  # the default is a valid value
+            assert options[name]["properties"][option]["description"], (name, option)
+
+
+def test_a_configurations_bad_option_is_named_as_the_run_would_name_it():
+    config = {**MINIMAL, "algorithms": {"kavg": {"period": 0}}}
+    with pytest.raises(ConfigError, match="config: algorithms.kavg.period: 0 is less than the minimum of 1"):
+        validate(config)
+    with pytest.raises(ConfigError, match="^algorithms.kavg.period: 0 is less than the minimum of 1"):
+        algorithm_spec("kavg").resolve({"period": 0})
 
 
 def test_the_schema_names_exactly_the_corpus_formats_of_the_registry():

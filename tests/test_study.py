@@ -128,6 +128,8 @@ def test_every_other_stage_has_its_settings():
         (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
         (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "k", "values": [1, 2]}]),
          r"study.sweeps\[0\].vary: kavg has no setting 'k'"),
+        (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "period", "values": [2, 0]}]),
+         r"study.sweeps\[0\].values: algorithms.kavg.period: 0 is less than the minimum of 1"),
         (("train", "lr", -1), r"config: train.lr: -1 is less than or equal to the minimum of 0"),
         (("decode", "lm", "missing.arpa"), r"config: decode.lm: missing.arpa is not a file"),
         (("decode", "lm_order", 1), r"config: decode.lm_order: 1 is less than the minimum of 2"),

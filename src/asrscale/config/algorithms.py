@@ -1,22 +1,36 @@
 """The one table of training algorithms: what the study resolver and the workflow need to know of
-each (its world ranks, whether one learner is SEQ's computation, its options with their
-defaults), and the class that trains it, named here and loaded only when training
-(`asrscale.training.algorithms.make_algorithm`), so that reading a configuration loads no torch.
+each (its world ranks, whether one learner is SEQ's computation, its options), and the class that
+trains it, named here and loaded only when training (`asrscale.training.algorithms.make_algorithm`),
+so that reading a configuration loads no torch.
 
-The schema (schema.yaml) documents each option and bounds its values; tests/test_config.py
-checks that it names exactly these algorithms and options, and that every default here is valid
-by it."""
+An option is one row: its default, its JSON schema (type, bounds) and what it does. The
+configuration's schema takes the algorithms' options from here when it loads
+(`asrscale.config.schema`), and `make_algorithm` resolves a run's options by the same rows
+(`AlgorithmSpec.resolve`): the classes take them checked."""
 
 from dataclasses import dataclass, field
 
+import jsonschema
+
 from asrscale.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Option:
+    default: object
+    schema: dict  # a JSON schema fragment: type, bounds, enum
+    doc: str
+
+    @property
+    def documented(self) -> dict:
+        return {**self.schema, "description": self.doc}
 
 
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str  # as config.yaml's study.runs and algorithms: name it
     implementation: str  # "<module>.<class>" under asrscale.training.algorithms
-    options: dict = field(default_factory=dict)  # option -> default (config.yaml algorithms.<name>)
+    rows: dict = field(default_factory=dict)  # option -> Option (config.yaml algorithms.<name>)
     #: world ranks that serve rather than learn (ASGD's parameter server)
     servers: int = 0
     #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
@@ -26,27 +40,68 @@ class AlgorithmSpec:
     #: that one and reports its run for this algorithm too (tests/test_sim.py checks it)
     in_one_node_is: str | None = None
 
+    @property
+    def options(self) -> dict:
+        """Every option's default."""
+        return {name: row.default for name, row in self.rows.items()}
+
+    @property
+    def schema(self) -> dict:
+        """The JSON schema of config.yaml's `algorithms.<name>`."""
+        return {"type": "object", "additionalProperties": False,
+                "properties": {name: row.documented for name, row in self.rows.items()}}  # fmt: skip
+
+    def resolve(self, options: dict | None = None) -> dict:
+        """Every option, `options` over the defaults, checked against the rows: a ConfigError
+        names `algorithms.<name>.<option>` and what it expects."""
+        resolved = {**self.options, **(options or {})}
+        for error in jsonschema.Draft202012Validator(self.schema).iter_errors(resolved):
+            where = ".".join(["algorithms", self.name, *map(str, error.absolute_path)])
+            raise ConfigError(f"{where}: {error.message}")
+        return resolved
+
 
 #: what an averaging algorithm's averaging makes common: the model and the optimizer's state (the
 #: study's one policy), or "model": the weights alone, as the studies averaged
-AVERAGING = {"averages": "model_and_optimizer"}
+AVERAGES = {"averages": Option("model_and_optimizer", {"enum": ["model_and_optimizer", "model"]},
+                               "what an averaging makes common: the model and the optimizer's state, or the model's "
+                               "weights alone (as the studies averaged)")}  # fmt: skip
+GRAPH = {"graph": Option("ring", {"enum": ["ring", "exponential"]},
+                         "the gossip graph: neighbours at distance 1 along the ring, or at 1, 3, 7, ...")}  # fmt: skip
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
         AlgorithmSpec("seq", "seq.Sequential"),
         AlgorithmSpec("ssgd", "ssgd.SynchronousSGD", alone_is_seq=True),
-        AlgorithmSpec("asgd", "asgd.AsynchronousSGD", {"staleness_lr": False, "max_staleness": None}, servers=1),
-        AlgorithmSpec("kavg", "kavg.KStepAveraging",
-                      {"period": 8, "period_policy": "fixed", "reference_learners": 4, "plateau": 0.01, **AVERAGING},
-                      alone_is_seq=True),
-        AlgorithmSpec("ma", "ma.ModelAveraging",
-                      {"frames_per_job": 400_000, "natural_gradient": True, "max_param_change": 2.0, **AVERAGING,
-                       "reduce": "allreduce"}),
-        AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {"graph": "ring", **AVERAGING}, alone_is_seq=True),
+        AlgorithmSpec("asgd", "asgd.AsynchronousSGD", {
+            "staleness_lr": Option(False, {"type": "boolean"}, "divide the learning rate by 1 + staleness"),
+            "max_staleness": Option(None, {"type": ["integer", "null"], "minimum": 0},
+                                    "drop gradients staler than this (null: none)"),
+        }, servers=1),
+        AlgorithmSpec("kavg", "kavg.KStepAveraging", {
+            "period": Option(8, {"type": "integer", "minimum": 1}, "K: local steps between averagings"),
+            "period_policy": Option("fixed", {"enum": ["fixed", "by_learners", "plateau"]},
+                                    "K fixed, chosen from P (by_learners), or halved when the dev loss stalls"),
+            "reference_learners": Option(4, {"type": "integer", "minimum": 1}, "by_learners: P at which K = period"),
+            "plateau": Option(0.01, {"type": "number", "minimum": 0},
+                              "plateau: relative dev-loss gain that counts as progress"),
+            **AVERAGES,
+        }, alone_is_seq=True),
+        AlgorithmSpec("ma", "ma.ModelAveraging", {
+            "frames_per_job": Option(400_000, {"type": "integer", "minimum": 1},
+                                     "averaging period, in frames each job trains"),
+            "natural_gradient": Option(True, {"type": "boolean"}, "online natural-gradient SGD preconditioning"),
+            "max_param_change": Option(2.0, {"type": "number", "minimum": 0},
+                                       "cap on one minibatch's parameter change; 0 disables"),
+            **AVERAGES,
+            "reduce": Option("allreduce", {"enum": ["allreduce", "master"]},
+                             "how the models are averaged: one allreduce, or through learner 0 (rosc17's master rank)"),
+        }),
+        AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True),
         # one node is one super learner: its gradients allreduced every step, no gossip
-        AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {"graph": "ring", **AVERAGING},
-                      alone_is_seq=True, in_one_node_is="ssgd"),
+        AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True,
+                      in_one_node_is="ssgd"),
     )
 }  # fmt: skip
 

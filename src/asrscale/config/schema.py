@@ -9,9 +9,22 @@ from importlib import resources
 import jsonschema
 import yaml
 
+from asrscale.config.algorithms import ALGORITHMS
+from asrscale.data.corpus.formats import FORMATS
 from asrscale.errors import ConfigError
 
-SCHEMA = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
+
+def _load() -> dict:
+    """schema.yaml, with what has one place elsewhere spliced in: the algorithms and their options
+    (the table of algorithms) and the corpus formats (their registry)."""
+    schema = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
+    schema["$defs"]["algorithm"]["enum"] = list(ALGORITHMS)
+    schema["properties"]["algorithms"]["properties"] = {name: spec.schema for name, spec in ALGORITHMS.items()}
+    schema["$defs"]["sources"]["items"]["properties"]["format"]["enum"] = list(FORMATS)
+    return schema
+
+
+SCHEMA = _load()
 # the least a configuration holds: every other setting has a default
 MINIMAL = {"corpus": {"name": "defaults"}, "study": {"runs": [{"algorithm": "seq"}]}}
 

@@ -76,10 +76,16 @@ class Study:
             key = f"config: study.sweeps[{index}]"
             if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
                 raise ConfigError(f"{key}.learners: seq is one learner, not {sweep['learners']}")
-            settings = sorted(algorithm_spec(sweep["algorithm"]).options) + [f"train.{key}" for key in TRAIN_KEYS]
+            spec = algorithm_spec(sweep["algorithm"])
+            settings = sorted(spec.options) + [f"train.{key}" for key in TRAIN_KEYS]
             if sweep["vary"] not in settings:
                 raise ConfigError(f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
                                   f"one of {settings}")  # fmt: skip
+            for value in sweep["values"] if not sweep["vary"].startswith("train.") else ():
+                try:  # each value as the run would be made with it
+                    spec.resolve({**self._options(spec.name), sweep["vary"]: value})
+                except ConfigError as error:
+                    raise ConfigError(f"{key}.values: {error}") from None
 
     def _check_train(self, index: int, entry: dict) -> None:
         """An entry's train settings: train's keys, valid over train:, the same for every entry of
@@ -190,7 +196,7 @@ class Study:
 
     def _options(self, algorithm: str) -> dict:
         """Every option of `algorithm` as configured: its defaults, with config.yaml's over them."""
-        return {**algorithm_spec(algorithm).options, **self.config["algorithms"].get(algorithm, {})}
+        return algorithm_spec(algorithm).resolve(self.config["algorithms"].get(algorithm))
 
     def _features(self) -> dict:
         """features: as extracted (asrscale.config.sections.FeatureConfig): their normalisation

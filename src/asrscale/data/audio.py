@@ -14,6 +14,7 @@ import numpy as np
 import soundfile
 
 from asrscale.data.badinput import BadInput
+from asrscale.data.wavspec import is_command
 
 
 @functools.lru_cache(maxsize=4)
@@ -32,10 +33,6 @@ def resample(samples: np.ndarray, to_rate: int, from_rate: int) -> np.ndarray:
     divisor = math.gcd(to_rate, from_rate)
     up, down = to_rate // divisor, from_rate // divisor
     return resample_poly(samples, up, down, window=_resampling_filter(up, down))
-
-
-def is_command(audio: str) -> bool:
-    return audio.rstrip().endswith("|")
 
 
 def run_pipe(command: str) -> bytes:

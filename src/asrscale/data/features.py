@@ -19,9 +19,10 @@ import python_speech_features as psf
 import soundfile
 
 from asrscale.config.sections import BadInputPolicy, FeatureConfig
-from asrscale.data.audio import is_command, read_audio, resample
+from asrscale.data.audio import read_audio, resample
 from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.datadir import DataDir, read_table
+from asrscale.data.wavspec import is_command
 from asrscale.io import atomic_write_text
 
 

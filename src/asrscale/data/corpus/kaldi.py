@@ -4,9 +4,9 @@ whose features are used instead of the audio when features.kind is "kaldi"."""
 
 from pathlib import Path
 
-from asrscale.data.audio import is_command
 from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.corpus.entry import Entry, read_listing
+from asrscale.data.wavspec import is_command
 
 LISTINGS = ("wav.scp", "text", "utt2spk", "segments", "feats.scp")
 

@@ -21,11 +21,12 @@ import kaldiio
 import soundfile
 
 from asrscale.config.sections import FeatureConfig, ImportSettings, TextNormalisation
-from asrscale.data.audio import is_command, open_audio
+from asrscale.data.audio import open_audio
 from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.corpus.entry import Entry
 from asrscale.data.corpus.formats import FORMATS
 from asrscale.data.datadir import DataDir
+from asrscale.data.wavspec import is_command
 
 
 def normalise(text: str, settings: TextNormalisation) -> str:

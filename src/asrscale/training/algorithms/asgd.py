@@ -18,7 +18,7 @@ so that nothing is promoted or moved: float32 holds versions exactly up to 2**24
 
 import torch
 
-from asrscale.training.algorithms.base import Algorithm, require
+from asrscale.training.algorithms.base import Algorithm
 from asrscale.worlds import ops
 
 SERVER = 0
@@ -37,9 +37,6 @@ class AsynchronousSGD(Algorithm):
 
     def __init__(self, layout, staleness_lr: bool, max_staleness: int | None):
         super().__init__(layout)
-        require(
-            max_staleness is None or max_staleness >= 0, f"asgd: max_staleness must be at least 0, not {max_staleness}"
-        )
         self.staleness_lr, self.max_staleness = staleness_lr, max_staleness
         # a learner's: the server's version at its last pull; the server's: its own, and a record
         # per pushed gradient

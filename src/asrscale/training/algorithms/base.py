@@ -15,15 +15,7 @@ model, over the same learners, in the same transfer.
 
 import torch
 
-from asrscale.errors import ConfigError
 from asrscale.worlds import ops
-
-
-def require(ok: bool, message: str) -> None:
-    """An option checked when the algorithm is made (the run stops before training): a
-    ConfigError with `message`, which names the algorithm and the option."""
-    if not ok:
-        raise ConfigError(message)
 
 
 class Algorithm:
@@ -99,9 +91,6 @@ class Algorithm:
         yield from ()
 
 
-AVERAGES = ("model_and_optimizer", "model")
-
-
 class Averaging(Algorithm):
     """An algorithm whose learners hold different models between averagings: the model it
     evaluates and saves is their average. `averages` says what an averaging makes common: the
@@ -110,7 +99,6 @@ class Averaging(Algorithm):
 
     def __init__(self, layout: ops.Layout, averages: str):
         super().__init__(layout)
-        require(averages in AVERAGES, f"{self.name}: averages must be one of {AVERAGES}, not {averages!r}")
         self.averages, self._received = averages, None
 
     def shared(self, learner) -> list[torch.Tensor]:
@@ -166,5 +154,4 @@ class PeriodicAveraging(Averaging):
             yield ops.Receive(shared, first, tag=AVERAGED)
 
 
-REDUCES = ("allreduce", "master")
 AVERAGE, AVERAGED = 101, 102  # the tags of a model sent to be averaged, and of the average sent back

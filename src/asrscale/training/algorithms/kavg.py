@@ -18,9 +18,7 @@ rule, asrscale.training.schedule):
 
 import math
 
-from asrscale.training.algorithms.base import PeriodicAveraging, require
-
-PERIOD_POLICIES = ("fixed", "by_learners", "plateau")
+from asrscale.training.algorithms.base import PeriodicAveraging
 
 
 class KStepAveraging(PeriodicAveraging):
@@ -29,9 +27,6 @@ class KStepAveraging(PeriodicAveraging):
     def __init__(self, layout, period: int, period_policy: str, reference_learners: int, plateau: float,
                  averages: str):  # fmt: skip
         super().__init__(layout, averages)
-        require(period >= 1, f"kavg: period must be at least 1, not {period}")
-        require(period_policy in PERIOD_POLICIES,
-                f"kavg: period_policy must be one of {PERIOD_POLICIES}, not {period_policy!r}")  # fmt: skip
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
         if period_policy == "by_learners":

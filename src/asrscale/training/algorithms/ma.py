@@ -19,7 +19,7 @@ Not reproduced: Kaldi's ramp of the number of jobs and its final combination of 
 
 import torch
 
-from asrscale.training.algorithms.base import REDUCES, PeriodicAveraging, require
+from asrscale.training.algorithms.base import PeriodicAveraging
 from asrscale.training.fused import Recorder, biases_of
 from asrscale.training.natural_gradient import NaturalGradient
 from asrscale.worlds import ops
@@ -31,9 +31,6 @@ class ModelAveraging(PeriodicAveraging):
     def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float, averages: str,
                  reduce: str):  # fmt: skip
         super().__init__(layout, averages)
-        require(frames_per_job >= 1, f"ma: frames_per_job must be positive, not {frames_per_job}")
-        require(max_param_change >= 0, f"ma: max_param_change must be at least 0 (0 disables), not {max_param_change}")
-        require(reduce in REDUCES, f"ma: reduce must be one of {REDUCES}, not {reduce!r}")
         self.reduce = reduce
         self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
