@@ -48,7 +48,7 @@ def corpus(tmp_path_factory) -> Path:
 SMALL_MODEL = {"layers": 1, "units": 32}
 QUICK = {"epochs": 2, "batch_size": 8, "optimizer": "adam", "lr": 3e-3, "log_interval": 4, "threads": 1,
          "device": "cpu"}  # fmt: skip
-MPI_WORLD = {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "learners_per_node": None}
+MPI_WORLD = {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "node_size": None}
 
 
 def model_config(**changes) -> ModelConfig:

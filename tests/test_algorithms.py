@@ -28,7 +28,7 @@ def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect
         ("kavg", {"period": 0}, "algorithms.kavg.period: 0 is less than the minimum of 1"),
         ("kavg", {"period_policy": "sometimes"}, r"algorithms.kavg.period_policy: 'sometimes' is not one of \['fixed'"),
         ("adpsgd", {"graph": "star"}, "algorithms.adpsgd.graph: 'star' is not one of"),
-        ("hadpsgd", {"learners_per_node": 2}, r"algorithms.hadpsgd: .*'learners_per_node' was unexpected"),  # a world's
+        ("hadpsgd", {"node_size": 2}, r"algorithms.hadpsgd: .*'node_size' was unexpected"),  # the study's
         ("asgd", {"max_staleness": -1}, "algorithms.asgd.max_staleness: -1 is less than the minimum of 0"),
         ("ma", {"reduce": "gather"}, "algorithms.ma.reduce: 'gather' is not one of"),
         ("ssgd", {"period": 2}, r"algorithms.ssgd: .*'period' was unexpected"),

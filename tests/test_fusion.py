@@ -31,7 +31,7 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None,
                      **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})  # fmt: skip
     servers = 1 if algorithm == "asgd" else 0
     together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
-    world = SimWorld(learners, costs, servers, learners_per_node=2, prefetch=run.train.prefetch, name=algorithm,
+    world = SimWorld(learners, costs, servers, node_size=2, prefetch=run.train.prefetch, name=algorithm,
                      device=device, fusers=together)  # fmt: skip
     paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
     train(run, paths, world)
@@ -126,7 +126,7 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     covers gradients, updates and preconditionings."""
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps(CALIBRATION))
-    settings = {"kind": "simulated", "learners": 4, "learners_per_node": None, "fuse_learners": fuse,
+    settings = {"kind": "simulated", "learners": 4, "node_size": None, "fuse_learners": fuse,
                 "hardware": {"name": "here", **defaults("hardware.this-machine")}}  # fmt: skip
     world = make_world(settings, run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
     assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

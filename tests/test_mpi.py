@@ -128,15 +128,15 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
     assert json.loads((killed / "run.json").read_text())["resumed"]
 
 
-@pytest.mark.parametrize("algorithm, learners_per_node", [("ssgd", None), ("kavg", None), ("hadpsgd", 2)])
-def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, learners_per_node):
+@pytest.mark.parametrize("algorithm, node_size", [("ssgd", None), ("kavg", None), ("hadpsgd", 2)])
+def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, node_size):
     """The path NCCL takes between GPUs (torch.distributed set up from the MPI ranks), here with
     Gloo between CPUs: the same run as through MPI (H-ADPSGD: one node of two, its allreduce; its
     leaders' gossip goes through MPI in either case, and follows the clock)."""
     models = {}
     for collectives in ("mpi", "torch"):
         out = tmp_path / collectives
-        world = dict(MPI_WORLD, collectives=collectives, learners_per_node=learners_per_node)
+        world = dict(MPI_WORLD, collectives=collectives, node_size=node_size)
         mpiexec(2, *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1))
         models[collectives] = torch.load(out / "model.pt", weights_only=False)["model"]
     assert all(torch.equal(models["mpi"][name], models["torch"][name]) for name in models["mpi"])

@@ -204,7 +204,7 @@ def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
     assert [learner.node for learner in learners] == [0] * 8 + [1, 1]
     assert learners[-1].node_size == 2 and learners[0].nodes == 2 and sim.ranks[0].node == 0
     # an algorithm may group learners into smaller nodes than the machines (H-ADPSGD's option)
-    grouped = SimWorld(10, sim.costs, servers=1, learners_per_node=4)
+    grouped = SimWorld(10, sim.costs, servers=1, node_size=4)
     assert [r.layout.node for r in grouped.ranks[1:]] == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert [r.machine for r in grouped.ranks] == [0] * 9 + [1, 1] and grouped.sharing[1] == 9
     shared = CostModel(profile(device="shared", compute=None), CALIBRATION)
@@ -367,7 +367,7 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
     def last_steps(algorithm, straggler):
         costs = CostModel(profile(stragglers={straggler: 3.0}), CALIBRATION, seed=QUICK.seed)
         paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / f"{algorithm}{straggler}")  # fmt: skip
-        world = SimWorld(4, costs, learners_per_node=1, name=algorithm)
+        world = SimWorld(4, costs, node_size=1, name=algorithm)
         train(run_config(algorithm, epochs=1, batch_size=4, log_interval=1), paths, world)
         metrics = pd.read_csv(paths.out / "metrics.tsv", sep="\t")
         by_rank = metrics[metrics.kind == "interval"].groupby("rank")

@@ -62,7 +62,7 @@ def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run
     assert variant["train"]["batch_size"] == 96
     mpi = Study(merged("studies/algorithms.yaml"))
     world = mpi.run_settings(Run("mpi", "hadpsgd", "default", 4, 1))["world"]
-    assert world == {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "learners_per_node": 2}
+    assert world == {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "node_size": 2}
     assert mpi.ranks(Run("mpi", "asgd", "default", 4, 1)) == 5
 
 
@@ -133,6 +133,10 @@ def test_every_other_stage_has_its_settings():
         (("train", "lr", -1), r"config: train.lr: -1 is less than or equal to the minimum of 0"),
         (("decode", "lm", "missing.arpa"), r"config: decode.lm: missing.arpa is not a file"),
         (("decode", "lm_order", 1), r"config: decode.lm_order: 1 is less than the minimum of 2"),
+        # a key that moved names where it is now
+        (("study", "learners_per_node", 2), r"config: study.learners_per_node is no longer a setting here: it is "
+                                             r"study.node_size"),
+        (("slurm", "account", "lab"), r"config: slurm.account is no longer a setting here: it is your SLURM profile's"),
     ],
 )  # fmt: skip
 def test_a_wrong_configuration_is_an_error_naming_the_key(change, message):

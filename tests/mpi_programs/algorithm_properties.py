@@ -116,7 +116,7 @@ elif case == "asgd_applies_every_gradient_once":
         assert sorted(who for who, *_ in records) == sorted(list(range(learners)) * STEPS)
 
 elif case == "hadpsgd_keeps_nodes_identical":
-    world = MPIWorld(learners_per_node=2)
+    world = MPIWorld(node_size=2)
     learner, chosen = train(world, "hadpsgd")
     world.run(chosen.epoch_done(learner))  # the passive leaders have answered every averaging, and shared it
     mine, leader = flat(learner), flat(learner).clone()

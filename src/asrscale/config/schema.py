@@ -58,6 +58,7 @@ MOVED = {
     ("slurm", "runtime_min"): f"{PROFILE} default-resources: runtime",
     ("slurm", "mem_mb"): f"{PROFILE} default-resources: mem_mb",
     ("slurm", "learners_per_node"): "slurm.ranks_per_node",
+    ("study", "learners_per_node"): "study.node_size (the learners an algorithm treats as a node)",
 }
 
 

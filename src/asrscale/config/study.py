@@ -156,10 +156,10 @@ class Study:
         return run
 
     def _node_size(self, world: str) -> int | None:
-        """The learners of a node as the algorithms see them: study.learners_per_node, or a simulated
+        """The learners of a node as the algorithms see them: study.node_size, or a simulated
         run's profile's (None: real ranks, whose machines are known only when they run)."""
-        if self.config["study"]["learners_per_node"] or world == "mpi":
-            return self.config["study"]["learners_per_node"]
+        if self.config["study"]["node_size"] or world == "mpi":
+            return self.config["study"]["node_size"]
         return self.config["hardware"][self.hardware]["learners_per_node"]
 
     def world_folder(self, world: str) -> str:
@@ -216,14 +216,14 @@ class Study:
                 train[setting.removeprefix("train.")] = json.loads(value)
             else:
                 options[setting] = json.loads(value)
-        learners_per_node = config["study"]["learners_per_node"]
+        node_size = config["study"]["node_size"]
         if run.world == "mpi":
             world = {"kind": "mpi", "collectives": config["mpi"]["collectives"],
-                     "timeout_s": config["mpi"]["timeout_s"], "learners_per_node": learners_per_node}  # fmt: skip
+                     "timeout_s": config["mpi"]["timeout_s"], "node_size": node_size}  # fmt: skip
         else:
             profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}
             world = {"kind": "simulated", "learners": run.learners, "hardware": dict(profile, name=self.hardware),
-                     "learners_per_node": learners_per_node,
+                     "node_size": node_size,
                      "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
         return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
                 "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],

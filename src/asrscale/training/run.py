@@ -58,7 +58,7 @@ def make_world(settings: dict, run: RunConfig, calibration: Path | None, cores: 
     if settings["kind"] == "mpi":
         from asrscale.worlds.mpi import MPIWorld
 
-        return MPIWorld(servers=servers, learners_per_node=settings["learners_per_node"],
+        return MPIWorld(servers=servers, node_size=settings["node_size"],
                         timeout_s=settings["timeout_s"], name=run.algorithm, collectives=settings["collectives"],
                         device=device)  # fmt: skip
     from asrscale.training.fused import fusers
@@ -69,7 +69,7 @@ def make_world(settings: dict, run: RunConfig, calibration: Path | None, cores: 
         raise ValueError("a simulated run needs this machine's calibration: --calibration")
     profile = dict(settings["hardware"])
     costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=run.seed)
-    world = SimWorld(settings["learners"], costs, servers, settings["learners_per_node"], run.train.prefetch,
+    world = SimWorld(settings["learners"], costs, servers, settings["node_size"], run.train.prefetch,
                      run.algorithm, device, cores=cores)  # fmt: skip
     fuse = settings["fuse_learners"]
     if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU

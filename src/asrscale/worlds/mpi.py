@@ -119,7 +119,7 @@ class MPIWorld:
     ASGD's parameter server); the others are learners. Every rank's layout counts the learners
     (`size`), so a server knows whom it serves.
 
-    Learners are grouped into nodes by MPI's shared-memory split, or `learners_per_node` at a
+    Learners are grouped into nodes by MPI's shared-memory split, or `node_size` at a
     time when given (so that 4 ranks on one machine can act as 2 nodes of 2). A request that
     has not completed after `timeout_s` (a peer hangs) ends every rank with an error naming this
     one; a peer that dies ends the job through the MPI launcher.
@@ -127,7 +127,7 @@ class MPIWorld:
     `device` (train.device) places the rank: on a GPU, the machine's GPU of the rank's index among
     the ranks there; `collectives` is agreed by every rank (`choose_collectives`)."""
 
-    def __init__(self, mpi_comm=None, servers: int = 0, learners_per_node: int | None = None,
+    def __init__(self, mpi_comm=None, servers: int = 0, node_size: int | None = None,
                  timeout_s: float | None = None, name: str = "asrscale", collectives: str = "auto",
                  device: str = "cpu"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
@@ -139,8 +139,8 @@ class MPIWorld:
             raise UserError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
         self.serving = self.rank < servers
         learners = world.Split(1 if self.serving else 0, self.rank)
-        if learners_per_node:
-            node = learners.Split(learners.Get_rank() // learners_per_node, learners.Get_rank())
+        if node_size:
+            node = learners.Split(learners.Get_rank() // node_size, learners.Get_rank())
         else:
             node = learners.Split_type(MPI.COMM_TYPE_SHARED, learners.Get_rank())
         node_rank = node.Get_rank()

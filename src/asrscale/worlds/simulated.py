@@ -65,7 +65,7 @@ class _Gossip:
 class SimWorld:
     """`learners` learners after `servers` server ranks. The hardware profile puts its
     `learners_per_node` on each machine, server ranks on the first; the algorithm sees nodes of
-    `learners_per_node` learners when given (as MPI ranks of one machine can act as several
+    `node_size` learners when given (as MPI ranks of one machine can act as several
     nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
     its GPU where it has one); the modelled devices are the profile's. With `fusers`
     (asrscale.training.fused.fusers: by kind of learner's work, `ops.WORK`, the function that
@@ -76,7 +76,7 @@ class SimWorld:
     `cores` threads (the job's; by default every core the process may run on): its clock is
     modelled, not measured."""
 
-    def __init__(self, learners: int, costs: CostModel, servers: int = 0, learners_per_node: int | None = None,
+    def __init__(self, learners: int, costs: CostModel, servers: int = 0, node_size: int | None = None,
                  prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fusers: dict | None = None,
                  cores: int | None = None):  # fmt: skip
         if learners < 1:
@@ -90,7 +90,7 @@ class SimWorld:
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
         self.threads_per_rank = cores or available_cores()  # one rank computes at a time, on the job's cores
         per_machine = costs.hardware.learners_per_node
-        per_node = learners_per_node or per_machine
+        per_node = node_size or per_machine
         nodes = -(-learners // per_node)
         self.ranks: list[_Rank] = []
         for rank in range(servers + learners):

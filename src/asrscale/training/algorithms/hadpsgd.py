@@ -7,7 +7,7 @@ graph over the nodes, wait-free as ADPSGD is (asrscale.training.algorithms.adpsg
 leader asks a neighbouring node's leader to average while its node computes; a passive leader's
 world answers without stopping its node. After the node's gradients are allreduced, the leader
 shares its model (as its gossip, or its world's answers, left it) inside the node before the
-common update, at every step and at the epoch's end. Nodes are the world's (study.learners_per_node,
+common update, at every step and at the epoch's end. Nodes are the world's (study.node_size,
 or the machines: MPI's shared-memory split, the hardware profile's nodes); learners that do not
 fill the last node form a smaller one.
 """
