@@ -66,13 +66,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
 
     from asrscale.data.batches import Batch
     from asrscale.data.shard import read_shard
-    from asrscale.training.algorithms.ma import natural_gradient_of
-    from asrscale.training.cells import TorchCell
-    from asrscale.training.fused import GraphedLoops, Recorder, fused_gradients, fused_updates, fusers
-    from asrscale.training.learner import GradientJob, Learner, make_optimizer
-    from asrscale.training.natural_gradient import precondition_together
-    from asrscale.worlds import ops
-    from asrscale.worlds.devices import synchronize
+    from asrscale.training.learner import Learner, make_optimizer
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
@@ -80,8 +74,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     study = Study.of(work)
     run, train_set, place = study.seq, study.subset("train"), torch.device(device)
     shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS) / f"shard{r}.tsv") for r in range(LEARNERS)]
-    batch_size = run.train.batch_size
-    batches = [train_set.collate(sorted(shard)[:batch_size]).to(place) for shard in shards]
+    batches = [train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards]
     torch.manual_seed(run.seed)
 
     def learner(name):
@@ -94,62 +87,71 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     everything = Batch(torch.cat([_padded(b, longest) for b in batches]), torch.cat([b.lengths for b in batches]),
                        torch.cat([b.targets for b in batches]), torch.cat([b.target_lengths for b in batches]),
                        [u for b in batches for u in b.utts])  # fmt: skip
-    one = learner("one model")
+    seconds = time_rounds(learners, batches, learner("one model"), everything, run.train.lr, place, rounds)
+    seconds |= time_preconditioning(learners, batches, place)
+    return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
 
-    def step(compute):
-        """A round: the gradients as `compute` makes them, then the updates as the simulated world
-        applies them: fused learners' as one (fused_updates), others' one by one."""
-        compute()
-        if compute in (alone, big):
-            for each in learners if compute is alone else [one]:
-                each.apply(run.train.lr)
-        else:
-            fused_updates([(each, run.train.lr) for each in learners])
+
+def time_rounds(learners: list, batches: list, one, everything, lr: float, place, rounds: int) -> dict:
+    """Each way's seconds of `rounds` rounds: the learners' gradients as it computes them, then their
+    updates as the simulated world applies them (fused learners' as one); "alone": the learners in
+    turn, each its own update; "big": `one` model on `everything`. On a GPU, the fused ways' peak memory."""
+    import torch
+
+    from asrscale.training.cells import TorchCell
+    from asrscale.training.fused import GraphedLoops, fused_gradients, fused_updates, fusers
+    from asrscale.training.learner import GradientJob
+    from asrscale.worlds import ops
+    from asrscale.worlds.devices import synchronize
 
     jobs = [GradientJob(each, batch) for each, batch in zip(learners, batches)]
-    the_worlds_fuser = fusers(place)[ops.Gradient]  # on a GPU: the recurrence's loops as CUDA graphs
+    ways = {
+        "fused": lambda: fused_gradients(jobs),  # kernel by kernel
+        "alone": lambda: [each.compute(batch) for each, batch in zip(learners, batches)],
+        "big": lambda: one.compute(everything),
+    }
+    on_gpu = place.type == "cuda"
+    if on_gpu:
+        the_worlds_fuser, graphs_of_torch_cells = fusers(place)[ops.Gradient], GraphedLoops(TorchCell)
+        ways |= {"graphed": lambda: the_worlds_fuser(jobs),  # the recurrence's loops as CUDA graphs
+                 "graphed_torch_cells": lambda: fused_gradients(jobs, graphs_of_torch_cells),
+                 "updates": lambda: None}  # nothing computed: the round's optimizer steps alone  # fmt: skip
 
-    def fused():
-        fused_gradients(jobs)  # kernel by kernel
-
-    def graphed():
-        the_worlds_fuser(jobs)
-
-    graphs_of_torch_cells = GraphedLoops(TorchCell)
-
-    def graphed_torch_cells():
-        fused_gradients(jobs, graphs_of_torch_cells)
-
-    def updates():
-        """Nothing computed: the round's optimizer steps alone (as one)."""
-
-    def alone():
-        for each, batch in zip(learners, batches):
-            each.compute(batch)
-
-    def big():
-        one.compute(everything)
+    def round_of(name):
+        ways[name]()
+        if name in ("alone", "big"):
+            for each in learners if name == "alone" else [one]:
+                each.apply(lr)
+        else:
+            fused_updates([(each, lr) for each in learners])
 
     seconds = {}
-    kinds = (("fused", fused), ("alone", alone), ("big", big))
-    if device == "cuda":
-        kinds += (("graphed", graphed), ("graphed_torch_cells", graphed_torch_cells), ("updates", updates))
-    for name, compute in kinds:
+    for name in ways:
         for _ in range(2 if name.startswith("graphed") else 1):  # warm-up; with CUDA graphs the second captures
-            step(compute)
-        if device == "cuda":
-            torch.cuda.synchronize()
+            round_of(name)
+        synchronize(place)
+        if on_gpu:
             torch.cuda.reset_peak_memory_stats()
         timed = []
         for _ in range(rounds):
             start = time.perf_counter()
-            step(compute)
-            if device == "cuda":
-                torch.cuda.synchronize()
+            round_of(name)
+            synchronize(place)
             timed.append(time.perf_counter() - start)
         seconds[f"{name}_s"] = timed
-        if name in ("fused", "graphed", "graphed_torch_cells") and device == "cuda":
+        if name in ("fused", "graphed", "graphed_torch_cells") and on_gpu:
             seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    return seconds
+
+
+def time_preconditioning(learners: list, batches: list, place) -> dict:
+    """MA's NG-SGD preconditioning of the learners' gradients, in turn and together: the seconds
+    of a step of its steady schedule."""
+    from asrscale.training.algorithms.ma import natural_gradient_of
+    from asrscale.training.fused import Recorder, fused_gradients
+    from asrscale.training.learner import GradientJob
+    from asrscale.training.natural_gradient import precondition_together
+    from asrscale.worlds.devices import synchronize
 
     recorders = [Recorder() for _ in learners]
     fused_gradients([GradientJob(*job) for job in zip(learners, batches, recorders)])
@@ -158,6 +160,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         for natural, recorder in jobs:
             natural.precondition(recorder)
 
+    seconds = {}
     for way, precondition in (("in_turn", in_turn), ("together", precondition_together)):
         naturals = [natural_gradient_of(each.model) for each in learners]
         jobs = list(zip(naturals, recorders))
@@ -171,7 +174,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
             precondition(jobs)
         synchronize(place)
         seconds[f"precondition_{way}_s"] = [(time.perf_counter() - start) / naturals[0].update_period]
-    return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
+    return seconds
 
 
 def _padded(batch, frames: int):

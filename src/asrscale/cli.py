@@ -177,63 +177,65 @@ def report(args):
                 args.skipped, settings["config"])  # fmt: skip
 
 
+PATH = {"type": Path, "required": True}
+SETTINGS = ("--settings", {"type": Path, "required": True, "help": "the stage's settings file"})
+PART = [("--part", {"type": int, "default": 0}), ("--parts", {"type": int, "default": 1})]
+
+
+def paths(*names: str) -> list:
+    """Required path arguments --<name>."""
+    return [(f"--{name}", PATH) for name in names]
+
+
+#: every stage the CLI runs: its function (whose name, dashed, names the stage), what it does, its arguments
+STAGES = [
+    (synth, "synthesise one part of the built-in corpus", [SETTINGS, *PART, *paths("out")]),
+    (import_data, "import one subset of your own corpus from its sources", [SETTINGS, *paths("out")]),
+    (combine_data, "merge data dirs", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
+    (tokens, "the token set of a training text", paths("data", "out")),
+    (language_model, "a word n-gram language model of a training text, as an ARPA file",
+     [SETTINGS, *paths("data", "out")]),
+    (lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
+     paths("lm", "train-data", "dev-data", "test-data", "out")),
+    (features, "extract features of one part of a data dir", [
+        SETTINGS, *paths("data"), *PART, *paths("out"),
+        ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"})]),
+    (combine_features, "merge feature parts", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
+    (shard, "balanced shards for P learners",
+     [*paths("feats"), ("--learners", {"type": int, "required": True}), *paths("out")]),
+    (calibrate, "time the model on this machine for the cost model of simulated runs",
+     [SETTINGS, *paths("train-data", "train-feats", "tokens", "out")]),
+    (train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile", [
+        SETTINGS, *paths("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out"),
+        ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
+        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"})]),
+    (decode, "decode a test set greedily and with the LM (its weights chosen on dev) and score both",
+     [SETTINGS, *paths("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")]),
+    (gather, "gather a study's runs into tables", [SETTINGS, *paths("out")]),
+    (fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check each "
+     "figure out of sample", [
+        ("--out", {"type": Path, "default": None, "help": "default: the package's src/asrscale/worlds/fitted.yaml"}),
+        ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"})]),
+    (replay_published, "replay the studies' published speedups on the cost model, each on its setup", [
+        ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
+        *paths("out")]),
+    (screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", paths("report", "out")),
+    (report, "render the HTML report", [
+        SETTINGS, *paths("lm-statistics", "published-speedups", "figures", "out"),
+        ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
+        ("--skipped", {"type": Path, "nargs": "*", "default": [],
+                       "help": "folders whose skipped.tsv lists the utterances left out"})]),
+]  # fmt: skip
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="asrscale", description=__doc__)
     stages = top.add_subparsers(dest="stage", required=True)
-
-    def stage(function, help_text, *arguments):
+    for function, help_text, arguments in STAGES:
         sub = stages.add_parser(function.__name__.replace("_", "-"), help=help_text)
         for name, kwargs in arguments:
             sub.add_argument(name, **kwargs)
         sub.set_defaults(run=function)
-
-    path = {"type": Path, "required": True}
-    settings = ("--settings", {"type": Path, "required": True, "help": "the stage's settings file"})
-    part = [("--part", {"type": int, "default": 0}), ("--parts", {"type": int, "default": 1})]
-    stage(synth, "synthesise one part of the built-in corpus", settings, *part, ("--out", path))
-    stage(import_data, "import one subset of your own corpus from its sources", settings, ("--out", path))
-    stage(combine_data, "merge data dirs", ("--out", path), ("parts", {"type": Path, "nargs": "+"}))
-    stage(tokens, "the token set of a training text", ("--data", path), ("--out", path))
-    stage(language_model, "a word n-gram language model of a training text, as an ARPA file", settings,
-          ("--data", path), ("--out", path))  # fmt: skip
-    stage(lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
-          *[(f"--{k}", path) for k in ("lm", "train-data", "dev-data", "test-data", "out")])  # fmt: skip
-    stage(features, "extract features of one part of a data dir", settings, ("--data", path), *part, ("--out", path),
-          ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"}))  # fmt: skip
-    stage(combine_features, "merge feature parts", ("--out", path), ("parts", {"type": Path, "nargs": "+"}))
-    stage(shard, "balanced shards for P learners", ("--feats", path), ("--learners", {"type": int, "required": True}),
-          ("--out", path))  # fmt: skip
-    stage(calibrate, "time the model on this machine for the cost model of simulated runs", settings,
-          *[(f"--{k}", path) for k in ("train-data", "train-feats", "tokens", "out")])  # fmt: skip
-    stage(
-        train,
-        "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
-        settings,
-        *[(f"--{k}", path) for k in ("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out")],
-        ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
-        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"}),
-    )
-    stage(
-        decode,
-        "decode a test set greedily and with the LM (its weights chosen on dev) and score both",
-        settings,
-        *[(f"--{k}", path) for k in ("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")],
-    )
-    stage(gather, "gather a study's runs into tables", settings, ("--out", path))
-    stage(fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check "
-          "each figure out of sample", ("--out", {"type": Path, "default": None, "help": "default: the package's "
-                                                   "src/asrscale/worlds/fitted.yaml"}),
-          ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"}))  # fmt: skip
-    stage(replay_published, "replay the studies' published speedups on the cost model, each on its setup",
-          ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
-          ("--out", path))  # fmt: skip
-    stage(screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", ("--report", path),
-          ("--out", path))  # fmt: skip
-    stage(report, "render the HTML report", settings,
-          *[(f"--{k}", path) for k in ("lm-statistics", "published-speedups", "figures", "out")],
-          ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
-          ("--skipped", {"type": Path, "nargs": "*", "default": [],
-                         "help": "folders whose skipped.tsv lists the utterances left out"}))  # fmt: skip
     return top
 
 
