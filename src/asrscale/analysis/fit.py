@@ -26,6 +26,7 @@ import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -62,34 +63,11 @@ class Parameter:
     evidence: str
 
 
-PARAMETERS = (
-    Parameter("shares.tcp", 0.4, (0.01, 1.0),
-              "NCCL's allreduce over 100 Gb/s TCP between nodes of 8 V100 reaches 4-6 GB/s of bus bandwidth, "
-              "32-48% of the link (NVIDIA/nccl issues 450 and 398); NCCL over TCP reached at most 60% of a 32 Gb/s "
-              "link (NVIDIA/nccl issue 209)"),
-    Parameter("shares.infiniband", 0.85, (0.01, 1.0),
-              "MPI bandwidth benchmarks over InfiniBand reach 80-90% of the link for large messages (recalled, "
-              "e.g. about 6 GB/s on FDR's 6.8 GB/s; no public measurement retrieved)"),
-    Parameter("shares.nvlink", 0.7, (0.01, 1.0),
-              "NCCL's allreduce among 8 NVLink A100 reaches about 200 GB/s of bus bandwidth against 300 GB/s "
-              "a direction (NVIDIA/nccl-tests issue 149)"),
-    Parameter("shares.pcie", 0.7, (0.01, 1.0),
-              "copies from pinned host memory over PCIe 2 ×16 reach 5-6 GB/s of its 8 GB/s (NVIDIA's CUDA "
-              "documentation and FAQ)"),
-    Parameter("shares.host-copy", 0.35, (0.01, 1.0),
-              "copies through pageable host memory, as a non-CUDA-aware MPI stages them, go through a pinned "
-              "bounce buffer: about half the pinned rate (NVIDIA's CUDA documentation: pinned memory attains "
-              "the highest bandwidth)"),
-    Parameter("serving", 0.25, (0.001, 2.0),
-              "none published; on this machine's real ranks ADPSGD took 1/0.61 of its modelled time with serving "
-              "free (docs/internals.md)"),
-    Parameter("node_data_frames_per_s", 1.0e6, (1.0e4, 1.0e8),
-              "none published for these clusters; a node reading 40-dim float features at 1 GB/s loads about "
-              "1.5 M frames a second"),
-    Parameter("forward_share", 0.33, (0.02, 1.0),
-              "a forward pass is a third of a forward-backward's arithmetic (one matrix product a layer against "
-              "three)"),
-)  # fmt: skip
+#: the fit's parameters, in priors.yaml beside this module
+PARAMETERS = tuple(
+    Parameter(name, row["prior"], tuple(row["bounds"]), row["evidence"])
+    for name, row in yaml.safe_load(resources.files("asrscale.analysis").joinpath("priors.yaml").read_text()).items()
+)
 
 
 def achieved_of(values: dict[str, float]) -> Achieved:
