@@ -99,8 +99,9 @@ def time_rounds(learners: list, batches: list, one, everything, lr: float, place
     import torch
 
     from asrscale.training.cells import TorchCell
-    from asrscale.training.fused import GraphedLoops, fused_gradients, fused_updates, fusers
+    from asrscale.training.fused import fused_gradients, fused_updates, fusers
     from asrscale.training.learner import GradientJob
+    from asrscale.training.recurrence import GraphedLoops
     from asrscale.worlds import ops
     from asrscale.worlds.devices import synchronize
 
@@ -147,10 +148,9 @@ def time_rounds(learners: list, batches: list, one, everything, lr: float, place
 def time_preconditioning(learners: list, batches: list, place) -> dict:
     """MA's NG-SGD preconditioning of the learners' gradients, in turn and together: the seconds
     of a step of its steady schedule."""
-    from asrscale.training.algorithms.ma import natural_gradient_of
-    from asrscale.training.fused import Recorder, fused_gradients
+    from asrscale.training.fused import fused_gradients
     from asrscale.training.learner import GradientJob
-    from asrscale.training.natural_gradient import precondition_together
+    from asrscale.training.natural_gradient import Recorder, natural_gradient_of, precondition_together
     from asrscale.worlds.devices import synchronize
 
     recorders = [Recorder() for _ in learners]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from asrscale.training import cells
-from asrscale.training.fused import Loops, fused_gradients, recurrence_backward, recurrence_forward
+from asrscale.training.fused import fused_gradients
+from asrscale.training.recurrence import Loops, recurrence_backward, recurrence_forward
 from asrscale.worlds import ops
 from test_fusion import simulate
 

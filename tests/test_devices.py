@@ -11,9 +11,9 @@ from asrscale.config.algorithms import ALGORITHMS
 from asrscale.data.batches import Batch
 from asrscale.models import build_model
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.fused import Recorder, fused_forward, fusers
+from asrscale.training.fused import fused_forward, fusers
 from asrscale.training.learner import Learner, make_optimizer
-from asrscale.training.natural_gradient import NaturalGradient
+from asrscale.training.natural_gradient import NaturalGradient, Recorder
 from asrscale.worlds import ops
 from asrscale.worlds.devices import resolve_device
 from asrscale.worlds.mpi import choose_collectives

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from asrscale.models import build_model
-from asrscale.training.fused import EAGER, Loops, fused_forward
+from asrscale.training.fused import fused_forward
+from asrscale.training.recurrence import EAGER, Loops
 from conftest import model_config
 
 CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=32)]

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from asrscale.training.cells import best_cell
-from asrscale.training.fused import EAGER, GraphedLoops, fused_forward
+from asrscale.training.fused import fused_forward
+from asrscale.training.recurrence import EAGER, GraphedLoops
 from conftest import MPI_WORLD, ROOT, corpus_arguments, mpiexec, run_config, run_snakemake
 from test_fused import CONFIGS, learners_and_batch, stack
 from test_mpi import train_command

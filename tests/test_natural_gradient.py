@@ -8,10 +8,16 @@ import torch
 
 from asrscale.data.batches import Batch
 from asrscale.models import build_model
-from asrscale.training.algorithms.ma import natural_gradient_of
-from asrscale.training.fused import Recorder
 from asrscale.training.learner import ctc_loss
-from asrscale.training.natural_gradient import Factor, NaturalGradient, precondition_together, refresh, stacked
+from asrscale.training.natural_gradient import (
+    Factor,
+    NaturalGradient,
+    Recorder,
+    natural_gradient_of,
+    precondition_together,
+    refresh,
+    stacked,
+)
 from conftest import model_config
 
 

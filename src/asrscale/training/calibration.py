@@ -13,9 +13,8 @@ from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
 from asrscale.data.batches import Subset
 from asrscale.models import build_model, flops_per_frame
 from asrscale.provenance import available_cores
-from asrscale.training.algorithms.ma import natural_gradient_of
-from asrscale.training.fused import Recorder
 from asrscale.training.learner import Learner, make_optimizer
+from asrscale.training.natural_gradient import Recorder, natural_gradient_of
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import RATES
 from asrscale.worlds.devices import describe, resolve_device, synchronize

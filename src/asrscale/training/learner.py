@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from asrscale.errors import ConfigError
-from asrscale.training.fused import Recorder, fused_forward
+from asrscale.training.fused import fused_forward
+from asrscale.training.natural_gradient import Recorder
 from asrscale.worlds import ops
 
 

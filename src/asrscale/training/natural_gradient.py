@@ -21,8 +21,8 @@ of subspace iteration, F_new = η X̃ᵀX̃/N + (1-η) F, R_new spanning F_new R
 quotients, ρ_new the mean of the rest of its trace. Kaldi's defaults: rank 20 on the input side and
 80 on the output side, α = 4, a history of 2000 frames, every 4 minibatches.
 
-The maps are the model's affine maps as the per-frame computation makes them (`record` of
-asrscale.training.fused): each LSTM direction's input-to-gates and hidden-to-gates maps, the DNN's
+The maps are the model's affine maps as the per-frame computation makes them (a `Recorder` that
+asrscale.training.fused's forward pass fills): each LSTM direction's input-to-gates and hidden-to-gates maps, the DNN's
 layers and the output layer. The arithmetic is written for many learners at once (each tensor's
 first dimension the learners'), so that fused learners precondition map by map in a few batched
 products (`precondition_together`) rather than a few hundred small ones each; one learner alone is
@@ -174,3 +174,41 @@ def _rows(statistics: list[torch.Tensor]) -> torch.Tensor:
     if len({len(x) for x in rows}) == 1:
         return torch.stack(rows)  # one copy, where padding would take one a learner
     return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
+
+
+class Recorder:
+    """Per-frame statistics of a model's affine maps, for NG-SGD (asrscale.training.natural_gradient):
+    for each weight, the frames' inputs and, once backward has run, the derivatives at its outputs
+    (one row a frame, both in one order; a map's first dimension is the learners')."""
+
+    def __init__(self):
+        self.record = {}
+
+    def affine(self, output: torch.Tensor, weights: list[str], inputs: torch.Tensor) -> None:
+        """An affine map's statistics: `weights` name the maps stacked along the first dimension
+        (a bidirectional layer's two directions), each an equal share of it."""
+
+        # the hook must not hold `inputs` itself: through its autograd graph it leads back to the
+        # node the hook sits on, a cycle through C++ that Python's collector cannot free (each
+        # step's graph leaked: 12 GB in a 2-epoch MA run)
+        inputs = inputs.detach().chunk(len(weights))
+
+        def keep(derivatives):
+            for name, mine, theirs in zip(weights, inputs, derivatives.detach().chunk(len(weights))):
+                self.record[name] = (mine, theirs)
+
+        if output.requires_grad:
+            output.register_hook(keep)
+
+
+def biases_of(weights) -> dict:
+    """Each affine map's bias, by its weight's name (an LSTM's input-to-gates and hidden-to-gates
+    maps each count its own bias as Kaldi's components do)."""
+    return {name: name.replace("weight", "bias") for name in weights}
+
+
+def natural_gradient_of(model) -> NaturalGradient:
+    """NG-SGD over the model's affine maps (every 2-D weight), with Kaldi's defaults."""
+    parameters = dict(model.named_parameters())
+    weights = {name: p for name, p in parameters.items() if p.dim() == 2}
+    return NaturalGradient(weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()})

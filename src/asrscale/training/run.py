@@ -63,18 +63,17 @@ def make_world(settings: dict, run: RunConfig, calibration: Path | None, cores: 
                         device=device)  # fmt: skip
     from asrscale.training.fused import fusers
     from asrscale.worlds.costmodel import CostModel, Hardware
+    from asrscale.worlds.devices import resolve_device
     from asrscale.worlds.simulated import SimWorld
 
     if calibration is None:
         raise ValueError("a simulated run needs this machine's calibration: --calibration")
     profile = dict(settings["hardware"])
     costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=run.seed)
-    world = SimWorld(settings["learners"], costs, servers, settings["node_size"], run.train.prefetch,
-                     run.algorithm, device, cores=cores)  # fmt: skip
-    fuse = settings["fuse_learners"]
-    if fuse == "on" or fuse == "auto" and world.device.type == "cuda":  # fusing is slower on a CPU
-        world.fusers = fusers(world.device)
-    return world
+    fuse, place = settings["fuse_learners"], resolve_device(device)
+    fused = fusers(place) if fuse == "on" or fuse == "auto" and place.type == "cuda" else None  # slower on a CPU
+    return SimWorld(settings["learners"], costs, servers, settings["node_size"], run.train.prefetch, run.algorithm,
+                    device, fused, cores)  # fmt: skip
 
 
 def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:

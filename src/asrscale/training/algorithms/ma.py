@@ -20,8 +20,7 @@ Not reproduced: Kaldi's ramp of the number of jobs and its final combination of 
 import torch
 
 from asrscale.training.algorithms.base import PeriodicAveraging
-from asrscale.training.fused import Recorder, biases_of
-from asrscale.training.natural_gradient import NaturalGradient
+from asrscale.training.natural_gradient import Recorder, natural_gradient_of
 from asrscale.worlds import ops
 
 
@@ -78,10 +77,3 @@ class ModelAveraging(PeriodicAveraging):
         state = dict(state)
         self._restored = state.pop("natural_gradient", None)  # applied when the statistics are made
         super().load_state_dict(state)
-
-
-def natural_gradient_of(model) -> NaturalGradient:
-    """NG-SGD over the model's affine maps (every 2-D weight), with Kaldi's defaults."""
-    parameters = dict(model.named_parameters())
-    weights = {name: p for name, p in parameters.items() if p.dim() == 2}
-    return NaturalGradient(weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()})
