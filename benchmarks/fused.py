@@ -120,11 +120,10 @@ def time_rounds(learners: list, batches: list, one, everything, lr: float, place
 
     def round_of(name):
         ways[name]()
-        if name in ("alone", "big"):
-            for each in learners if name == "alone" else [one]:
-                each.apply(lr)
-        else:
-            fused_updates([(each, lr) for each in learners])
+        if name not in ("alone", "big"):
+            return fused_updates([(each, lr) for each in learners])
+        for each in learners if name == "alone" else [one]:
+            each.apply(lr)
 
     seconds = {}
     for name in ways:

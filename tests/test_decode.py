@@ -150,7 +150,7 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     import subprocess
     import sys
 
-    from asrscale.config.schema import build, defaults
+    from asrscale.config.schema import build, profile_defaults
     from asrscale.config.sections import DecodeSettings
     from asrscale.data.datadir import read_table
     from asrscale.decoding.decode import decode_run
@@ -161,7 +161,7 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     from test_sim import CALIBRATION, GPU
 
     run = run_config(epochs=2, batch_size=4)
-    costs = CostModel(Hardware.from_config("test", defaults("hardware.this-machine", **GPU)), CALIBRATION)
+    costs = CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION)
     train(run, run_paths(corpus, corpus / "shards" / "P1", tmp_path / "run"), SimWorld(1, costs, name="seq"))
     write_arpa(tmp_path / "lm.arpa", list(read_table(corpus / "data" / "train" / "text").values()), 3)
     settings = build(DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0])

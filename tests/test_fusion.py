@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.config.schema import defaults
+from asrscale.config.schema import profile_defaults
 from asrscale.training.fused import fused_updates, fusers
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.run import make_world, train
@@ -24,7 +24,7 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None,
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
     (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
     `instead` (by kind of request) in place of its own."""
-    hardware = Hardware.from_config("here", defaults("hardware.this-machine", jitter=0.05))
+    hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
     run = run_config(algorithm, options=options, device=device,
@@ -127,6 +127,6 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps(CALIBRATION))
     settings = {"kind": "simulated", "learners": 4, "node_size": None, "fuse_learners": fuse,
-                "hardware": {"name": "here", **defaults("hardware.this-machine")}}  # fmt: skip
+                "hardware": {"name": "here", **profile_defaults()}}  # fmt: skip
     world = make_world(settings, run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
     assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

@@ -3,7 +3,7 @@
 import pytest
 
 from asrscale.config.algorithms import ALGORITHMS
-from asrscale.config.schema import defaults
+from asrscale.config.schema import profile_defaults
 from asrscale.training.replay import Workload, replay
 from asrscale.worlds.costmodel import Hardware
 
@@ -19,7 +19,7 @@ WORKLOAD = Workload(parameters=10_000_000, flops_per_frame=1e9, frames_per_step=
 def cluster(**changes) -> Hardware:
     settings = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8,
                     jitter=0.0, data_frames_per_s=None)  # fmt: skip
-    return Hardware.from_config("test", defaults("hardware.this-machine", **{**settings, **changes}))
+    return Hardware.from_config("test", profile_defaults(**{**settings, **changes}))
 
 
 def allreduce_s(nbytes: int, ranks: int) -> float:
@@ -71,4 +71,4 @@ def test_every_algorithm_replays_at_the_studies_scale(algorithm):
 
 def test_a_replay_needs_a_device_that_states_its_compute():
     with pytest.raises(ValueError, match="hardware.test shares this machine's"):
-        replay("ssgd", 2, WORKLOAD, Hardware.from_config("test", defaults("hardware.this-machine")))
+        replay("ssgd", 2, WORKLOAD, Hardware.from_config("test", profile_defaults()))

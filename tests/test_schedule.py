@@ -49,9 +49,9 @@ def test_newbob_rejects_an_epoch_that_worsens_the_dev_loss_and_stops_before_the_
 
 
 def profile() -> Hardware:
-    from asrscale.config.schema import defaults
+    from asrscale.config.schema import profile_defaults
 
-    return Hardware.from_config("test", defaults("hardware.this-machine", **GPU))
+    return Hardware.from_config("test", profile_defaults(**GPU))
 
 
 def reject_the_second_epoch(monkeypatch) -> list:

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.config.schema import defaults
+from asrscale.config.schema import profile_defaults
 from asrscale.training.calibration import calibrate, measured_compute
 from asrscale.training.fused import fusers
 from asrscale.training.run import train
@@ -39,7 +39,7 @@ MEGABYTE = 250_000  # float32 values
 
 def profile(**changes) -> Hardware:
     """A hardware profile: a dedicated device per learner, 8 to a node, unless changed."""
-    return Hardware.from_config("test", defaults("hardware.this-machine", **{**GPU, **changes}))
+    return Hardware.from_config("test", profile_defaults(**{**GPU, **changes}))
 
 
 def world(learners, servers=0, seed=1, prefetch=4, **hardware):
@@ -254,7 +254,7 @@ def test_a_measured_efficiency_curve_carries_compute_to_other_widths():
 
 
 def test_a_bad_profile_is_named():
-    lab = defaults("hardware.this-machine")
+    lab = profile_defaults()
     with pytest.raises(ValueError, match="hardware.lab.device must be one of"):
         Hardware.from_config("lab", dict(lab, device="tpu"))
     with pytest.raises(ValueError, match="latency_us >= 0"):
@@ -284,7 +284,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     assert widths[0]["flops_per_frame"] < calibration["model"]["flops_per_frame"] < widths[1]["flops_per_frame"]
     assert all(w["backward_s_per_frame"] > 0 for w in widths)
     printed = dict(measured_compute(calibration, {}), relative_speed=1.0)
-    assert Hardware.from_config("printed", defaults("hardware.this-machine", device="dedicated", compute=printed))
+    assert Hardware.from_config("printed", profile_defaults(device="dedicated", compute=printed))
 
     def staleness(out, **hardware):
         # the fixed calibration, not this machine's of the moment, keeps the schedule deterministic

@@ -124,7 +124,7 @@ def test_every_other_stage_has_its_settings():
 @pytest.mark.parametrize(
     "change, message",
     [
-        (("study", "hardware", "lab"), r"study.hardware is 'lab', but hardware: defines only"),
+        (("study", "hardware", "lab"), r"study.hardware is 'lab', but the profiles are only \['h100', 'this-machine'"),
         (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
         (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "k", "values": [1, 2]}]),
          r"study.sweeps\[0\].vary: kavg has no setting 'k'"),

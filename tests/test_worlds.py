@@ -6,7 +6,7 @@ clock."""
 import pytest
 import torch
 
-from asrscale.config.schema import defaults
+from asrscale.config.schema import profile_defaults
 from asrscale.training.run import train
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
@@ -20,7 +20,7 @@ def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus
     shards = corpus / "shards" / "P2"
     options = {"period": 2} if algorithm == "kavg" else {}
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, MPI_WORLD, epochs=1))
-    costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine")), CALIBRATION)
+    costs = CostModel(Hardware.from_config("here", profile_defaults()), CALIBRATION)
     run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's
     paths = run_paths(corpus, shards, tmp_path / "simulated")
     train(run, paths, SimWorld(2, costs, prefetch=run.train.prefetch, name=algorithm))
@@ -38,7 +38,7 @@ def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
 
     shards = corpus / "shards" / "P2"
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, "kavg", {"period": 2}, MPI_WORLD, epochs=1))
-    costs = CostModel(Hardware.from_config("here", defaults("hardware.this-machine")), CALIBRATION)
+    costs = CostModel(Hardware.from_config("here", profile_defaults()), CALIBRATION)
     run = run_config("kavg", options={"period": 2}, epochs=1, log_interval=2)
     train(run, run_paths(corpus, shards, tmp_path / "simulated"), SimWorld(2, costs, name="kavg"))
     for world in ("mpi", "simulated"):

@@ -109,7 +109,7 @@ def calibrate(args):
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))
     profile = {"device": "dedicated", "compute": measured_compute(calibration, calibration["environment"])}
-    print(f"A profile of learners with a {calibration['device_name']} each (config.yaml hardware.<name>):")
+    print(f"A profile of learners with a {calibration['device_name']} each (your config's hardware.<name>):")
     print(yaml.safe_dump(profile, sort_keys=False, width=120))
 
 

@@ -31,7 +31,8 @@ def launcher(wildcards, threads):
     if ranks(wildcards) == 1:
         return None
     if on_slurm():
-        return STUDY.slurm_launcher(ranks(wildcards), ranks_per_node(wildcards), threads)
+        per_node = ranks_per_node(wildcards)
+        return STUDY.slurm_launcher(ranks(wildcards), per_node, threads)
     return STUDY.mpi_launcher(ranks(wildcards))
 
 
@@ -55,7 +56,8 @@ def gpus(wildcards):
     return f"gpu:{ranks_per_node(wildcards)}" if STUDY.on_gpus else None
 
 
-ONE_GPU = "gpu:1" if STUDY.on_gpus else None  # calibration and decoding, where training has GPUs
+# calibration and decoding, where training has GPUs
+ONE_GPU = "gpu:1" if STUDY.on_gpus else None
 
 
 TRAIN_RESOURCES = dict(

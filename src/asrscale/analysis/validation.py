@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from asrscale.config.schema import defaults
+from asrscale.config.schema import profile_defaults
 from asrscale.errors import ConfigError
 from asrscale.training.replay import Replayed, Workload, replay
 from asrscale.worlds.costmodel import Achieved, Hardware
@@ -93,7 +93,7 @@ class Figure:
                    "parameters": workload["parameters"], "flops_per_frame": workload["flops_per_frame"],
                    **entry.pop("compute")}  # fmt: skip
         try:
-            cluster = defaults("hardware.this-machine", **{"device": "dedicated", "compute": compute, "jitter": JITTER,
+            cluster = profile_defaults(**{"device": "dedicated", "compute": compute, "jitter": JITTER,
                                                            **entry.pop("cluster")})  # fmt: skip
             hardware = Hardware.from_config(entry["study"], cluster)
         except (TypeError, ConfigError) as error:

@@ -69,6 +69,24 @@ def _moved(config: dict) -> None:
             raise ConfigError(f"config: {section}.{key} is no longer a setting here: it is {now}")
 
 
+#: the built-in hardware profiles, which a configuration's `hardware:` adds to or changes key by key
+PROFILES = yaml.safe_load(resources.files("asrscale.config").joinpath("profiles.yaml").read_text())
+
+
+def merged(base: dict, over: dict) -> dict:
+    """`over` merged into `base` key by key (a mapping into a mapping), as Snakemake merges a
+    --configfile over config.yaml."""
+    both = dict(base)
+    for key, value in over.items():
+        both[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return both
+
+
+def with_profiles(config: dict) -> dict:
+    """`config` with the built-in hardware profiles under its own `hardware:`."""
+    return {**config, "hardware": merged(PROFILES, config.get("hardware") or {})}
+
+
 def validate(config: dict) -> dict:
     """Check `config` against the schema, filling in every default (in place); returns it."""
     _moved(config)
@@ -81,12 +99,18 @@ def validate(config: dict) -> dict:
 
 
 def defaults(section: str, **changes) -> dict:
-    """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin",
-    "hardware.this-machine"), with `changes` over them."""
+    """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin"),
+    with `changes` over them."""
     settings = validate(copy.deepcopy(MINIMAL))
     for key in section.split("."):
         settings = settings[key]
     return {**settings, **changes}
+
+
+def profile_defaults(**changes) -> dict:
+    """A hardware profile of the schema's defaults alone (a shared device, the schema's links), with
+    `changes` over them."""
+    return {**validate({**copy.deepcopy(MINIMAL), "hardware": {"defaults": {}}})["hardware"]["defaults"], **changes}
 
 
 def build(cls, section: str, **changes):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
-from asrscale.config.schema import validate
+from asrscale.config.schema import PROFILES, validate, with_profiles
 from asrscale.config.sections import TrainConfig
 from asrscale.errors import ConfigError
 
@@ -40,7 +40,7 @@ class Study:
     disagree named), and what follows from it."""
 
     def __init__(self, config: dict):
-        self.config = validate(copy.deepcopy(config))
+        self.config = validate(with_profiles(copy.deepcopy(config)))
         self.corpus = self.config["corpus"]["name"]
         self.name = self.config["study"].get("name") or self.corpus
         self.imported = "subsets" in self.config["corpus"]
@@ -50,8 +50,9 @@ class Study:
     def _check(self) -> None:
         config, study = self.config, self.config["study"]
         if self.hardware not in config["hardware"]:
-            raise ConfigError(f"config: study.hardware is {self.hardware!r}, but hardware: defines only "
-                              f"{sorted(config['hardware'])}")  # fmt: skip
+            raise ConfigError(f"config: study.hardware is {self.hardware!r}, but the profiles are only "
+                              f"{sorted(config['hardware'])} (built in: {sorted(PROFILES)}; "
+                              "others: hardware:)")  # fmt: skip
         kaldi_features = config["features"]["kind"] == "kaldi"
         if kaldi_features and not self.imported:
             raise ConfigError("config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets")

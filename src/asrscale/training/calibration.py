@@ -105,7 +105,7 @@ def _backward_times(learner: Learner, minibatches) -> tuple[np.ndarray, np.ndarr
 
 
 def measured_compute(calibration: dict, environment: dict) -> dict:
-    """A dedicated profile's `compute` from a calibration: what to paste into config.yaml."""
+    """A dedicated profile's `compute` from a calibration: what to paste into a config's hardware.<name>."""
     fastest = calibration["by_threads"][str(max(int(t) for t in calibration["by_threads"]))]
     packages = environment.get("packages", {})
     return {"measured_on": f"{calibration['device_name']}, torch {packages.get('torch')}, by asrscale calibrate "

@@ -1,6 +1,7 @@
 """The cost model of the simulated world, in one place: how long each request takes on a modelled
-cluster. Every parameter comes from a named hardware profile in config.yaml (`hardware:`) or from
-a calibration measured on the machine that runs the simulation.
+cluster. Every parameter comes from a named hardware profile (built in:
+src/asrscale/config/profiles.yaml; a study's own: its `hardware:`) or from a calibration measured
+on the machine that runs the simulation.
 
 Compute. A forward and backward pass over a minibatch of F input frames takes a + b·F seconds,
 an optimizer update u seconds and NG-SGD preconditioning n seconds. A profile's `device` says
@@ -185,7 +186,7 @@ class Compute:
 
 @dataclass(frozen=True)
 class Hardware:
-    """A named hardware profile (config.yaml `hardware.<name>`); see the module docstring."""
+    """A named hardware profile (`hardware.<name>`); see the module docstring."""
 
     name: str
     device: str
@@ -201,7 +202,7 @@ class Hardware:
 
     @classmethod
     def from_config(cls, name: str, settings: dict) -> "Hardware":
-        """Profile `name` from its validated settings (config.yaml `hardware.<name>`, defaults filled)."""
+        """Profile `name` from its validated settings (`hardware.<name>`, defaults filled)."""
         settings = {key: value for key, value in settings.items() if key not in ("description", "name")}
         for key in ("node_link", "network_link"):
             if key in settings:
