@@ -10,13 +10,13 @@ with a copy's bytes per second.
 import socket
 import time
 
-from benchmarks.common import Bench, Study, child, child_main, median
+from benchmarks.common import Bench, PreparedCorpus, child, child_main, median
 
 RANKS = (2, 4)
 
 
 def model_elements(bench: Bench) -> int:
-    return sum(p.numel() for p in Study.of(bench.work).build_model().parameters())
+    return sum(p.numel() for p in PreparedCorpus.of(bench.work).build_model().parameters())
 
 
 def copy_seconds(elements: int, iterations: int) -> float:

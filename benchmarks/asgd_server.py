@@ -10,7 +10,7 @@ when the update rate grows with the workers, P times the one-worker rate.
 import time
 from pathlib import Path
 
-from benchmarks.common import Bench, Study, child, child_main
+from benchmarks.common import Bench, PreparedCorpus, child, child_main
 
 WORKERS = (1, 2, 4, 8)
 
@@ -22,7 +22,7 @@ def step_seconds(work: Path) -> float:
     from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds.ops import run_alone
 
-    study = Study.of(work)
+    study = PreparedCorpus.of(work)
     train_set, model, train = study.subset("train"), study.build_model(), study.seq.train
     batch = train_set.collate(sorted(train_set.frames)[: train.batch_size])
     learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
@@ -78,7 +78,7 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
             yield ops.Compute(pace_s)
             return 0.0
 
-    study = Study.of(work)
+    study = PreparedCorpus.of(work)
     train_config = study.seq.train
     torch.set_num_threads(1)
     torch.manual_seed(1)

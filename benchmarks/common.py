@@ -100,7 +100,7 @@ def settings(work: Path) -> dict:
 
 
 @dataclass(frozen=True)
-class Study:
+class PreparedCorpus:
     """A prepared corpus and its study as the workflow resolves it (`asrscale.config.study`), for child
     processes: `seq` is SEQ's run as the study trains it."""
 
@@ -110,7 +110,7 @@ class Study:
     tokens: object  # Tokens
 
     @classmethod
-    def of(cls, work: Path) -> "Study":
+    def of(cls, work: Path) -> "PreparedCorpus":
         from asrscale.config import paths
         from asrscale.config.sections import RunConfig
         from asrscale.config.study import Run

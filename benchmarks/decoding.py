@@ -12,7 +12,7 @@ import itertools
 import time
 
 from asrscale.config import paths
-from benchmarks.common import Bench, Study, median
+from benchmarks.common import Bench, PreparedCorpus, median
 
 
 def run(bench: Bench) -> None:
@@ -24,7 +24,7 @@ def run(bench: Bench) -> None:
     from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds.ops import run_alone
 
-    study = Study.of(bench.work)
+    study = PreparedCorpus.of(bench.work)
     torch.manual_seed(1)
     model, train, train_set = study.build_model(), study.seq.train, study.subset("train")
     learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import ROOT, Bench, Study, child, child_main, median, one_thread_environment
+from benchmarks.common import ROOT, Bench, PreparedCorpus, child, child_main, median, one_thread_environment
 
 JOBS = (1, 2)
 
@@ -19,7 +19,7 @@ def plain_loop(wav_scp: Path) -> dict:
     import python_speech_features as psf
     import soundfile
 
-    settings = Study.of(Path.cwd()).seq.features  # a child runs in the corpus's folder
+    settings = PreparedCorpus.of(Path.cwd()).seq.features  # a child runs in the corpus's folder
     window, shift = settings.window_ms / 1000, settings.shift_ms / 1000
     nfft = 1 << (int(window * settings.sample_rate) - 1).bit_length()
     audio_s = 0.0
@@ -36,7 +36,7 @@ def workflow_stage(bench: Bench, data: Path, jobs: int) -> float:
     from asrscale.io import atomic_write_json
 
     out = bench.scratch(f"features-{jobs}")
-    atomic_write_json(out / "settings.json", Study.of(bench.work).resolved.stage_settings("features"))
+    atomic_write_json(out / "settings.json", PreparedCorpus.of(bench.work).resolved.stage_settings("features"))
     stage = [sys.executable, "-m", "asrscale"]
     env = dict(one_thread_environment(), PYTHONPATH=str(ROOT / "src"))
     options = ["--settings", str(out / "settings.json"), "--data", str(data), "--parts", str(jobs)]
@@ -54,7 +54,7 @@ def workflow_stage(bench: Bench, data: Path, jobs: int) -> float:
 
 def run(bench: Bench) -> None:
     data = bench.path(paths.DATA, subset="train")
-    settings = Study.of(bench.work).seq.features
+    settings = PreparedCorpus.of(bench.work).seq.features
     if settings.kind != "fbank":
         raise ValueError("the plain loop computes config.yaml's default features: kind fbank")
     repetitions = 1 if bench.quick else 3

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import Bench, Study, child, child_main, median
+from benchmarks.common import Bench, PreparedCorpus, child, child_main, median
 
 LEARNERS = 64
 
@@ -71,7 +71,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
     torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
-    study = Study.of(work)
+    study = PreparedCorpus.of(work)
     run, train_set, place = study.seq, study.subset("train"), torch.device(device)
     shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS) / f"shard{r}.tsv") for r in range(LEARNERS)]
     batches = [train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards]

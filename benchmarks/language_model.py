@@ -12,7 +12,7 @@ import string
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import Bench, Stopwatch, Study, child, child_main, peak_rss_mb
+from benchmarks.common import Bench, PreparedCorpus, Stopwatch, child, child_main, peak_rss_mb
 
 WORDS, BIGRAMS, TRIGRAMS = 200_000, 4_000_000, 6_000_000
 
@@ -62,7 +62,7 @@ def measure(how: str, arpa: Path) -> dict:
     """In a child: one way of reading the ARPA file, its seconds and this process's peak memory."""
     from asrscale.data.datadir import read_table
 
-    study = Study.of(Path.cwd())
+    study = PreparedCorpus.of(Path.cwd())
     texts = {subset: list(read_table(study.path(paths.DATA, subset=subset) / "text").values())
              for subset in ("dev", "test")}  # fmt: skip
     before = peak_rss_mb()
@@ -87,7 +87,7 @@ def measure(how: str, arpa: Path) -> dict:
 def run(bench: Bench) -> None:
     from asrscale.data.datadir import read_table
 
-    study = Study.of(bench.work)
+    study = PreparedCorpus.of(bench.work)
     words = sorted({w for text in read_table(study.path(paths.DATA, subset="train") / "text").values()
                     for w in text.split()})  # fmt: skip
     sizes = (5_000, 40_000, 60_000) if bench.quick else (WORDS, BIGRAMS, TRIGRAMS)

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import Bench, Stopwatch, Study, child, child_main, median, peak_rss_mb
+from benchmarks.common import Bench, PreparedCorpus, Stopwatch, child, child_main, median, peak_rss_mb
 
 LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
@@ -34,7 +34,7 @@ def padded_frames(bench: Bench, learners: int) -> int:
     shard, so with few utterances each a batch spans more lengths and pads more."""
     from asrscale.data.shard import read_shard
 
-    study = Study.of(bench.work)
+    study = PreparedCorpus.of(bench.work)
     config, train_set = study.seq.train, study.subset("train")
     shards = [read_shard(bench.path(paths.SHARDS, learners=learners) / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
@@ -111,7 +111,7 @@ def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int,
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
-    study = Study.of(work)
+    study = PreparedCorpus.of(work)
     out = work / "scratch" / "simulation" / f"{algorithm}-P{learners}-{device}-{epochs}"
     shutil.rmtree(out, ignore_errors=True)
     train = {"batch_size": batch_size} if batch_size else {}

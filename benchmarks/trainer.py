@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common import Bench, Study, child, child_main, median
+from benchmarks.common import Bench, PreparedCorpus, child, child_main, median
 
 
 def run(bench: Bench) -> None:
@@ -41,7 +41,7 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     from asrscale.data.shard import write_shards
     from asrscale.worlds.mpi import MPIWorld
 
-    study = Study.of(work)
+    study = PreparedCorpus.of(work)
     run = replace(study.seq, train=replace(study.seq.train, epochs=1))
     train_set = study.subset("train")
     steps = min(steps, len(train_set.frames) // run.train.batch_size)
@@ -73,9 +73,9 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     return measured
 
 
-def asrscale_epoch(study: Study, run, scratch: Path, world, steps: int, prefetch: int) -> tuple[float, float, float]:
+def asrscale_epoch(study: PreparedCorpus, run, scratch: Path, world, steps: int, prefetch: int) -> tuple:
     """One epoch of `run` by asrscale's trainer, over the shards in `scratch`: its wall seconds,
-    data-wait share and mean loss, from its metrics.tsv."""
+    data-wait share and mean loss (from its metrics.tsv)."""
     from asrscale.config import paths as folders
     from asrscale.training.run import RunPaths, train
 
@@ -95,7 +95,7 @@ def asrscale_epoch(study: Study, run, scratch: Path, world, steps: int, prefetch
     return float(epoch["wall_s"]), wait, mean_loss
 
 
-def plain_loop(study: Study, run, batches) -> tuple[float, float]:
+def plain_loop(study: PreparedCorpus, run, batches) -> tuple[float, float]:
     """The same steps by a plain hand-written PyTorch loop on batches already in memory: its
     seconds and mean loss."""
     import torch
