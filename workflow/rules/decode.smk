@@ -45,9 +45,9 @@ rule decode:
         hypotheses=f"{paths.RUN}/test/hypotheses.tsv",
         alignments=multiext(f"{paths.RUN}/test/alignment.", "lm.txt", "greedy.txt"),
     log:
-        "logs/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
+        f"logs/{paths.run_job('decode')}.log",
     benchmark:
-        "benchmarks/{corpus}/{study}/decode/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.tsv"
+        f"benchmarks/{paths.run_job('decode')}.tsv"
     conda:
         "../../envs/train.yaml"
     resources:

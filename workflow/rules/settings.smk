@@ -34,7 +34,7 @@ rule run_settings:
     output:
         f"{paths.RUN}/settings.json",
     log:
-        "logs/{corpus}/{study}/settings/{world}/{algorithm}/{variant}-P{learners}-seed{seed}.log",
+        f"logs/{paths.run_job('settings')}.log",
     params:
         settings=lambda wildcards: STUDY.run_settings(run_of(wildcards)),
     run:

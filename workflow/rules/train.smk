@@ -36,10 +36,7 @@ rule calibrate:
         " --train-feats {input.train_feats} --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
-# a run's job, as its log and benchmark files name it
-TRAIN_JOB = (
-    "{corpus}/{study}/train/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
-)
+TRAIN_JOB = paths.run_job("train")
 
 
 rule train:

@@ -25,3 +25,12 @@ TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "l
 FIGURES = STUDY + "/figures"
 REPORT = "reports/{study}.html"
 PUBLISHED_SPEEDUPS = "results/published-speedups.tsv"  # the cost model replaying the studies' own figures
+
+# a run's job of one stage (settings, train, decode), as its log (logs/<job>.log) and benchmark
+# (benchmarks/<job>.tsv) name it
+RUN_JOB = "{corpus}/{study}/{stage}/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
+
+
+def run_job(stage: str) -> str:
+    """RUN_JOB of `stage`, its other fields left to the rule's wildcards."""
+    return RUN_JOB.replace("{stage}", stage)
