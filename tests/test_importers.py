@@ -226,7 +226,7 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
 def test_kaldi_features_instead_of_audio(corpus, sources, tmp_path):
     import kaldiio
 
-    kaldi = settings(features=dict(kind="kaldi", bins=40))
+    kaldi = settings(features=dict(kind="kaldi", kaldi_dim=40))
     data = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], kaldi, tmp_path / "data")
     assert not data.wav and len(data.feats) == len(data.text) and (tmp_path / "data" / "feats.scp").is_file()
     extract_part(read_data_dir(tmp_path / "data"), kaldi.features, 0, 1, tmp_path / "part0", policy("skip"))
@@ -234,8 +234,8 @@ def test_kaldi_features_instead_of_audio(corpus, sources, tmp_path):
         kaldiio.load_scp(str(scp)) for scp in (tmp_path / "part0.scp", corpus / "feats" / "train" / "feats.scp")
     )
     assert sorted(ours) == sorted(theirs) and all(np.array_equal(ours[u], theirs[u]) for u in ours)
-    wrong = settings(features=dict(kind="kaldi", bins=13), bad_input={"policy": "stop"})
-    with pytest.raises(BadInput, match=r"features .* are \(\d+, 40\); features.bins is 13"):
+    wrong = settings(features=dict(kind="kaldi", kaldi_dim=13), bad_input={"policy": "stop"})
+    with pytest.raises(BadInput, match=r"features .* are \(\d+, 40\); features.kaldi_dim is 13"):
         import_subset([{"format": "kaldi", "path": sources["kaldi"]}], wrong, tmp_path / "wrong")
 
 

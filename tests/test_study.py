@@ -133,6 +133,8 @@ def test_every_other_stage_has_its_settings():
         (("train", "lr", -1), r"config: train.lr: -1 is less than or equal to the minimum of 0"),
         (("decode", "lm", "missing.arpa"), r"config: decode.lm: missing.arpa is not a file"),
         (("decode", "lm_order", 1), r"config: decode.lm_order: 1 is less than the minimum of 2"),
+        (("features", "kaldi_dim", 40), r"config: features.kaldi_dim: the dimension of feats.scp's features, needed "
+                                        r"with features.kind 'kaldi' and only then"),
         # a key that moved names where it is now
         (("study", "learners_per_node", 2), r"config: study.learners_per_node is no longer a setting here: it is "
                                              r"study.node_size"),

@@ -50,9 +50,10 @@ class FeatureConfig:
     loaded, so that changing it extracts nothing again)."""
 
     # "fbank" (log-mel), "mfcc" (13 cepstra plus deltas and double deltas), or "kaldi": each
-    # utterance's features from its Kaldi data dir's feats.scp (`bins` of them), not its audio
+    # utterance's features from its Kaldi data dir's feats.scp (`kaldi_dim` of them), not its audio
     kind: str
-    bins: int
+    bins: int  # the mel filterbank's bands
+    kaldi_dim: int | None
     sample_rate: int
     window_ms: float
     shift_ms: float
@@ -60,7 +61,7 @@ class FeatureConfig:
 
     @property
     def dim(self) -> int:
-        return 39 if self.kind == "mfcc" else self.bins
+        return {"mfcc": 39, "kaldi": self.kaldi_dim}.get(self.kind, self.bins)
 
 
 @dataclass(frozen=True)

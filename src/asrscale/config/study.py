@@ -56,6 +56,9 @@ class Study:
         kaldi_features = config["features"]["kind"] == "kaldi"
         if kaldi_features and not self.imported:
             raise ConfigError("config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets")
+        if kaldi_features != (config["features"]["kaldi_dim"] is not None):
+            raise ConfigError("config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
+                              "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)")  # fmt: skip
         for subset, sources in config["corpus"].get("subsets", {}).items():
             for index, source in enumerate(sources):
                 key = f"config: corpus.subsets.{subset}[{index}]"

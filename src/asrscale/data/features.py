@@ -106,8 +106,8 @@ def _kaldi_features(entry: str, config: FeatureConfig) -> np.ndarray:
         feats = kaldiio.load_mat(entry)
     except Exception as error:  # kaldiio raises many kinds for a bad ark
         raise BadInput(f"features {entry} are not readable: {error}") from None
-    if feats.ndim != 2 or feats.shape[1] != config.bins:
-        raise BadInput(f"features {entry} are {feats.shape}; features.bins is {config.bins}")
+    if feats.ndim != 2 or feats.shape[1] != config.dim:
+        raise BadInput(f"features {entry} are {feats.shape}; features.kaldi_dim is {config.dim}")
     return feats.astype(np.float32)
 
 

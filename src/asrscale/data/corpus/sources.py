@@ -53,15 +53,15 @@ def probe(spec: str) -> soundfile._SoundFileInfo:
 
 
 def _features_duration(entry: Entry, features: FeatureConfig) -> float:
-    """Seconds of a Kaldi feature matrix (features.kind "kaldi"), checked against features.bins."""
+    """Seconds of a Kaldi feature matrix (features.kind "kaldi"), checked against features.kaldi_dim."""
     if entry.feats is None:
         raise BadInput("no feats.scp entry (features.kind is 'kaldi')")
     try:
         matrix = kaldiio.load_mat(entry.feats)
     except Exception as error:  # kaldiio raises many kinds for a bad ark
         raise BadInput(f"features {entry.feats} are not readable: {error}") from None
-    if matrix.ndim != 2 or matrix.shape[1] != features.bins or not len(matrix):
-        raise BadInput(f"features {entry.feats} are {matrix.shape}; features.bins is {features.bins}")
+    if matrix.ndim != 2 or matrix.shape[1] != features.dim or not len(matrix):
+        raise BadInput(f"features {entry.feats} are {matrix.shape}; features.kaldi_dim is {features.dim}")
     return len(matrix) * features.shift_ms / 1000
 
 
