@@ -29,23 +29,33 @@ FUSED = ("ssgd", "adpsgd", "kavg", "ma")
 EPOCHS = (1, 3)  # the GPU's figures: the difference between runs of these many epochs
 
 
-def padded_frames(bench: Bench, learners: int) -> int:
-    """Frames a first epoch computes, padding included: a learner's batches are cut from its own
-    shard, so with few utterances each a batch spans more lengths and pads more."""
+def padded_frames(bench: Bench, learners: int) -> tuple[int, int]:
+    """Frames a first epoch computes, padding included: with the learners in turn, each batch
+    padded to its own longest utterance; in fused rounds, every learner's batch of a step padded to
+    the round's most utterances and longest utterance (asrscale.training.fused). A learner's
+    batches are cut from its own shard, so with few utterances each a batch spans more lengths."""
     from asrscale.data.shard import read_shard
 
     study = PreparedCorpus.of(bench.work)
     config, train_set = study.seq.train, study.subset("train")
     shards = [read_shard(bench.path(paths.SHARDS, learners=learners) / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
-    seed = study.seq.seed
-    groups = [g for shard in shards for g in train_set.batches(shard, config.batch_size, seed * 1000 + 1, steps)]
-    return sum(len(group) * max(train_set.frames[u] for u in group) for group in groups)
+    seed = study.seq.seed * 1000 + 1  # the first epoch's, as the trainer draws it
+    groups = [train_set.batches(shard, config.batch_size, seed + 1_000_000 * rank, steps)
+              for rank, shard in enumerate(shards)]  # fmt: skip
+    longest = [[max(train_set.frames[u] for u in group) for group in learner] for learner in groups]
+    in_turn = sum(len(group) * most for learner, tops in zip(groups, longest) for group, most in zip(learner, tops))
+    rounds = sum(learners * max(len(g[step]) for g in groups) * max(tops[step] for tops in longest)
+                 for step in range(steps))  # fmt: skip
+    return in_turn, rounds
 
 
 def run(bench: Bench) -> None:
-    padding = padded_frames(bench, LEARNERS) / padded_frames(bench, 1)
-    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners / SEQ, one epoch", padding, "x")
+    (in_turn, rounds), (seq, _) = padded_frames(bench, LEARNERS), padded_frames(bench, 1)
+    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners in turn / SEQ, one epoch",
+              in_turn / seq, "x")  # fmt: skip
+    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners in fused rounds / SEQ, one epoch",
+              rounds / seq, "x")  # fmt: skip
     # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
     # (the suite's 5 repetitions: on a shared 2-core machine single ones range over ±20%)
     runs = [("seq", 1)] + [(algorithm, LEARNERS) for algorithm in SIMULATED]
