@@ -18,7 +18,7 @@ from benchmarks.common import Bench, PreparedCorpus, median
 def run(bench: Bench) -> None:
     import torch
 
-    from asrscale.config.sections import DecodeSettings
+    from asrscale.config.sections import DecodeSettings, from_settings
     from asrscale.decoding.beam import LexiconBeamSearch, Weights
     from asrscale.decoding.decode import choose_weights, model_outputs, wer
     from asrscale.training.learner import Learner, make_optimizer
@@ -35,7 +35,7 @@ def run(bench: Bench) -> None:
         run_alone(learner.update(train.lr))
     model.eval()
     dev, test = study.subset("dev"), study.subset("test")
-    settings = DecodeSettings(**study.resolved.stage_settings("decode"))
+    settings = from_settings(DecodeSettings, study.resolved.stage_settings("decode"))
 
     greedy_s, outputs = [], None
     for _ in range(bench.repetitions):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from asrscale.config.schema import profile_defaults
+from asrscale.config.sections import world_of
 from asrscale.training.fused import fused_updates, fusers
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.run import make_world, train
@@ -128,5 +129,5 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     calibration.write_text(json.dumps(CALIBRATION))
     settings = {"kind": "simulated", "learners": 4, "node_size": None, "fuse_learners": fuse,
                 "hardware": {"name": "here", **profile_defaults()}}  # fmt: skip
-    world = make_world(settings, run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
+    world = make_world(world_of({"world": settings}), run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
     assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

@@ -2,14 +2,15 @@
 every other stage's, with errors that name the key."""
 
 import copy
-from dataclasses import fields
+from dataclasses import asdict, fields
 
 import pytest
 import yaml
 
-from asrscale.config.sections import RunConfig, TrainConfig
+from asrscale.config.sections import STAGES, WORLDS, RunConfig, TrainConfig, from_settings, read_settings_of, world_of
 from asrscale.config.study import Run, Study
 from asrscale.errors import ConfigError
+from asrscale.io import atomic_write_json
 from conftest import ROOT
 
 
@@ -119,6 +120,23 @@ def test_every_other_stage_has_its_settings():
     assert study.stage_settings("language-model") == {"order": 3}
     with pytest.raises(ValueError, match="no settings of a stage 'nope'"):
         study.stage_settings("nope")
+
+
+@pytest.mark.parametrize("stage", sorted(set(STAGES) - {"import"}))
+def test_each_stage_reads_back_the_settings_the_resolver_writes_for_it(stage, tmp_path):
+    """One shape a stage: the resolver writes its settings file in the dataclass the stage reads."""
+    written = Study(merged()).stage_settings(stage)
+    atomic_write_json(tmp_path / "settings.json", written)
+    assert asdict(read_settings_of(STAGES[stage], tmp_path / "settings.json")) == written
+    with pytest.raises(TypeError, match=r"has no setting \['surplus'\]"):
+        from_settings(STAGES[stage], {**written, "surplus": 1})
+
+
+@pytest.mark.parametrize("world", ["simulated", "mpi"])
+def test_a_runs_settings_are_its_run_and_its_world_in_the_shapes_train_reads(world):
+    settings = Study(merged()).run_settings(Run(world, "kavg", "default", 4, 1))
+    assert asdict(RunConfig.from_settings(settings)) == {k: v for k, v in settings.items() if k != "world"}
+    assert type(world_of(settings)) is WORLDS[world] and asdict(world_of(settings)) == settings["world"]
 
 
 @pytest.mark.parametrize(

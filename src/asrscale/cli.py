@@ -7,6 +7,7 @@ import faulthandler
 import sys
 from pathlib import Path
 
+from asrscale.config.sections import read_settings_of
 from asrscale.errors import UserError
 from asrscale.io import read_settings
 
@@ -15,17 +16,17 @@ def synth(args):
     from asrscale.config.sections import SyntheticConfig
     from asrscale.data.corpus.synthetic import synthesise_part
 
-    config = SyntheticConfig(**read_settings(args.settings))
+    config = read_settings_of(SyntheticConfig, args.settings)
     for subset, data in synthesise_part(config, args.part, args.parts, args.out / "audio").items():
         data.write(args.out / subset)
 
 
 def import_data(args):
-    from asrscale.config.sections import ImportSettings
+    from asrscale.config.sections import ImportStage
     from asrscale.data.corpus.sources import import_subset
 
-    settings = read_settings(args.settings)
-    data = import_subset(settings["sources"], ImportSettings.from_settings(settings), args.out)
+    settings = read_settings_of(ImportStage, args.settings)
+    data = import_subset(settings.sources, settings.importing, args.out)
     print(f"imported {len(data.text)} utterances of {len(data.spk2utt)} speakers into {args.out}")
 
 
@@ -46,10 +47,12 @@ def tokens(args):
 
 
 def language_model(args):
+    from asrscale.config.sections import LanguageModelStage
     from asrscale.data.datadir import read_table
     from asrscale.decoding.lm import write_arpa
 
-    write_arpa(args.out, list(read_table(args.data / "text").values()), read_settings(args.settings)["order"])
+    order = read_settings_of(LanguageModelStage, args.settings).order
+    write_arpa(args.out, list(read_table(args.data / "text").values()), order)
 
 
 def lm_statistics(args):
@@ -65,13 +68,12 @@ def lm_statistics(args):
 
 
 def features(args):
-    from asrscale.config.sections import BadInputPolicy, FeatureConfig
+    from asrscale.config.sections import FeatureStage
     from asrscale.data.datadir import read_data_dir
     from asrscale.data.features import FeatureCache, extract_part
 
-    settings = read_settings(args.settings)
-    config, policy = FeatureConfig(**settings["features"]), BadInputPolicy(**settings["bad_input"])
-    extract_part(read_data_dir(args.data), config, args.part, args.parts, args.out, policy,
+    settings = read_settings_of(FeatureStage, args.settings)
+    extract_part(read_data_dir(args.data), settings.features, args.part, args.parts, args.out, settings.bad_input,
                  args.cache and FeatureCache(args.cache))  # fmt: skip
 
 
@@ -93,18 +95,16 @@ def calibrate(args):
 
     import yaml
 
-    from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
+    from asrscale.config.sections import CalibrationStage
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
     from asrscale.io import atomic_write_json
     from asrscale.provenance import environment
     from asrscale.training.calibration import calibrate, measured_compute
 
-    settings = read_settings(args.settings)
-    config, model, features = (TrainConfig(**settings["train"]), ModelConfig(**settings["model"]),
-                               FeatureConfig(**settings["features"]))  # fmt: skip
-    train_set = Subset(args.train_data, args.train_feats, args.train_feats, settings["cmvn"], Tokens.read(args.tokens))
-    calibration = calibrate(config, model, features, train_set)
+    settings = read_settings_of(CalibrationStage, args.settings)
+    train_set = Subset(args.train_data, args.train_feats, args.train_feats, settings.cmvn, Tokens.read(args.tokens))
+    calibration = calibrate(settings.train, settings.model, settings.features, train_set)
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))
@@ -128,16 +128,17 @@ def decode(args):
     from asrscale.decoding.decode import decode_run
 
     subsets = {"dev": (args.dev_data, args.dev_feats), "test": (args.data, args.feats)}
-    scores = decode_run(args.model, subsets, args.train_feats, args.lm, DecodeSettings(**read_settings(args.settings)),
+    scores = decode_run(args.model, subsets, args.train_feats, args.lm, read_settings_of(DecodeSettings, args.settings),
                         args.out)  # fmt: skip
     print(json.dumps(scores))
 
 
 def gather(args):
     from asrscale.analysis.gather import gather_runs
+    from asrscale.config.sections import GatherStage
 
-    settings = read_settings(args.settings)
-    gather_runs(settings["runs"], settings["sweeps"], args.out, settings["convergence"])
+    settings = read_settings_of(GatherStage, args.settings)
+    gather_runs(settings.runs, settings.sweeps, args.out, settings.convergence)
 
 
 def fit_cost_model(args):
@@ -171,10 +172,11 @@ def screenshot(args):
 
 def report(args):
     from asrscale.analysis.report import make_report
+    from asrscale.config.sections import ReportStage
 
-    settings = read_settings(args.settings)
-    make_report(args.tables, args.lm_statistics, args.published_speedups, args.figures, settings["title"], args.out,
-                args.skipped, settings["config"])  # fmt: skip
+    settings = read_settings_of(ReportStage, args.settings)
+    make_report(args.tables, args.lm_statistics, args.published_speedups, args.figures, settings.title, args.out,
+                args.skipped, settings.config)  # fmt: skip
 
 
 PATH = {"type": Path, "required": True}

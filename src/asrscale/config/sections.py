@@ -1,11 +1,16 @@
-"""The settings of each stage, a dataclass per section of config.yaml. The study resolver
-(`asrscale.config.study`) writes them into a stage's or a run's settings file; the stage reads
-them back into these. Their defaults are the schema's (schema.yaml): every field is required here,
-so that a setting can never take a second default in code."""
+"""The settings of each stage, one shape each: a dataclass per section of config.yaml, and one per
+stage's settings file (`STAGES`) and per run's world (`WORLDS`). The study resolver
+(`asrscale.config.study`) makes each stage's and run's settings in that shape and writes them into
+its settings file; the stage reads them back into it (`read_settings_of`). Their defaults are the
+schema's (schema.yaml): every field is required here, so that a setting can never take a second
+default in code."""
 
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 
 from asrscale.errors import ConfigError
+from asrscale.io import read_settings
 
 
 @dataclass(frozen=True)
@@ -72,11 +77,6 @@ class ImportSettings:
     text: TextNormalisation
     bad_input: BadInputPolicy
 
-    @classmethod
-    def from_settings(cls, settings: dict) -> "ImportSettings":
-        return cls(FeatureConfig(**settings["features"]), TextNormalisation(**settings["text"]),
-                   BadInputPolicy(**settings["bad_input"]))  # fmt: skip
-
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -132,9 +132,8 @@ class RunConfig:
 
     @classmethod
     def from_settings(cls, settings: dict) -> "RunConfig":
-        return cls(settings["algorithm"], settings["options"], settings["seed"], TrainConfig(**settings["train"]),
-                   ModelConfig(**settings["model"]), FeatureConfig(**settings["features"]),
-                   settings["cmvn"])  # fmt: skip
+        """A run's settings file's run, its world aside (`world_of`)."""
+        return from_settings(cls, {key: value for key, value in settings.items() if key != "world"})
 
 
 @dataclass(frozen=True)
@@ -146,3 +145,113 @@ class DecodeSettings:
     lm_weights: list[float]
     word_bonuses: list[float]
     device: str  # "cpu", or "auto": a GPU where the job has one
+
+
+# each stage's settings file
+@dataclass(frozen=True)
+class ImportStage:
+    """import-<subset>: the subset's sources (corpus.subsets.<subset>), and how they are imported."""
+
+    sources: list
+    features: FeatureConfig
+    text: TextNormalisation
+    bad_input: BadInputPolicy
+
+    @property
+    def importing(self) -> ImportSettings:
+        return ImportSettings(self.features, self.text, self.bad_input)
+
+
+@dataclass(frozen=True)
+class FeatureStage:
+    """features: how a part of a subset is extracted, and what becomes of a bad utterance."""
+
+    features: FeatureConfig
+    bad_input: BadInputPolicy
+
+
+@dataclass(frozen=True)
+class CalibrationStage:
+    """calibrate: the model and the training policy timed on this machine."""
+
+    train: TrainConfig
+    model: ModelConfig
+    features: FeatureConfig
+    cmvn: str
+
+
+@dataclass(frozen=True)
+class LanguageModelStage:
+    """language-model: the word n-gram LM of the training transcripts (decode.lm: train)."""
+
+    order: int
+
+
+@dataclass(frozen=True)
+class GatherStage:
+    """gather: the study's runs (each as reported, and the folder trained for it), its sweeps'
+    points, and when a run counts as converged (report.*)."""
+
+    runs: list
+    sweeps: list
+    convergence: dict
+
+
+@dataclass(frozen=True)
+class ReportStage:
+    """report: its title, and the study's configuration that it shows."""
+
+    title: str
+    config: dict
+
+
+#: every stage's settings file, by stage ("import" for each import-<subset>)
+STAGES = {"synthesise": SyntheticConfig, "import": ImportStage, "features": FeatureStage, "calibrate": CalibrationStage,
+          "language-model": LanguageModelStage, "decode": DecodeSettings, "gather": GatherStage,
+          "report": ReportStage}  # fmt: skip
+
+
+# a run's world (its settings file's `world`)
+@dataclass(frozen=True)
+class MPIWorldSettings:
+    """Real MPI ranks (asrscale.worlds.mpi)."""
+
+    kind: str  # "mpi"
+    collectives: str  # mpi.collectives
+    timeout_s: float  # mpi.timeout_s
+    node_size: int | None  # study.node_size
+
+
+@dataclass(frozen=True)
+class SimulatedWorldSettings:
+    """A simulated cluster (asrscale.worlds.simulated) on a hardware profile."""
+
+    kind: str  # "simulated"
+    learners: int
+    hardware: dict  # the profile, its name included
+    node_size: int | None  # study.node_size
+    fuse_learners: str  # study.fuse_learners
+
+
+WORLDS = {"mpi": MPIWorldSettings, "simulated": SimulatedWorldSettings}
+
+
+def world_of(settings: dict) -> MPIWorldSettings | SimulatedWorldSettings:
+    """A run's settings file's world."""
+    return from_settings(WORLDS[settings["world"]["kind"]], settings["world"])
+
+
+def from_settings(cls, settings: dict):
+    """The dataclass `cls` of settings as a settings file holds them: each field from its key, a
+    field that is itself a dataclass made the same way; a key missing or unknown is a TypeError
+    naming it."""
+    hints = typing.get_type_hints(cls)
+    if unknown := sorted(set(settings) - {field.name for field in fields(cls)}):
+        raise TypeError(f"{cls.__name__} has no setting {unknown}")
+    return cls(**{name: from_settings(hints[name], value) if is_dataclass(hints[name]) else value
+                  for name, value in settings.items()})  # fmt: skip
+
+
+def read_settings_of(cls, path: Path):
+    """The dataclass `cls` of a stage's settings file."""
+    return from_settings(cls, read_settings(path))

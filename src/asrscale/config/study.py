@@ -13,13 +13,13 @@ one's, unless it has train settings of its own."""
 
 import copy
 import json
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.schema import PROFILES, validate, with_profiles
-from asrscale.config.sections import TrainConfig
+from asrscale.config.sections import STAGES, RunConfig, TrainConfig, from_settings, world_of
 from asrscale.errors import ConfigError
 
 SUBSETS = ("train", "dev", "test")
@@ -229,9 +229,11 @@ class Study:
             world = {"kind": "simulated", "learners": run.learners, "hardware": dict(profile, name=self.hardware),
                      "node_size": node_size,
                      "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
-        return {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
-                "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],
-                "world": world}  # fmt: skip
+        settings = {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
+                    "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],
+                    "world": world}  # fmt: skip
+        # in the shape `asrscale train` reads
+        return {**asdict(RunConfig.from_settings(settings)), "world": asdict(world_of(settings))}
 
     # what the workflow's rules need to know besides settings
     @property
@@ -291,8 +293,15 @@ class Study:
 
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:
-        """The settings of a stage that is not a run: `synthesise`, `import-<subset>`, `features`,
-        `calibrate`, `language-model`, `decode`, `gather` or `report`."""
+        """The settings file of a stage that is not a run (`sections.STAGES`: `synthesise`,
+        `import-<subset>`, `features`, `calibrate`, `language-model`, `decode`, `gather` or
+        `report`), in the shape its stage reads."""
+        kind = "import" if stage.startswith("import-") else stage
+        if kind not in STAGES:
+            raise ValueError(f"no settings of a stage {stage!r}")
+        return asdict(from_settings(STAGES[kind], self._stage_settings(stage)))
+
+    def _stage_settings(self, stage: str) -> dict:
         config, corpus = self.config, self.config["corpus"]
         features = self._features()
         if stage == "synthesise":

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from asrscale.config.algorithms import algorithm_spec
-from asrscale.config.sections import RunConfig
+from asrscale.config.sections import MPIWorldSettings, RunConfig, SimulatedWorldSettings, world_of
 from asrscale.data.batches import Prefetcher, Subset, batch_loader
 from asrscale.data.tokens import Tokens
 from asrscale.errors import UserError
@@ -39,7 +39,7 @@ def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None,
     """`asrscale train`: the run a settings file describes, in the world it names. An error on one
     rank ends every rank, so that none is left waiting for it."""
     run = RunConfig.from_settings(settings)
-    world = make_world(settings["world"], run, calibration, cores)
+    world = make_world(world_of(settings), run, calibration, cores)
     try:
         train(run, paths, world)
     except BaseException as error:
@@ -51,16 +51,16 @@ def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None,
         raise
 
 
-def make_world(settings: dict, run: RunConfig, calibration: Path | None, cores: int | None = None) -> ops.World:
+def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConfig, calibration: Path | None,
+               cores: int | None = None) -> ops.World:  # fmt: skip
     """The world a run's settings name: its simulated cluster (computing with `cores` threads), or
     this rank's MPI world."""
     servers, device = algorithm_spec(run.algorithm).servers, run.train.device
-    if settings["kind"] == "mpi":
+    if isinstance(settings, MPIWorldSettings):
         from asrscale.worlds.mpi import MPIWorld
 
-        return MPIWorld(servers=servers, node_size=settings["node_size"],
-                        timeout_s=settings["timeout_s"], name=run.algorithm, collectives=settings["collectives"],
-                        device=device)  # fmt: skip
+        return MPIWorld(servers=servers, node_size=settings.node_size, timeout_s=settings.timeout_s, name=run.algorithm,
+                        collectives=settings.collectives, device=device)  # fmt: skip
     from asrscale.training.fused import fusers
     from asrscale.worlds.costmodel import CostModel, Hardware
     from asrscale.worlds.devices import resolve_device
@@ -68,11 +68,11 @@ def make_world(settings: dict, run: RunConfig, calibration: Path | None, cores: 
 
     if calibration is None:
         raise ValueError("a simulated run needs this machine's calibration: --calibration")
-    profile = dict(settings["hardware"])
+    profile = dict(settings.hardware)
     costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=run.seed)
-    fuse, place = settings["fuse_learners"], resolve_device(device)
+    fuse, place = settings.fuse_learners, resolve_device(device)
     fused = fusers(place) if fuse == "on" or fuse == "auto" and place.type == "cuda" else None  # slower on a CPU
-    return SimWorld(settings["learners"], costs, servers, settings["node_size"], run.train.prefetch, run.algorithm,
+    return SimWorld(settings.learners, costs, servers, settings.node_size, run.train.prefetch, run.algorithm,
                     device, fused, cores)  # fmt: skip
 
 
