@@ -162,7 +162,12 @@ def median(values) -> float:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far."""
+    """This process's peak resident memory so far: Linux's VmHWM, which starts afresh in a new
+    program (getrusage's ru_maxrss is kept across fork and exec, so a child would report its
+    parent's peak where that is higher), else ru_maxrss."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        return next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM")) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
