@@ -25,16 +25,18 @@ def compute_basis(world: dict) -> str:
     return f"compute measured on {compute['measured_on']}{assumed}"
 
 
-def training_rule(train: dict, rate: dict) -> str:
-    """What a run trained with, in a few words: the optimizer, the rate, how it was scaled and its schedule."""
+def training_rule(train: dict, scale: float) -> str:
+    """What a run trained with, in a few words: the optimizer, the rate, how it was scaled (`scale`
+    at the run's P) and its schedule."""
     optimizer = f"SGD, momentum {train['momentum']:g}" if train["optimizer"] == "sgd" else "Adam"
-    warmup = f", warm-up {rate['warmup_epochs']:g} epochs" if rate["warmup_epochs"] and rate["scale"] != 1 else ""
-    if rate["schedule"] == "newbob":
+    warmup = f", warm-up {train['warmup_epochs']:g} epochs" if train["warmup_epochs"] and scale != 1 else ""
+    if train["schedule"] == "newbob":
         schedule = f", newbob, {train['epochs']} epochs at most"
     else:
-        schedule = (f", ×{rate['decay']:g} an epoch" if rate["decay"] != 1 else "") + f", {train['epochs']} epochs"
+        decay = f", ×{train['lr_decay']:g} an epoch" if train["lr_decay"] != 1 else ""
+        schedule = f"{decay}, {train['epochs']} epochs"
     clip = f", clip {train['clip_grad_norm']:g}" if train["clip_grad_norm"] else ""
-    return f"{optimizer}, lr {rate['lr']:g} × {rate['scale']:g} ({rate['rule']}){warmup}{schedule}{clip}"
+    return f"{optimizer}, lr {train['lr']:g} × {scale:g} ({train['lr_scaling']}){warmup}{schedule}{clip}"
 
 
 def _run_tables(algorithm: str, variant: str, run: Path):
@@ -70,7 +72,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],
-        "training_rule": training_rule(train, record["learning_rate"]),
+        "training_rule": training_rule(train, record["learning_rate"]["scale"]),
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
         "world": world["kind"],

@@ -296,10 +296,8 @@ class LearnerLoop:
         run = self.run_config
         facts = {
             "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
-            "learning_rate": {"lr": run.train.lr, "scale": self.scale, "peak": run.train.lr * self.scale,
-                              "rule": run.train.lr_scaling, "warmup_epochs": run.train.warmup_epochs,
-                              "schedule": run.train.schedule, "decay": run.train.lr_decay,
-                              "newbob": run.train.newbob},
+            # what the run's train settings (recorded beside) make of train.lr at its P
+            "learning_rate": {"scale": self.scale, "peak": run.train.lr * self.scale},
             "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
             "process_wall_s": self.wall.summary(),
         }  # fmt: skip
