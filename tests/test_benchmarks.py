@@ -37,7 +37,8 @@ def test_quick_suite_writes_every_figure(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     figures = {f["figure"]: f for f in results["figures"]}
     assert {f["benchmark"] for f in figures.values()} == {
-        "trainer", "data", "simulation", "fused", "allreduce", "features", "asgd", "decoding", "end-to-end"
+        "trainer", "data", "simulation", "fused", "allreduce", "features", "asgd", "decoding", "language model",
+        "end-to-end"
     }  # fmt: skip
     assert all(math.isfinite(f["value"]) and f["value"] > 0 for f in figures.values())
     assert all(isinstance(f["met"], bool) for f in figures.values() if f["target"])
@@ -48,5 +49,12 @@ def test_quick_suite_writes_every_figure(tmp_path):
     for algorithm in ("SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD".replace("-", "")):
         outside = figures[f"cpu: {algorithm}, 64 simulated learners, an epoch's seconds outside their arithmetic"]
         assert 0 < outside["value"] < outside["details"]["total_s"] and outside["details"]["arithmetic_s"] > 0
+    # a fused round pads every learner to its longest: never less than the learners in turn
+    padding = "frames computed with padding, 64 learners {} / SEQ, one epoch"
+    assert figures[padding.format("in fused rounds")]["value"] >= figures[padding.format("in turn")]["value"]
+    # streaming the ARPA file holds less than every n-gram; each child's memory its own
+    lm = next(f for name, f in figures.items() if name.startswith("LM statistics") and name.endswith("seconds"))
+    assert figures["the same holding every n-gram / streaming (peak memory)"]["value"] > 1
+    assert lm["details"]["before_mb"] < 1000 and lm["details"]["test_perplexity"] > 1
     table = (tmp_path / "out" / "results.md").read_text()
     assert "| benchmark | figure | value | target | met |" in table and len(table.splitlines()) > len(figures)
