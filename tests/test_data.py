@@ -28,6 +28,28 @@ def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpu
     assert max(map(len, seven)) - min(map(len, seven)) <= 1
 
 
+def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_set, corpus):
+    """Every learner's batch of a step comes from the same place in its own order of lengths (the
+    batch order is the seed's alone), each learner covers exactly its own shard every epoch, and
+    utterances of nearly one length are mixed anew each epoch."""
+    utts = sorted(read_shard(corpus / "shards" / "P1" / "shard0.tsv"))[:48]
+    shards = [utts[rank::4] for rank in range(4)]
+    train_set.frames = {u: int(100 * 1.25**i) for i, u in enumerate(utts)}  # apart by more than the jitter
+    epoch = [train_set.batches(shard, 4, seed=7, count=3, learner=rank) for rank, shard in enumerate(shards)]
+    for shard, groups in zip(shards, epoch):
+        assert sorted(u for g in groups for u in g) == sorted(shard)
+    def places(groups):  # the step at which each place in the length order is taken
+        return sorted(range(3), key=lambda i: max(train_set.frames[u] for u in groups[i]))
+
+    assert [places(groups) for groups in epoch] == [places(epoch[0])] * 4
+    assert epoch[0] == train_set.batches(shards[0], 4, seed=7, count=3)  # learner 0 is SEQ's order
+    later = [places(train_set.batches(shards[0], 4, seed=seed, count=3)) for seed in range(8, 12)]
+    assert any(order != places(epoch[0]) for order in later)  # each epoch its own order
+    train_set.frames = dict.fromkeys(utts, 300)
+    mixed = [train_set.batches(utts, 8, seed=seed, count=6) for seed in (1, 2)]
+    assert {frozenset(g) for g in mixed[0]} != {frozenset(g) for g in mixed[1]}
+
+
 def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):
     groups = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)
     with batch_loader() as loader:

@@ -85,13 +85,15 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
         rates["precondition_s"] = 10.0
     assert sizes_of("ma", ops.Precondition, calibration=slow) == [4] * 6
     # Adam divides by the root of the squared gradient: where a gradient is near zero, a rounding
-    # difference becomes a step of ±lr, so a few weights differ; the losses do not
+    # difference becomes part of a step of ±lr, so a few weights differ, each by less than a step
+    # (lr at most 0.006 here); the losses do not
     (alone, alone_metrics), (fused, fused_metrics) = (simulate(corpus, tmp_path / f"adam{fuse}", "ssgd", 4, fuse)
                                                       for fuse in (False, True))  # fmt: skip
     dev = [metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist() for metrics in (alone_metrics, fused_metrics)]
     assert dev[0] == dev[1]
     close = sum(torch.isclose(fused[n], t, rtol=1e-4, atol=1e-5).sum().item() for n, t in alone.items())
-    assert close / sum(t.numel() for t in alone.values()) > 0.999
+    assert close / sum(t.numel() for t in alone.values()) > 0.995
+    assert max((fused[n] - t).abs().max().item() for n, t in alone.items()) < 0.006 / 4
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])

@@ -17,6 +17,10 @@ from asrscale.data.datadir import read_table
 from asrscale.data.features import Normaliser, read_frame_counts
 from asrscale.data.tokens import Tokens
 
+# utterances whose lengths differ by less than this share trade places in a learner's length order
+# at random each epoch: each epoch's batches differ, and pad at most about this much more
+LENGTH_JITTER = 0.1
+
 
 @dataclass
 class Batch:
@@ -62,29 +66,31 @@ class Subset:
             list(utts),
         )
 
-    def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None) -> list[list[str]]:
+    def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None,
+                learner: int = 0) -> list[list[str]]:  # fmt: skip
         """Utterances grouped into batches of similar length (little padding).
 
-        With a seed: shuffled, then sorted by length within windows of 50 batches, and the batch
-        order shuffled, so each epoch differs; without: sorted by length (evaluation). With
-        `count`, exactly `count` batches whose sizes differ by at most one (every utterance once)."""
+        With a seed (training), rounds of like lengths: a learner's utterances sorted by length,
+        those within `LENGTH_JITTER` of each other in an order of their own (drawn from the seed
+        and `learner`: each epoch mixes its batches anew), cut into batches; the batches are taken
+        in an order drawn from the seed alone, the same for every learner of a run. So at every
+        step each learner takes the batch from the same place in its own distribution of lengths,
+        and learners computed as one (asrscale.training.fused) pad little to the round's longest;
+        SEQ follows the same rule. Without a seed: sorted by length (evaluation). With `count`,
+        exactly `count` batches whose sizes differ by at most one (every utterance once)."""
         if seed is None:
             ordered = sorted(utts, key=lambda u: (self.frames[u], u))
         else:
-            rng = random.Random(seed)
-            ordered = sorted(utts)
-            rng.shuffle(ordered)
-            window = 50 * batch_size
-            ordered = [
-                u for i in range(0, len(ordered), window) for u in sorted(ordered[i : i + window], key=self.frames.get)
-            ]
+            mixing = random.Random(f"{seed}/{learner}")
+            jittered = {u: self.frames[u] * (1 + LENGTH_JITTER * (mixing.random() - 0.5)) for u in sorted(utts)}
+            ordered = sorted(jittered, key=jittered.get)
         if count is None:
             groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
         else:
             bounds = [len(ordered) * i // count for i in range(count + 1)]
             groups = [ordered[a:b] for a, b in zip(bounds, bounds[1:])]
         if seed is not None:
-            random.Random(seed + 1).shuffle(groups)
+            random.Random(seed).shuffle(groups)
         return groups
 
 

@@ -138,10 +138,10 @@ class LearnerLoop:
         """The epoch's remaining steps; returns when the epoch started on the clock and its last
         learning rate."""
         train, epoch = self.run_config.train, progress.epoch
-        # each learner its own order (so that synchronous learners do not take batches of one
-        # length together, which would hide stragglers of length); learner 0 takes SEQ's
-        seed = self.run_config.seed * 1000 + epoch + 1_000_000 * self.layout.rank
-        groups = self.train_set.batches(self.shard, train.batch_size, seed=seed, count=steps)
+        # rounds of like lengths: every learner's batch of a step from the same place in its own
+        # order of lengths (Subset.batches), so that learners computed as one pad little
+        seed = self.run_config.seed * 1000 + epoch
+        groups = self.train_set.batches(self.shard, train.batch_size, seed, steps, learner=self.layout.rank)
         loader = self.shared.prefetcher(groups[progress.done :])
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
