@@ -117,11 +117,14 @@ class Learner:
         return value
 
     def compute(self, batch, recorder: Recorder | None = None) -> float:
-        """This learner's loss and clipped gradient of a minibatch, computed alone."""
+        """This learner's loss and clipped gradient of a minibatch, computed alone; with a
+        `recorder`, not clipped: NG-SGD makes every parameter's gradient anew from it (at its own
+        norm), so a clip would change nothing but the plain gradient NG-SGD starts from."""
         self.optimizer.zero_grad(set_to_none=False)
         loss, _, _ = ctc_loss(self.model, batch, recorder=recorder)
         loss.backward()
-        self.clip()
+        if recorder is None:
+            self.clip()
         return loss.item()
 
     def clip(self) -> None:

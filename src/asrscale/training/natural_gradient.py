@@ -10,8 +10,11 @@ rank-R matrix plus a multiple of the identity, F ≈ Rᵀ diag(d) R + ρ I (R's 
 Preconditioning multiplies X̃ and G each by the inverse of its factor smoothed towards the
 identity (ρ raised by α times the mean eigenvalue), each rescaled to keep its own Frobenius norm,
 and makes the gradient of the preconditioned rows, as Kaldi does (whose OnlineNaturalGradient
-returns each side's scale; nothing rescales the product). The cost is a few products of a
-minibatch's frames with R-column matrices per map: O(frames × dimension × R).
+returns each side's scale; nothing rescales the product). Since each side's inverse is the
+identity less a rank-R term, that gradient is the plain one (autograd's Gᵀ X̃) multiplied on
+each side by a matrix of the map's size with R-row factors: the cost beyond the plain gradient
+is one product of the frames with each side's basis (for the norms; a refresh reuses it),
+O(frames × dimension × R), and products of the map's size with R rows.
 
 The factors follow the data with forgetting factor η = 1 - exp(-N / history) for N frames, and are
 refreshed every `update_period` minibatches (every one of the first ten), in Kaldi's order: a
@@ -55,33 +58,52 @@ def stacked(factors: list[Factor]) -> tuple[torch.Tensor, ...]:
     return tuple(torch.stack([getattr(f, key) for f in factors]) for key in ("basis", "values", "floor"))
 
 
-def precondition_rows(rows: torch.Tensor, basis, values, floor, alpha: float) -> torch.Tensor:
-    """Each learner's rows ([N, frames, dim]) times the inverse of its smoothed factor (`stacked`),
-    at the rows' own norm."""
+def preconditioner(rows: torch.Tensor, along: torch.Tensor, values, floor, alpha: float):
+    """Each learner's preconditioner of its rows ([N, frames, dim]; `along`: rows @ basisᵀ, their
+    coordinates in the factor's subspace): the inverse of its smoothed factor (`stacked`), up to
+    scale, is I - Rᵀ diag(shrink) R; returns shrink [N, R] and the scale [N] that keeps the
+    preconditioned rows at the rows' own norm. The norm comes from the subspace's coordinates (R's
+    rows orthonormal): the rows themselves are never multiplied out."""
     dim = rows.shape[-1]
     floor = floor + alpha * (values.sum(-1) + floor * dim) / dim
     shrink = values / (values + floor[:, None])  # (F + ρ'I)⁻¹ ∝ I - Rᵀ diag(d / (d + ρ')) R
-    out = rows - (rows @ basis.mT) * shrink[:, None] @ basis
-    return out * (rows.norm(dim=(1, 2)) / out.norm(dim=(1, 2)).clamp(min=1e-30))[:, None, None]
+    energy, inside = rows.square().sum((1, 2)), along.square().sum(1)  # [N], [N, R]
+    kept = ((1 - shrink).square() * inside).sum(-1) + (energy - inside.sum(-1)).clamp(min=0)
+    return shrink, (energy / kept.clamp(min=1e-30)).sqrt()
 
 
-def refresh(rows: torch.Tensor, frames: torch.Tensor, eta: torch.Tensor, basis, values, floor, first: bool):
+def precondition_gradient(gradient: torch.Tensor, sides: list[tuple]) -> torch.Tensor:
+    """NG-SGD's gradient of an affine map from its plain one ([N, out, in]: Gᵀ X̃, the outputs'
+    derivatives against the inputs, frame by frame) and each side's preconditioner (basis,
+    shrink, scale: inputs', then outputs'): (G Q_out)ᵀ (X̃ Q_in) = Q_out Gᵀ X̃ Q_in, each Q
+    = I - Rᵀ diag(shrink) R, times both scales. Products of the map's size with R-row matrices: no
+    product over the minibatch's frames beyond the plain gradient's, which autograd has made."""
+    (in_basis, in_shrink, in_scale), (out_basis, out_shrink, out_scale) = sides
+    left = gradient - out_basis.mT @ (out_shrink[:, :, None] * (out_basis @ gradient))
+    both = left - ((left @ in_basis.mT) * in_shrink[:, None, :]) @ in_basis
+    return both * (in_scale * out_scale)[:, None, None]
+
+
+def refresh(rows: torch.Tensor, frames: torch.Tensor, eta: torch.Tensor, basis, values, floor, first: bool,
+            along: torch.Tensor | None = None):  # fmt: skip
     """Each learner's factor (`stacked`) one step towards η·rowsᵀrows/N + (1-η)·F, kept at rank R
     plus the identity (rows [N, frames, dim]; N: `frames`, the rows that are frames, padding's
-    being zero; the first estimate from the rows alone). Returns the new basis, values and floor."""
+    being zero; the first estimate from the rows alone; `along`: rows @ basisᵀ where already
+    made). Returns the new basis, values and floor."""
     dim, rank = rows.shape[-1], basis.shape[1]
     eta = torch.ones_like(eta) if first else eta
     weight, keep = (eta / frames)[:, None, None], (1 - eta)[:, None, None]
     trace = eta * rows.square().sum((1, 2)) / frames + (1 - eta) * (values.sum(-1) + floor * dim)
     identity = torch.eye(rank, device=rows.device)
     for _ in range(4 if first and rank else 1 if rank else 0):  # the first: a few steps of subspace iteration
-        grown = weight * rows.mT @ (rows @ basis.mT) + keep * basis.mT * (values + floor[:, None])[:, None]
+        along = rows @ basis.mT if along is None else along
+        grown = weight * rows.mT @ along + keep * basis.mT * (values + floor[:, None])[:, None]
         new = torch.linalg.qr(grown)[0].mT
         # Rayleigh-Ritz: the new factor within the subspace, diagonalised (rank × rank)
         overlap, projected = new @ basis.mT, rows @ new.mT
         old = (overlap * values[:, None]) @ overlap.mT + floor[:, None, None] * identity
         values, rotation = torch.linalg.eigh(weight * projected.mT @ projected + keep * old)
-        basis = rotation.mT @ new
+        basis, along = rotation.mT @ new, None
     floor = ((trace - values.sum(-1)) / max(dim - rank, 1)).clamp(min=1e-10)
     return basis, (values - floor[:, None]).clamp(min=0), floor
 
@@ -120,8 +142,8 @@ class NaturalGradient:
         return refresh, self.steps == 0, self.alpha, self.history
 
     def precondition(self, recorder) -> None:
-        """Replace each recorded map's gradients by NG-SGD's, at their norm; refresh the factors
-        on schedule."""
+        """Replace each recorded map's gradients (as autograd made them: not clipped) by
+        NG-SGD's; refresh the factors on schedule."""
         precondition_together([(self, recorder)])
 
 
@@ -145,15 +167,21 @@ def precondition_together(jobs: list[tuple]) -> None:
             if biases[0] is not None:
                 inputs = torch.cat([inputs, torch.ones_like(inputs[..., :1])], dim=-1)
             inputs, frames = inputs * used, used.sum((1, 2)).clamp(min=1)
+            # the plain gradient as autograd made it (Gᵀ X̃; padding's rows carry no derivative)
+            gradient = torch.stack([w.grad for w in weights])
+            if biases[0] is not None:
+                gradient = torch.cat([gradient, torch.stack([b.grad for b in biases])[..., None]], dim=-1)
             sides, eta = [], 1 - torch.exp(-frames / history)
             for side, rows in enumerate((inputs, derivatives)):
                 factors = [n.factors[name][side] for n in naturals]
                 if first:  # the first minibatch initialises the factors, then is preconditioned
                     _store(factors, refresh(rows, frames, eta, *stacked(factors), first=True))
-                sides.append(precondition_rows(rows, *stacked(factors), alpha))
+                basis, values, floor = stacked(factors)
+                along = rows @ basis.mT
+                sides.append((basis, *preconditioner(rows, along, values, floor, alpha)))
                 if refreshing and not first:  # with the factors as they were: then they follow it
-                    _store(factors, refresh(rows, frames, eta, *stacked(factors), first=False))
-            gradient = sides[1].mT @ sides[0]
+                    _store(factors, refresh(rows, frames, eta, basis, values, floor, first=False, along=along))
+            gradient = precondition_gradient(gradient, sides)
             width = weights[0].shape[1]
             torch._foreach_copy_([w.grad for w in weights], list(gradient[..., :width].unbind()))
             if biases[0] is not None:
