@@ -337,6 +337,10 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     if algorithm not in ("asgd", "adpsgd"):  # the asynchronous ones' order follows the clock, which restarts
         assert same_models(whole, resumed)
         assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+    # the run extended by an epoch: every learner goes on from learner 0's state
+    config = run_config(algorithm, epochs=2, batch_size=4, log_interval=2, checkpoint_steps=4)
+    _, extended = run(tmp_path / "killed")
+    assert sorted(set(extended[extended.kind == "epoch"].epoch)) == [1, 2]
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])

@@ -31,9 +31,10 @@ def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus
 
 
 def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
-    """run.json's process_wall_s: the learners' arithmetic, exchanges, dev evaluation, checkpoints,
-    batches and consensus, every phase measured, the rest the bookkeeping: what a simulated run
-    costs beyond its learners' arithmetic (the simulation benchmark's figure)."""
+    """run.json's process_wall_s: building the learners, their arithmetic, exchanges, dev
+    evaluation, checkpoints, batches and consensus, every phase measured, the rest the
+    bookkeeping: what a simulated run costs beyond its learners' arithmetic (the simulation
+    benchmark's figure)."""
     import json
 
     shards = corpus / "shards" / "P2"
@@ -43,7 +44,7 @@ def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
     train(run, run_paths(corpus, shards, tmp_path / "simulated"), SimWorld(2, costs, name="kavg"))
     for world in ("mpi", "simulated"):
         wall = json.loads((tmp_path / world / "run.json").read_text())["process_wall_s"]
-        measured = ("arithmetic", "exchanges", "evaluation", "checkpoints", "batches", "consensus")
+        measured = ("start", "arithmetic", "exchanges", "evaluation", "checkpoints", "batches", "consensus")
         assert all(wall[phase] > 0 for phase in measured), (world, wall)
         assert sum(wall[phase] for phase in (*measured, "other")) == pytest.approx(wall["total"]), world
         assert wall["other"] > 0 and wall["arithmetic"] > wall["consensus"], (world, wall)

@@ -144,7 +144,8 @@ class Checkpoints:
         if self.together:
             together = self._together(latest)
             kept = [name for name in together["skeletons"] if name == "rank0" or not name.startswith("rank")]
-            atomic_torch_save(stack({name: unstack(together, name) for name in kept}), latest / TOGETHER)
+            if len(kept) < len(together["skeletons"]):  # not already the last checkpoint's few
+                atomic_torch_save(stack({name: unstack(together, name) for name in kept}), latest / TOGETHER)
             self._loaded = None
             return
         for state in latest.glob("rank*.pt"):

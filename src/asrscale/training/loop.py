@@ -111,7 +111,8 @@ class LearnerLoop:
             return
         progress.stopped = progress.stopped or f"its {epochs} epochs done"
         self.write_outputs(progress, self.best_model(progress))
-        self.checkpoints.finish()
+        with self.wall.measure("checkpoints"):
+            self.checkpoints.finish()
 
     def resume_or_start(self):
         """The newest checkpoint's progress (a resumed learner goes on from its own state), or a
@@ -214,7 +215,8 @@ class LearnerLoop:
         progress.stopped = decision.stop
         progress.next_epoch()
         self.algorithm.exchanges = progress.exchanges
-        yield from self.checkpoint(progress, steps, epoch_end=True)
+        last = progress.stopped is not None or progress.epoch > self.run_config.train.epochs
+        yield from self.checkpoint(progress, steps, epoch_end=True, last=last)
 
     def roll_back(self):
         """Every learner (and server) back to the model and optimizer of the last accepted epoch's
@@ -276,19 +278,23 @@ class LearnerLoop:
         unflatten(ops.flatten(weights), list(self.evaluated.state_dict().values()))
         return self.evaluated
 
-    def checkpoint(self, progress: Progress, steps: int, epoch_end: bool = False):
+    def checkpoint(self, progress: Progress, steps: int, epoch_end: bool = False, last: bool = False):
         """Every rank saves its part (a replica only its progress); then learner 0 marks the
-        checkpoint complete (`epoch_end`: an epoch's end, which a rejected epoch goes back to)."""
+        checkpoint complete (`epoch_end`: an epoch's end, which a rejected epoch goes back to).
+        The run's `last` holds only what a finished run keeps (Checkpoints.finish): learner 0's
+        state and its servers', from which more epochs resume every learner."""
         step = (progress.epoch - 1) * steps + progress.done
         progress.exchanges = self.algorithm.exchanges
         with_model = self.leader or not self.algorithm.replicated
-        with self.wall.measure("checkpoints"):
-            self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
-                                  asdict(progress))  # fmt: skip
+        if self.leader or not last:
+            with self.wall.measure("checkpoints"):
+                self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
+                                      asdict(progress))  # fmt: skip
         yield from self.algorithm.checkpoint(self.learner, step)
         yield ops.Barrier("learners")
         if self.leader:
-            self.checkpoints.complete(step, epoch_end)
+            with self.wall.measure("checkpoints"):
+                self.checkpoints.complete(step, epoch_end)
 
     def write_outputs(self, progress: Progress, model) -> None:
         """The leader's outputs (asrscale.training.records), the model (the best consensus) the

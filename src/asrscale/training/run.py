@@ -94,15 +94,16 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
                         world.wall, world.evaluation_part)  # fmt: skip
 
     def program(layout: ops.Layout, serving: bool, clock):
-        torch.manual_seed(run.seed)
-        model = build_model(run.model, run.features.dim, len(tokens)).to(world.device)
-        name = f"{run.algorithm} {'server' if serving else 'rank'} {layout.rank}"
-        learner = Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model),
-                          run.train.clip_grad_norm, name)  # fmt: skip
-        chosen = make_algorithm(run.algorithm, layout, run.options)
-        if serving:
-            return _serve(chosen, learner, saved, layout, paths.out)
-        return LearnerLoop(LearnerContext(shared, layout, chosen, learner, clock)).run()
+        with world.wall.measure("start"):
+            torch.manual_seed(run.seed)
+            model = build_model(run.model, run.features.dim, len(tokens)).to(world.device)
+            name = f"{run.algorithm} {'server' if serving else 'rank'} {layout.rank}"
+            learner = Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model),
+                              run.train.clip_grad_norm, name)  # fmt: skip
+            chosen = make_algorithm(run.algorithm, layout, run.options)
+            if serving:
+                return _serve(chosen, learner, saved, layout, paths.out)
+            return LearnerLoop(LearnerContext(shared, layout, chosen, learner, clock)).run()
 
     try:
         world.launch(program)

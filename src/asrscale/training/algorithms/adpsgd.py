@@ -57,6 +57,11 @@ class DecentralizedSGD(Averaging):
     def _vertex(self, layout) -> tuple[int | None, int]:
         return layout.rank, layout.size
 
+    def state_dict(self) -> dict:
+        # a learner's place on the graph is its layout's, not state: a run extended from learner
+        # 0's state alone (Checkpoints.finish) gives every learner that state, but each its place
+        return {k: v for k, v in super().state_dict().items() if k not in ("vertex", "active", "neighbours")}
+
     def gossip(self, learner):
         """Before computing: an active learner asks a neighbour at random to average (the request
         and where the answer will be); a passive one has its world begin answering."""
