@@ -41,7 +41,9 @@ def padded_frames(bench: Bench, learners: int) -> tuple[int, int]:
     shards = [read_shard(bench.path(paths.SHARDS, learners=learners) / f"shard{r}.tsv") for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
     seed = study.seq.seed * 1000 + 1  # the first epoch's, as the trainer draws it
-    groups = [train_set.batches(shard, config.batch_size, seed, steps, learner=rank) for rank, shard in enumerate(shards)]
+    groups = [
+        train_set.batches(shard, config.batch_size, seed, steps, learner=rank) for rank, shard in enumerate(shards)
+    ]
     longest = [[max(train_set.frames[u] for u in group) for group in learner] for learner in groups]
     in_turn = sum(len(group) * most for learner, tops in zip(groups, longest) for group, most in zip(learner, tops))
     rounds = sum(learners * max(len(g[step]) for g in groups) * max(tops[step] for tops in longest)

@@ -38,6 +38,7 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
     epoch = [train_set.batches(shard, 4, seed=7, count=3, learner=rank) for rank, shard in enumerate(shards)]
     for shard, groups in zip(shards, epoch):
         assert sorted(u for g in groups for u in g) == sorted(shard)
+
     def places(groups):  # the step at which each place in the length order is taken
         return sorted(range(3), key=lambda i: max(train_set.frames[u] for u in groups[i]))
 

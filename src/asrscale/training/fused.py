@@ -104,8 +104,9 @@ def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     per_learner.sum().backward()
     gradients = [stacked[name].grad for name in names]
     # each learner's clip, but where NG-SGD makes its gradients anew (Learner.compute)
-    clips = torch.tensor([0.0 if job.recorder is not None else job.learner.clip_grad_norm for job in jobs],
-                         device=device)
+    clips = torch.tensor(
+        [0.0 if job.recorder is not None else job.learner.clip_grad_norm for job in jobs], device=device
+    )
     if clips.any():  # as torch.nn.utils.clip_grad_norm_ does, for each learner alone
         norms = torch.stack([g.flatten(1).norm(dim=1) for g in gradients]).norm(dim=0)
         scale = torch.where(clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms))
