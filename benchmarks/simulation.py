@@ -72,13 +72,15 @@ def run(bench: Bench) -> None:
     for algorithm in SIMULATED:
         simulated = [m[algorithm] for m in measured]
         ratio = median(s["wall_s"] / q["wall_s"] for s, q in zip(simulated, seq))
+        arithmetic = median(s["wall"]["arithmetic"] / q["wall"]["arithmetic"] for s, q in zip(simulated, seq))
         bench.add("simulation", f"wall time, {algorithm.upper()} {LEARNERS} simulated learners / SEQ, one epoch",
                   ratio, "x", "<= 1.2", simulated_s=[s["wall_s"] for s in simulated],
-                  seq_s=[s["wall_s"] for s in seq], frames=seq[0]["frames"])  # fmt: skip
+                  seq_s=[s["wall_s"] for s in seq], frames=seq[0]["frames"],
+                  arithmetic_ratio=arithmetic)  # fmt: skip
         memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
         bench.add("simulation", f"peak memory, {algorithm.upper()} {LEARNERS} simulated learners / SEQ", memory, "x",
                   "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
-    for algorithm in EVERY:  # the repetitions' median where there are several
+    for algorithm in ("seq", *EVERY):  # the repetitions' median where there are several; SEQ's: what any run pays
         found = [m[algorithm] for m in measured if algorithm in m]
         found = found or [child(bench, "simulation", bench.work, algorithm, LEARNERS, "cpu", 1, 0)]
         outside(bench, "cpu", algorithm, {phase: median(f["wall"][phase] for f in found) for phase in found[0]["wall"]})
@@ -86,11 +88,12 @@ def run(bench: Bench) -> None:
 
 
 def outside(bench: Bench, device: str, algorithm: str, wall: dict) -> None:
-    """The seconds of a run of 64 simulated learners outside their arithmetic, by phase."""
+    """The seconds of a run of 64 simulated learners (SEQ: of one) outside their arithmetic, by phase."""
     phases = {phase: round(seconds, 2) for phase, seconds in wall.items() if phase not in ("arithmetic", "total")}
-    bench.add("simulation", f"{device}: {algorithm.upper()}, {LEARNERS} simulated learners, an epoch's seconds "
-              "outside their arithmetic", wall["total"] - wall["arithmetic"], "s", arithmetic_s=wall["arithmetic"],
-              total_s=wall["total"], **phases)  # fmt: skip
+    learners = f"{LEARNERS} simulated learners" if algorithm != "seq" else "one learner"
+    bench.add("simulation", f"{device}: {algorithm.upper()}, {learners}, an epoch's seconds outside their arithmetic",
+              wall["total"] - wall["arithmetic"], "s", arithmetic_s=wall["arithmetic"], total_s=wall["total"],
+              **phases)  # fmt: skip
 
 
 def on_a_gpu(bench: Bench) -> None:

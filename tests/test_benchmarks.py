@@ -51,7 +51,10 @@ def test_quick_suite_writes_every_figure(tmp_path):
         assert 0 < outside["value"] < outside["details"]["total_s"] and outside["details"]["arithmetic_s"] > 0
     # a fused round pads every learner to its longest: never less than the learners in turn
     padding = "frames computed with padding, 64 learners {} / SEQ, one epoch"
-    assert figures[padding.format("in fused rounds")]["value"] >= figures[padding.format("in turn")]["value"]
+    in_turn, rounds = figures[padding.format("in turn")], figures[padding.format("in fused rounds")]
+    assert rounds["value"] >= in_turn["value"] >= in_turn["details"]["least_possible"]
+    # SEQ's own: what any run pays (building its learner, the dev evaluations)
+    assert figures["cpu: SEQ, one learner, an epoch's seconds outside their arithmetic"]["details"]["start"] > 0
     # streaming the ARPA file holds less than every n-gram; each child's memory its own
     lm = next(f for name, f in figures.items() if name.startswith("LM statistics") and name.endswith("seconds"))
     assert figures["the same holding every n-gram / streaming (peak memory)"]["value"] > 1

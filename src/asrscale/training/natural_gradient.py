@@ -67,7 +67,7 @@ def preconditioner(rows: torch.Tensor, along: torch.Tensor, values, floor, alpha
     dim = rows.shape[-1]
     floor = floor + alpha * (values.sum(-1) + floor * dim) / dim
     shrink = values / (values + floor[:, None])  # (F + ρ'I)⁻¹ ∝ I - Rᵀ diag(d / (d + ρ')) R
-    energy, inside = rows.square().sum((1, 2)), along.square().sum(1)  # [N], [N, R]
+    energy, inside = torch.linalg.vector_norm(rows, dim=(1, 2)).square(), along.square().sum(1)  # [N], [N, R]
     kept = ((1 - shrink).square() * inside).sum(-1) + (energy - inside.sum(-1)).clamp(min=0)
     return shrink, (energy / kept.clamp(min=1e-30)).sqrt()
 
@@ -163,10 +163,10 @@ def precondition_together(jobs: list[tuple]) -> None:
             weights, biases = [n.weights[name] for n in naturals], [n.biases.get(name) for n in naturals]
             inputs, derivatives = (_rows([record[name][side] for _, record in group]) for side in (0, 1))
             # padding's frames carry no derivative: left out as zero rows (no host sync)
-            used = (derivatives.abs().amax(-1, keepdim=True) > 0).to(inputs.dtype)
-            if biases[0] is not None:
-                inputs = torch.cat([inputs, torch.ones_like(inputs[..., :1])], dim=-1)
-            inputs, frames = inputs * used, used.sum((1, 2)).clamp(min=1)
+            used = derivatives.ne(0).any(-1, keepdim=True).to(inputs.dtype)
+            # the bias's column of ones, a frame's as its inputs: zero where padding
+            inputs = torch.cat([inputs * used, used], dim=-1) if biases[0] is not None else inputs * used
+            frames = used.sum((1, 2)).clamp(min=1)
             # the plain gradient as autograd made it (Gᵀ X̃; padding's rows carry no derivative)
             gradient = torch.stack([w.grad for w in weights])
             if biases[0] is not None:
