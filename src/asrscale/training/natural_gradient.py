@@ -32,6 +32,8 @@ products (`precondition_together`) rather than a few hundred small ones each; on
 the case of one.
 """
 
+import functools
+
 import torch
 
 
@@ -44,13 +46,20 @@ class Factor:
         rank = min(rank, max(dim - 1, 0))
         if torch.device(device).type == "meta":  # a replay's stand-in (asrscale.training.replay): sizes only
             start = torch.empty(rank, dim, device="meta")
-        elif rank:
-            generator = torch.Generator().manual_seed(seed)
-            start = torch.linalg.qr(torch.randn(dim, rank, generator=generator))[0].T
-        else:
-            start = torch.zeros(0, dim)
+        else:  # a copy of its own: refreshes write into it
+            start = _random_basis(dim, rank, seed).clone()
         self.basis, self.values = start.to(device), torch.zeros(rank, device=device)
         self.floor = torch.ones((), device=device)
+
+
+@functools.cache
+def _random_basis(dim: int, rank: int, seed: int) -> torch.Tensor:
+    """An orthonormal basis (rank × dim) drawn from `seed`: where a factor starts, the same for
+    every learner's factor of a map (made once: 64 learners' took a second)."""
+    if not rank:
+        return torch.zeros(0, dim)
+    generator = torch.Generator().manual_seed(seed)
+    return torch.linalg.qr(torch.randn(dim, rank, generator=generator))[0].T
 
 
 def stacked(factors: list[Factor]) -> tuple[torch.Tensor, ...]:
