@@ -46,6 +46,10 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
     assert epoch[0] == train_set.batches(shards[0], 4, seed=7, count=3)  # learner 0 is SEQ's order
     later = [places(train_set.batches(shards[0], 4, seed=seed, count=3)) for seed in range(8, 12)]
     assert any(order != places(epoch[0]) for order in later)  # each epoch its own order
+    # train.batch_order "own": the same batches, each learner in an order of its own (SEQ's the same)
+    own = [train_set.batches(shard, 4, seed=7, count=3, learner=rank, order="own") for rank, shard in enumerate(shards)]
+    assert [sorted(map(sorted, groups)) for groups in own] == [sorted(map(sorted, groups)) for groups in epoch]
+    assert own[0] == epoch[0] and len({tuple(places(groups)) for groups in own}) > 1
     train_set.frames = dict.fromkeys(utts, 300)
     mixed = [train_set.batches(utts, 8, seed=seed, count=6) for seed in (1, 2)]
     assert {frozenset(g) for g in mixed[0]} != {frozenset(g) for g in mixed[1]}

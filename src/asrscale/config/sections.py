@@ -96,6 +96,7 @@ class TrainConfig:
 
     epochs: int
     batch_size: int  # per learner
+    batch_order: str  # "like-lengths" (rounds of like lengths) or "own" (each learner its own order)
     optimizer: str  # "adam" or "sgd" (with momentum)
     lr: float
     momentum: float

@@ -67,17 +67,18 @@ class Subset:
         )
 
     def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None,
-                learner: int = 0) -> list[list[str]]:  # fmt: skip
+                learner: int = 0, order: str = "like-lengths") -> list[list[str]]:  # fmt: skip
         """Utterances grouped into batches of similar length (little padding).
 
-        With a seed (training), rounds of like lengths: a learner's utterances sorted by length,
-        those within `LENGTH_JITTER` of each other in an order of their own (drawn from the seed
-        and `learner`: each epoch mixes its batches anew), cut into batches; the batches are taken
-        in an order drawn from the seed alone, the same for every learner of a run. So at every
-        step each learner takes the batch from the same place in its own distribution of lengths,
-        and learners computed as one (asrscale.training.fused) pad little to the round's longest;
-        SEQ follows the same rule. Without a seed: sorted by length (evaluation). With `count`,
-        exactly `count` batches whose sizes differ by at most one (every utterance once)."""
+        With a seed (training): a learner's utterances sorted by length, those within
+        `LENGTH_JITTER` of each other in an order of their own (drawn from the seed and `learner`:
+        each epoch mixes its batches anew), cut into batches, taken in an order drawn from the seed
+        alone (`order` "like-lengths": the same for every learner of a run, so that at every step
+        each learner takes the batch from the same place in its own distribution of lengths, and
+        learners computed as one, asrscale.training.fused, pad little to the round's longest) or
+        from the seed and `learner` ("own": a step's learners take batches of different lengths).
+        SEQ, learner 0, follows the same rule. Without a seed: sorted by length (evaluation). With
+        `count`, exactly `count` batches whose sizes differ by at most one (every utterance once)."""
         if seed is None:
             ordered = sorted(utts, key=lambda u: (self.frames[u], u))
         else:
@@ -90,7 +91,7 @@ class Subset:
             bounds = [len(ordered) * i // count for i in range(count + 1)]
             groups = [ordered[a:b] for a, b in zip(bounds, bounds[1:])]
         if seed is not None:
-            random.Random(seed).shuffle(groups)
+            random.Random(seed if order == "like-lengths" or learner == 0 else f"{seed}/{learner}").shuffle(groups)
         return groups
 
 

@@ -139,10 +139,9 @@ class LearnerLoop:
         """The epoch's remaining steps; returns when the epoch started on the clock and its last
         learning rate."""
         train, epoch = self.run_config.train, progress.epoch
-        # rounds of like lengths: every learner's batch of a step from the same place in its own
-        # order of lengths (Subset.batches), so that learners computed as one pad little
-        seed = self.run_config.seed * 1000 + epoch
-        groups = self.train_set.batches(self.shard, train.batch_size, seed, steps, learner=self.layout.rank)
+        seed = self.run_config.seed * 1000 + epoch  # learner 0's order is SEQ's (Subset.batches)
+        groups = self.train_set.batches(self.shard, train.batch_size, seed, steps, learner=self.layout.rank,
+                                        order=train.batch_order)  # fmt: skip
         loader = self.shared.prefetcher(groups[progress.done :])
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
