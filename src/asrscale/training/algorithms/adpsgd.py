@@ -50,17 +50,25 @@ class DecentralizedSGD(Averaging):
     def __init__(self, layout, graph: str, averages: str):
         super().__init__(layout, averages)
         self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
-        self.vertex, size = self._vertex(layout)  # this learner's place on the graph (None: not on it)
-        self.active = self.vertex is not None and self.vertex % 2 == 1
-        self.neighbours = [] if self.vertex is None else neighbours(self.vertex, size, graph)
 
     def _vertex(self, layout) -> tuple[int | None, int]:
         return layout.rank, layout.size
 
-    def state_dict(self) -> dict:
-        # a learner's place on the graph is its layout's, not state: a run extended from learner
-        # 0's state alone (Checkpoints.finish) gives every learner that state, but each its place
-        return {k: v for k, v in super().state_dict().items() if k not in ("vertex", "active", "neighbours")}
+    # a learner's place on the graph follows from its layout: not state, so never checkpointed (a
+    # run extended from learner 0's state alone gives every learner that state, each its own place)
+    @property
+    def vertex(self) -> int | None:
+        """This learner's place on the graph (None: not on it)."""
+        return self._vertex(self.layout)[0]
+
+    @property
+    def active(self) -> bool:
+        return self.vertex is not None and self.vertex % 2 == 1
+
+    @property
+    def neighbours(self) -> list[int]:
+        vertex, size = self._vertex(self.layout)
+        return [] if vertex is None else neighbours(vertex, size, self.graph)
 
     def gossip(self, learner):
         """Before computing: an active learner asks a neighbour at random to average (the request
