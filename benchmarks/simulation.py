@@ -49,11 +49,8 @@ def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
     in_turn = sum(len(group) * most for learner, tops in zip(groups, longest) for group, most in zip(learner, tops))
     rounds = sum(learners * max(len(g[step]) for g in groups) * max(tops[step] for tops in longest)
                  for step in range(steps))  # fmt: skip
-    least = 0
-    for shard in shards:
-        ordered = sorted(train_set.frames[u] for u in shard)
-        bounds = [len(ordered) * i // steps for i in range(steps + 1)]
-        least += sum((b - a) * ordered[b - 1] for a, b in zip(bounds, bounds[1:]))
+    sorted_cut = [train_set.batches(shard, config.batch_size, None, steps) for shard in shards]  # no seed: by length
+    least = sum(len(group) * max(train_set.frames[u] for u in group) for learner in sorted_cut for group in learner)
     return in_turn, rounds, least
 
 
