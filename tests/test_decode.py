@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from flashlight.lib.text.decoder.kenlm import KenLM
@@ -133,7 +134,7 @@ def test_beam_search_with_the_lexicon_and_lm_beats_the_best_path(tmp_path):
 
 
 def test_alignment_marks_each_error_as_sclite_does():
-    text, confusions = align(["u1", "u2"], ["the cat sat on", "a b"], ["the dog sat a on", "a"])
+    text, confusions, errors = align(["u1", "u2"], ["the cat sat on", "a b"], ["the dog sat a on", "a"])
     assert text.split("\n\n")[0].splitlines() == [
         "id: u1",
         "Scores: (#C #S #D #I) 3 1 0 1",
@@ -142,6 +143,7 @@ def test_alignment_marks_each_error_as_sclite_does():
         "Eval:     S       I",
     ]
     assert confusions == {("cat", "dog"): 1, ("", "a"): 1, ("b", ""): 1}
+    assert errors == [2, 1]  # each utterance's word errors, for the analysis's bootstrap
 
 
 def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses(corpus, tmp_path):
@@ -180,3 +182,8 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     subprocess.run(list(map(str, command)), check=True, capture_output=True)
     hypotheses = [(tmp_path / name / "hypotheses.tsv").read_text() for name in ("first", "second", "other")]
     assert hypotheses[0] == hypotheses[1] == hypotheses[2] and len(hypotheses[0].splitlines()) > 10
+    # each utterance's word errors add up to the WERs scored
+    utterances = pd.read_csv(tmp_path / "first" / "utterances.tsv", sep="\t")
+    scores = json.loads((tmp_path / "first" / "scores.json").read_text())
+    for decode in ("lm", "greedy"):
+        assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(scores[decode]["wer"])

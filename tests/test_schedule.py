@@ -1,7 +1,7 @@
 """The learning rate's schedules: exponential for fixed epochs, and Kaldi nnet1's newbob, which
 holds the rate while the dev loss improves, rejects an epoch that worsens it, halves once the
-gains are small, and stops once they are negligible or before the rate would fall below a
-tenth of its peak; and a run trained by it: rejected epochs rolled back, its best model kept."""
+gains are small, and stops once they are negligible (no floor on the rate, as in nnet1); and a
+run trained by it: rejected epochs rolled back, its best model kept, what stopped it recorded."""
 
 import json
 
@@ -11,7 +11,7 @@ import torch
 
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.run import train
-from asrscale.training.schedule import RATE_FLOOR, Decision, Schedule, learning_rate
+from asrscale.training.schedule import Decision, Schedule, learning_rate
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 from conftest import run_config, run_paths
@@ -40,12 +40,20 @@ def test_newbob_holds_the_rate_while_it_improves_and_halves_once_the_gains_are_s
     assert found[-1][2].startswith("halving, an epoch gained 0.03% at 0.25 of the peak rate")
 
 
-def test_newbob_rejects_an_epoch_that_worsens_the_dev_loss_and_stops_before_the_floor():
-    found = decisions("newbob", [2.0, 1.0, 1.2, 0.9, 0.85, 0.8, 0.76])
-    assert [accepted for accepted, _, _ in found] == [True, True, False, True, True, True, True]
-    # the rejected epoch starts the halving: 0.5 after it, then 0.25, 0.125; the next would be below 0.1
-    assert [factor for _, factor, _ in found] == [1.0, 1.0, 0.5, 0.25, 0.125, 0.125, 0.125][: len(found)]
-    assert found[5][2] == f"its next halving would take the rate below {RATE_FLOOR:g} of its peak"
+def test_newbob_rejects_an_epoch_that_worsens_the_dev_loss_and_halves_without_a_floor_until_it_stops():
+    """nnet1's train_scheduler.sh on a scripted sequence: a worse epoch is rejected and starts the
+    halving (its gain on the accepted loss is negative); the rate then halves at every epoch's end
+    however low it gets (0.5 ... 1/64: nnet1 has no floor) while each epoch still gains 0.1% or
+    more, and the first epoch to gain less stops the run, at the rate it had."""
+    losses = [2.0, 1.0, 1.2, 0.9, 0.85, 0.8, 0.76, 0.75, 0.74, 0.7395]
+    found = decisions("newbob", losses)
+    assert [accepted for accepted, _, _ in found] == [True, True, False] + [True] * 7
+    assert [factor for _, factor, _ in found] == [1.0, 1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625,
+                                                  0.0078125, 0.0078125]  # fmt: skip
+    assert [stop for _, _, stop in found][:-1] == [None] * 9
+    assert found[-1][2].startswith("halving, an epoch gained 0.07% at 0.00781 of the peak rate")
+    # a rejected epoch while halving stops it too: it gained nothing on the accepted loss
+    assert decisions("newbob", [2.0, 1.995, 2.1])[-1][2].startswith("halving, an epoch gained -5.26%")
 
 
 def profile() -> Hardware:

@@ -29,16 +29,31 @@ def study(tmp_path_factory):
     return workdir
 
 
-def test_report_holds_every_run_with_real_scores(study):
+STUDY = Path("results") / "tiny" / "studies" / "tiny"
+
+
+def table(study: Path, name: str) -> pd.DataFrame:
+    return pd.read_csv(study / STUDY / f"{name}.tsv", sep="\t")
+
+
+def page_of(study: Path) -> str:
+    return (study / "reports" / "tiny.html").read_text()
+
+
+def expected_runs() -> list[tuple]:
+    """(world, algorithm, variant, learners, seed) of every run tiny.yaml configures, sweeps included."""
     config = yaml.safe_load(TINY.read_text())
-    expected = sorted(
+    return sorted(
         (r.get("world", "simulated"), r["algorithm"], "default", p, seed)
         for r in config["study"]["runs"]
         for p in r["learners"]
         for seed in r.get("seeds", [1])
     ) + [("simulated", "ssgd", "train.batch_size=4", 2, 1), ("simulated", "ssgd", "train.lr=10000", 2, 1)]
-    runs = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t")
-    assert sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed)) == sorted(expected)
+
+
+def test_every_run_is_gathered_with_real_scores_and_the_diverged_one_with_none(study):
+    runs = table(study, "runs")
+    assert sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed)) == expected_runs()
     diverged = runs.diverged.notna()
     assert runs[diverged].variant.tolist() == ["train.lr=10000"]  # a result of nothing
     assert runs[diverged][["wer", "train_s", "frames_per_s", "time_speedup"]].isna().all(axis=None)
@@ -46,57 +61,99 @@ def test_report_holds_every_run_with_real_scores(study):
     runs = runs[~diverged]
     assert runs.wer.between(0, 2).all() and runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all()
     assert runs.greedy_wer.between(0, 2).all() and runs.lm_weight.notna().all()  # both decodes of every run
-    learners = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "learners.tsv", sep="\t")
+    assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"} and set(runs.device) == {"cpu"}
+    assert set(runs.stopped_by) == {"budget"} and (runs.converged_by == "budget").all()  # 2 epochs: its budget
+
+
+def test_each_run_scores_every_test_utterance_for_the_bootstrap(study):
+    """Each run's alignments, and its word errors per test utterance, which add up to its WERs."""
+    runs, utterances = table(study, "runs"), table(study, "utterances")
+    for run in runs[runs.diverged.isna()].itertuples():
+        alignment = (study / run.run / "test" / "alignment.lm.txt").read_text()
+        assert alignment.startswith("id: ") and "\nREF:  " in alignment and "\nEval: " in alignment
+        scored = utterances[utterances.run == run.run]
+        assert len(scored) == 24 and scored.lm_errors.sum() / scored.words.sum() == pytest.approx(run.wer)
+        assert scored.greedy_errors.sum() / scored.words.sum() == pytest.approx(run.greedy_wer)
+
+
+def test_a_straggler_makes_ssgds_fast_learner_wait(study):
+    learners = table(study, "learners")
     seconds = learners.filter(like="_s").sum(axis=1)
     waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / seconds)
     ssgd = (waiting.algorithm == "ssgd") & (waiting.variant == "default") & (waiting.world == "simulated")
     by_learner = waiting[ssgd & (waiting.learners == 2)].set_index("rank").share
     assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (tiny.yaml: learner 1)
-    for run in runs.run:
-        alignment = (study / run / "test" / "alignment.lm.txt").read_text()
-        assert alignment.startswith("id: ") and "\nREF:  " in alignment and "\nEval: " in alignment
-    assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"}
-    page = (study / "reports" / "tiny.html").read_text()
-    every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
-    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
-    assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected)
-    assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
-    assert "<b>WER</b> everywhere in this report, the claims included, is the LM decode's" in page
-    # what the LM knows of the evaluation sets: the built-in corpus's test sentences are never training ones
-    lm = json.loads((study / "results" / "tiny" / "studies" / "tiny" / "lm.json").read_text())
+
+
+def test_the_report_says_what_the_lm_knows_of_the_test_set(study):
+    """The built-in corpus's test sentences are never training ones, and the report says so."""
+    lm = json.loads((study / STUDY / "lm.json").read_text())
     assert lm["test"]["in_training_text"] == 0 and lm["dev"]["in_training_text"] == 0
     assert lm["test"]["perplexity"] > 1 and 0 < lm["test"]["oov_rate"] < 1 and set(lm["test"]["coverage"]) == {
         "2-grams", "3-grams"}  # fmt: skip
+    page = page_of(study)
     assert re.search(r"test perplexity <b>[\d.]+</b>, out-of-vocabulary rate [\d.]+%, 0 of its 24 sentences", page)
+    assert "<b>WER</b> everywhere in this report, the claims included, is the LM decode's" in page
     confusions = re.search(r'<table id="confusions">.*?</table>', page).group(0)  # the best run's word errors
     assert re.search(r"<tr><td>[^<]+</td><td>[^<]+</td><td>\d+</td></tr>", confusions)
+
+
+def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_verdicts_half_by_half(study):
+    page = page_of(study)
+    top = page.split("<h2>Summary</h2>")[0]
+    assert re.search(r"Scale: these runs train a model of 0.0\d M parameters on 0.\d hours of read speech", top)
+    glance = re.findall(r'<table class="glance" id="glance">.*?</table>', top)
+    assert len(glance) == 2 and "<th>measured</th>" in glance[0]  # one table per kind of timing
+    rows = re.findall(r"<tr><th>([\w-]+)</th>(.*?)</tr>", glance[1])
+    assert [name for name, _ in rows] == ["SEQ", "SSGD", "ASGD", "ADPSGD"]
+    cells = dict(rows)
+    assert re.search(r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · stopped by its budget", cells["ASGD"])
+    verdicts = re.search(r'<table id="verdicts">.*?</table>', top).group(0)
+    assert verdicts.count("<tr>") == 1 + 2 * len(CLAIMS) and "<th>accuracy half</th><th>speed half</th>" in verdicts
+    assert "not testable here: needs GPUs" in verdicts and "not decided: under-trained" in verdicts
+    claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every half of every claim, with its rule
+    halves = sum(bool(c.accuracy_rule) + bool(c.speed_rule) for c in CLAIMS)
+    assert claims.count("<tr>") == 1 + 2 * halves and "needs sweeps of train.batch_size for ssgd and adpsgd" in claims
+
+
+def test_the_report_shows_every_run_and_lets_them_be_downloaded(study):
+    page = page_of(study)
+    every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
+    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
+    assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected_runs())
+    assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
     assert "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd (train.lr=10000) P=2" in page
     assert re.search(r"<td>train.lr=10000</td><td>2</td><td>1</td><td>–</td>.*?<td><b>diverged</b></td>", page)
     validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
     assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
-    claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every claim, per kind of speedup
-    assert claims.count("<tr>") == 1 + 2 * len(CLAIMS) and "not measured in this study: needs a sweep" in claims
-    assert "needs sweeps of train.batch_size for ssgd and adpsgd" in claims  # the tiny study sweeps only SSGD's
-    # the cost model replaying every published speedup, beside the claims it decides
-    published = re.search(r'<table id="published">.*?</table>', page).group(0)
-    figures = pd.read_csv(study / "results" / "published-speedups.tsv", sep="\t")
-    assert sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study) and len(figures) == 7
-    # each figure's leave-one-out prediction; each miss's fact, valued
-    assert "left out / published" in published and figures.left_out.notna().all()
-    assert figures[~figures.agrees].agrees_at.notna().all() and figures.agrees.sum() >= 5
-    assert '<table id="verdicts">' in page.split("<h2>Summary</h2>")[0]  # the verdicts first, each with why
-    assert '<table id="achieved">' in page and "shares.tcp" in page  # the shared parameters, beside their evidence
-    # every run, downloadable as a TSV file from the page opened from disk
     link = re.search(r'<a id="runs-tsv" download="runs.tsv" href="data:text/tab-separated-values;charset=utf-8;base64,'
                      r'([^"]+)">', page)  # fmt: skip
     downloaded = pd.read_csv(io.StringIO(base64.b64decode(link.group(1)).decode()), sep="\t")
-    assert len(downloaded) == len(pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "runs.tsv", sep="\t"))
+    assert len(downloaded) == len(table(study, "runs"))
+
+
+def test_the_report_replays_the_published_speedups_beside_the_fit(study):
+    page = page_of(study)
+    published = re.search(r'<table id="published">.*?</table>', page).group(0)
+    figures = pd.read_csv(study / "results" / "published-speedups.tsv", sep="\t")
+    assert sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study) and len(figures) == 7
+    assert "left out / published" in published and figures.left_out.notna().all()
+    assert figures[~figures.agrees].agrees_at.notna().all() and figures.agrees.sum() >= 5
+    assert '<table id="achieved">' in page and "shares.tcp" in page  # the shared parameters, beside their evidence
+
+
+def test_every_figure_is_in_the_report_and_saved_for_snakemakes(study):
+    page = page_of(study)
     figures = ("wer_vs_learners", "speedup_vs_learners", "accuracy_against_speedup", "communication_vs_learners",
                "learning_curves", "time_split", "asgd_staleness", "pairings", "stragglers",
                "sweep_train_batch_size")  # fmt: skip
     for figure in figures:
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
-        assert (study / "results" / "tiny" / "studies" / "tiny" / "figures" / f"{figure}.png").stat().st_size > 1000
+        assert (study / STUDY / "figures" / f"{figure}.png").stat().st_size > 1000
+
+
+def test_one_implementation_gives_one_model_in_both_worlds_and_a_run_is_trained_once(study):
+    runs = table(study, "runs")
 
     def run(world, algorithm, learners):
         return runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)].iloc[0]
@@ -104,7 +161,7 @@ def test_report_holds_every_run_with_real_scores(study):
     seq = run("simulated", "seq", 1)
     # SSGD with one learner is SEQ's computation: the study trains it once and reports it twice
     assert run("simulated", "ssgd", 1).run == seq.run and run("simulated", "ssgd", 1).trained_as == "seq"
-    assert "With one learner ssgd are exactly SEQ's computation" in page
+    assert "With one learner ssgd are exactly SEQ's computation" in page_of(study)
     # one implementation, two worlds: the same computation gives the same model
     assert seq.best_dev_loss == pytest.approx(run("mpi", "seq", 1).best_dev_loss, rel=1e-6)
     assert run("simulated", "ssgd", 2).best_dev_loss == pytest.approx(run("mpi", "ssgd", 2).best_dev_loss, rel=1e-3)
@@ -303,19 +360,24 @@ def test_the_report_of_a_study_whose_every_run_diverged(study, tmp_path):
 def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs.assign(converged=False, converged_by="budget"))
     # what the study decides in one sentence (a claim whose speed fails is decided all the same),
-    # which claims its budget leaves undecided, and which study decides the rest, with its time
+    # which accuracy halves its budget leaves undecided, and which study decides the rest, with its time
     decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 11 claims.*?</li>", page).group(0)
-    assert re.search(r"which leaves \d+ claims not decided, under-trained \(“", decides)
-    for study in ("claims-at-4", "scaled-64", "reproduction"):
+    assert re.search(r"which leaves the accuracy of \d+ claims not decided, under-trained \(“", decides)
+    for study in ("claims-at-4", "scaled-64", "averaging", "large-batch"):
         assert f"--configfile studies/{study}.yaml</code> (" in decides
     assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("claims-at-4.yaml")[1]
-    assert (
-        "0 of its 7 runs converged" in page
-        and "keep SEQ's accuracy with the LM and greedily: none; <b>stopped by their budget</b> before converging: ssgd"
-        in page
-    )
+    assert "0 of its 7 runs converged" in page and "<b>no target dev loss</b>: no SEQ run converged" in page
+    assert "match SEQ's accuracy (converged, paired bootstrap within 3%): none; <b>stopped by their budget</b>" in page
     table = page.split('<table id="claims">')[1].split("</table>")[0]
     assert "reproduced" not in re.sub(r"not[ -]reproduced", "", table)
+
+
+def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_bootstrap(study, tmp_path):
+    page = report_of(study, tmp_path, lambda runs: runs.assign(converged=True, converged_by="schedule"))
+    verdicts = re.search(r'<table id="verdicts">.*?</table>', page).group(0)
+    asgd = re.search(r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts).group(0)
+    assert re.search(r"<b>(reproduced|not reproduced|not decided: the test set is too small)</b>", asgd)
+    assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
 
 def test_the_report_of_a_study_without_seq(study, tmp_path):

@@ -43,6 +43,7 @@ rule decode:
     output:
         scores=f"{paths.RUN}/test/scores.json",
         hypotheses=f"{paths.RUN}/test/hypotheses.tsv",
+        utterances=f"{paths.RUN}/test/utterances.tsv",
         alignments=multiext(f"{paths.RUN}/test/alignment.", "lm.txt", "greedy.txt"),
     log:
         f"logs/{paths.run_job('decode')}.log",

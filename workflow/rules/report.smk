@@ -8,7 +8,12 @@ rule gather:
         expand(
             "{run}/{file}",
             run=sorted({STUDY.folder(run) for run in STUDY.runs()}),
-            file=["metrics.tsv", "run.json", "test/scores.json"],
+            file=[
+                "metrics.tsv",
+                "run.json",
+                "test/scores.json",
+                "test/utterances.tsv",
+            ],
         ),
         settings=fill(paths.STUDY_SETTINGS, stage="gather"),
     output:

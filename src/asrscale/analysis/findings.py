@@ -1,8 +1,10 @@
-"""What a study found, as plain data for its report: the best run, SEQ's baseline, per learner
-count the fastest algorithm and which keep SEQ's accuracy, the claims' verdicts
-(`asrscale.analysis.claims`), what the study can decide, its cost, how it was timed and decoded,
-and its environment. Every figure here comes from the measures of `asrscale.analysis.measures`;
-a study of any outcome has findings (every run diverged, none converged, no SEQ run)."""
+"""What a study found, as plain data for its report: every algorithm at every learner count at a
+glance (WER with its interval, speedup, converged or why not), the best run, SEQ's baseline, per
+learner count the fastest algorithm and which keep SEQ's accuracy, the claims' verdicts half by
+half (`asrscale.analysis.claims`), what the study can decide, its cost, how it was timed and
+decoded, and its environment. Every figure here comes from the measures of
+`asrscale.analysis.measures` and the bootstrap of `asrscale.analysis.bootstrap`; a study of any
+outcome has findings (every run diverged, none converged, no SEQ run)."""
 
 import hashlib
 import json
@@ -11,14 +13,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, UNDER_TRAINED, verdicts
+from asrscale.analysis.bootstrap import error_rate, pooled
+from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, verdicts
+from asrscale.analysis.halves import compare, matches
 from asrscale.analysis.measures import (
     KEYS,
     baseline,
     best_run,
     by_learners,
     diverged,
-    keeps_accuracy,
     learner_hours,
     modelled_against_measured,
     runs_of,
@@ -26,7 +29,7 @@ from asrscale.analysis.measures import (
 )  # fmt: skip
 from asrscale.analysis.tables import Tables
 
-DECIDED = (REPRODUCED, NOT_REPRODUCED)  # the verdicts of a claim decided
+DECIDED = (REPRODUCED, NOT_REPRODUCED)  # the verdicts of a claim, or a half, decided
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class AtLearners:
     learners: int
     fastest: tuple[str, float] | None  # by time speedup (None: no run has one)
     to_target: tuple[str, float, float] | None  # the fastest to the target: speedup, learner-hours
-    kept: list[str]  # converged, and keep SEQ's accuracy with the LM and greedily (the claims' rule)
+    kept: list[str]  # converged, and match SEQ's accuracy with the LM (the claims' rule)
     late: list[str]  # stopped by their budget before they converged
     wer_change: list[tuple[str, float | None]]  # WER points against SEQ (None: diverged)
 
@@ -47,7 +50,8 @@ class Findings:
     best: pd.Series | None  # the trained run of lowest WER (None: every run diverged)
     best_mean: pd.Series | None  # the configured algorithm and learner count of lowest mean WER over seeds
     seq: pd.DataFrame  # SEQ's runs as configured (empty: none in the study)
-    target_dev_loss: float
+    target_dev_loss: float  # NaN where no SEQ run converged
+    grid: pd.DataFrame  # every algorithm at every learner count (`grid`)
     at_learners: list[AtLearners]
     claims: pd.DataFrame
     trained: int  # the runs trained (not reported under another name), sweeps' included
@@ -55,8 +59,9 @@ class Findings:
     converged: int  # of those
     undecided: int  # claims not decided here
     decided: list[str]  # the claims decided here (reproduced or not)
-    under_trained: list[str]  # the claims not decided because a run was stopped by its budget
-    elsewhere: list[tuple[str, str, str, list[str]]]  # study, what it runs, its time, the claims it decides
+    halves_decided: dict[str, tuple[int, int]]  # accuracy and speed: (halves decided here, halves)
+    under_trained: list[str]  # the claims whose accuracy half is not decided: a run was stopped by its budget
+    elsewhere: list[tuple[str, str, str, list[str]]]  # study, what it runs, its time, the accuracy halves it decides
     gone: pd.DataFrame  # the runs that diverged
     learner_hours: dict[str, float]  # per kind of timing
     shared: list[tuple[str, str]]  # (algorithm, the one whose run it reports: SEQ's alone, SSGD's in one node)
@@ -74,16 +79,19 @@ class Findings:
 def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: list[Path], config: dict) -> Findings:
     runs = tables.runs.assign(lm_change=tables.runs.wer - tables.runs.greedy_wer)
     configured = runs[runs.variant == "default"]
-    claims = verdicts(runs, tables.points)
+    claims = verdicts(runs, tables.points, tables.utterances)
+    decided = claims.verdict.isin(DECIDED)
     best = best_run(runs)
     return Findings(
         runs=runs, best=best, best_mean=_best_mean(configured), seq=baseline(configured),
-        target_dev_loss=runs.target_dev_loss.iloc[0], at_learners=at_learners(configured), claims=claims,
+        target_dev_loss=runs.target_dev_loss.iloc[0], grid=grid(configured, tables.utterances),
+        at_learners=at_learners(configured, tables.utterances), claims=claims,
         trained=len(trained(runs)), configured=len(trained(configured)),
         converged=int(trained(configured).converged.sum()),
-        undecided=int((~claims.verdict.str.startswith(DECIDED)).sum()),
-        decided=list(dict.fromkeys(claims[claims.verdict.str.startswith(DECIDED)].claim)),
-        under_trained=list(dict.fromkeys(claims[claims.verdict == UNDER_TRAINED].claim)),
+        undecided=int((~decided).sum()), decided=list(dict.fromkeys(claims[decided].claim)),
+        halves_decided={half: (int(claims[half].isin(DECIDED).sum()), int((claims[half] != "").sum()))
+                        for half in ("accuracy", "speed")},
+        under_trained=list(dict.fromkeys(claims[claims.accuracy.str.endswith("under-trained")].claim)),
         elsewhere=_elsewhere(claims, config.get("study", {}).get("name")),
         gone=trained(runs)[diverged(trained(runs))], learner_hours=learner_hours(runs).to_dict(),
         shared=sorted(set(runs[runs.algorithm != runs.trained_as][["algorithm", "trained_as"]].itertuples(
@@ -99,10 +107,38 @@ def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: 
     )  # fmt: skip
 
 
-def at_learners(table: pd.DataFrame) -> list[AtLearners]:
+def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
+    """Every algorithm at every learner count (runs as configured, seeds pooled), per kind of
+    timing: its WER with the LM and its 95% interval (paired bootstrap over test utterances), its
+    greedy WER, its time speedup over SEQ (with its band where modelled), whether every seed
+    converged (else why not: "budget", "untrained", "diverged") and whether it is the most
+    accurate at its learner count (`best`)."""
+    rows = []
+    for (kind, algorithm, learners), runs in table.groupby(["speedup_kind", "algorithm", "learners"], sort=True):
+        live = runs[~diverged(runs)]
+        row = {"speedups": kind, "algorithm": algorithm, "learners": learners, "seeds": len(runs)}
+        if live.empty:
+            rows.append(row | {"wer": float("nan"), "why_not": "diverged"})
+            continue
+        wer = error_rate(pooled(utterances, live.run))
+        late = runs[~runs.converged]
+        why_not = ", ".join(sorted(set(late.converged_by)))
+        why_not = "diverged" if diverged(runs).any() else why_not
+        rows.append(row | {"wer": wer.estimate, "wer_low": wer.low, "wer_high": wer.high,
+                           "greedy_wer": live.greedy_wer.mean(), "speedup": live.time_speedup.mean(),
+                           "speedup_low": live.time_speedup_low.min(), "speedup_high": live.time_speedup_high.max(),
+                           "converged": not len(late), "why_not": why_not})  # fmt: skip
+    found = pd.DataFrame(rows)
+    if found.empty:
+        return found
+    lowest = found.groupby(["speedups", "learners"]).wer.transform("min")
+    return found.assign(best=found.wer == lowest)
+
+
+def at_learners(table: pd.DataFrame, utterances: pd.DataFrame) -> list[AtLearners]:
     """Per learner count, the algorithms against SEQ (none where the study has no SEQ run)."""
     seq = baseline(table)
-    if seq.empty:
+    if seq.empty or diverged(seq).all():
         return []
     means, found = by_learners(table).drop("seq", level=0, errors="ignore"), []
     for p, group in means.groupby(level="learners"):
@@ -110,11 +146,13 @@ def at_learners(table: pd.DataFrame) -> list[AtLearners]:
         first = reached.idxmax()[0] if not reached.empty else None
         runs = {a: runs_of(trained(table), a, p) for a, _ in group.index}
         late = [a for a, r in runs.items() if not r.converged.all()]
+        kept = [a for a, r in runs.items() if a not in late and seq.converged.all()
+                and compare(utterances, r, seq, matches()).outcome == REPRODUCED]  # fmt: skip
         found.append(AtLearners(
             learners=int(p),
             fastest=(speedups.idxmax()[0], speedups.max()) if not speedups.empty else None,
             to_target=(first, reached.max(), group.hours[first, p]) if first else None,
-            kept=[a for a, r in runs.items() if a not in late and all(keeps_accuracy(table, r).values())],
+            kept=kept,
             late=late,
             wer_change=[(a, None if pd.isna(w) else w - seq.wer.mean()) for (a, _), w in group.wer.items()],
         ))  # fmt: skip
@@ -122,9 +160,9 @@ def at_learners(table: pd.DataFrame) -> list[AtLearners]:
 
 
 def _elsewhere(claims: pd.DataFrame, this_study: str | None) -> list[tuple[str, str, str, list[str]]]:
-    """The studies that decide the claims this one leaves undecided (claims.STUDIES), each with what
-    it runs, its time and those claims."""
-    left = claims[~claims.verdict.str.startswith(DECIDED)]
+    """The studies that decide the accuracy halves this one leaves undecided (claims.STUDIES), each
+    with what it runs, its time and those claims."""
+    left = claims[(claims.accuracy != "") & ~claims.accuracy.isin(DECIDED)]
     return [(study, *STUDIES[study], list(dict.fromkeys(group.claim)))
             for study, group in left.groupby("decided_by", sort=False) if study != this_study]  # fmt: skip
 

@@ -1,6 +1,7 @@
 """A study's runs gathered from their folders into tables (runs.tsv, epochs.tsv, the ASGD servers'
 staleness, the ADPSGD pairings, the LM decodes' word confusions, each learner's time split, the
-sweeps' points), with each run's speedups and time to target."""
+sweeps' points, each trained run's word errors per test utterance), with each run's speedups and
+time to target."""
 
 import json
 from pathlib import Path
@@ -48,10 +49,8 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     split = metrics[metrics.kind == "interval"][SPLIT_COLUMNS].sum()
     environment, train = record["environment"], record["train"]
     world = record.get("world", {"kind": "mpi"})
-    simulated = world["kind"] == "simulated"
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s"])  # diverged in its first epoch
     best = epochs[epochs.epoch == record["best_epoch"]]
-    stragglers = world["hardware"].get("stragglers", {}) if simulated else {}
     row = {
         **keys,
         "wer": scores["lm"]["wer"],  # as the studies scored: with a lexicon and an n-gram LM
@@ -66,8 +65,12 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "best_dev_ter": best.dev_ter.iloc[0] if len(best) else float("nan"),
         "best_epoch": record["best_epoch"],
         "stopped": record["stopped"] or "",
+        "stopped_by": _stopped_by(record),
+        "schedule": train["schedule"],
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
         "epochs": len(epochs),
+        # the training set's hours of speech: an epoch's frames at the features' shift
+        "train_hours": epochs.frames.iloc[0] * record["features"]["shift_ms"] / 1000 / 3600 if len(epochs) else 0.0,
         "global_batch": train["batch_size"] * record["learners"],
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
@@ -75,11 +78,8 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "training_rule": training_rule(train, record["learning_rate"]["scale"]),
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
-        "world": world["kind"],
-        "hardware": world["hardware"]["name"] if simulated else environment["hostname"],
-        "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
-        "speedup_kind": f"modelled on {world['hardware']['name']}" if simulated else "measured",
-        "compute_basis": compute_basis(world) if simulated else "measured",
+        "device": record["device"].split(":")[0],  # cpu or cuda: a speed claim is decided on GPUs only
+        **_timing(world, environment),
         **_environment(environment),
         "trained_as": record["algorithm"],
         "diverged": _divergence(record.get("diverged")),
@@ -87,7 +87,21 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     }
     # the most frequent word errors of the LM decode
     confusions = pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"]).assign(**keys)
-    return row, epochs, confusions, _learners(metrics, world, keys)
+    utterances = pd.read_csv(run / "test" / "utterances.tsv", sep="\t", dtype={"utt": str}).assign(run=str(run))
+    return row, epochs, confusions, _learners(metrics, world, keys), utterances
+
+
+def _timing(world: dict, environment: dict) -> dict:
+    """How a run was timed, as the runs table's columns: measured on real ranks, or modelled on a
+    hardware profile (with its stragglers, and what its compute rests on)."""
+    if world["kind"] != "simulated":
+        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "",
+                "speedup_kind": "measured", "compute_basis": "measured"}  # fmt: skip
+    stragglers = world["hardware"].get("stragglers", {})
+    name = world["hardware"]["name"]
+    return {"world": "simulated", "hardware": name, "speedup_kind": f"modelled on {name}",
+            "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
+            "compute_basis": compute_basis(world)}  # fmt: skip
 
 
 def _environment(environment: dict) -> dict:
@@ -104,6 +118,15 @@ def _learners(metrics: pd.DataFrame, world: dict, keys: dict) -> pd.DataFrame:
     learners = metrics[metrics.kind == "interval"].groupby("rank")[SPLIT_COLUMNS].sum().reset_index()
     slowdown = learners["rank"].map(lambda rank: stragglers.get(rank, 1.0))
     return learners.assign(**keys, world=world["kind"], slowdown=slowdown)
+
+
+def _stopped_by(record: dict) -> str:
+    """What ended a run: "schedule" (its own stop) or "budget" (train.epochs). A run recorded before
+    runs said it stopped by its schedule only with newbob's stop (its other reason then, a floor
+    of the rate, is no stop of nnet1's)."""
+    if "stopped_by" in record:
+        return record["stopped_by"] or ""
+    return "schedule" if (record["stopped"] or "").startswith("halving, an epoch gained") else "budget"
 
 
 def _divergence(diverged: dict | None) -> str:
@@ -126,9 +149,9 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict)
     when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter). Modelled
     speedups carry the band of the cost model's fit (asrscale.analysis.fit)."""
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
-    epochs, confusions, learners = map(pd.concat, tables)
-    table = time_to_target(pd.DataFrame(rows), epochs, rule["target_dev_loss"])
-    table = convergence(table, epochs, rule["plateau"], rule["plateau_max_dev_ter"])
+    epochs, confusions, learners, utterances = map(pd.concat, tables)
+    table = convergence(pd.DataFrame(rows), epochs, rule["plateau"], rule["plateau_max_dev_ter"])
+    table = time_to_target(table, epochs, rule["target_dev_loss"])
     band = Band.fitted()
     table = add_speedups(discount_diverged(table), (band.low, band.high))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -139,5 +162,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict)
     confusions.to_csv(out_dir / "confusions.tsv", sep="\t", index=False)
     learners.to_csv(out_dir / "learners.tsv", sep="\t", index=False)
     _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
+    # a run reported under several names (SEQ's under every algorithm that is SEQ alone) once
+    utterances.drop_duplicates(["run", "utt"]).to_csv(out_dir / "utterances.tsv", sep="\t", index=False)
     points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
     points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)

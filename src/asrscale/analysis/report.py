@@ -11,12 +11,22 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from asrscale.analysis.bootstrap import CONFIDENCE
+from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.fit import TOLERANCE, fitted_record
-from asrscale.analysis.measures import WER_TOLERANCE, diverged
+from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
+from asrscale.analysis.measures import diverged, trained
 from asrscale.analysis.tables import Tables, load
 from asrscale.io import atomic_write_text
+
+#: why a run has not converged, as the report says it (measures.convergence's converged_by)
+NOT_CONVERGED = {"budget": "stopped by its budget", "untrained": "does not transcribe", "diverged": "diverged"}
+#: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
+STUDIES_SCALE = ("the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of real "
+                 "speech (Switchboard's conversational telephone speech, Polish, IBM's LVCSR data), for days to a "
+                 "week on one GPU")  # fmt: skip
 
 TEMPLATE = jinja2.Environment(
     loader=jinja2.PackageLoader("asrscale.analysis", "."), autoescape=True, undefined=jinja2.StrictUndefined,
@@ -30,14 +40,16 @@ RUN_COLUMNS = {
     "train_s": "train s", "time_speedup": "time speedup", "own_speedup": "speedup over its P=1",
     "throughput_speedup": "throughput speedup",
     "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup",
-    "target_epochs_ratio": "epochs to target / SEQ's", "efficiency": "efficiency",
+    "target_epochs_ratio": "epochs to target / SEQ's", "accuracy_speedup": "speedup to SEQ's accuracy",
+    "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
     "frames_per_s": "frames/s", "best_dev_loss": "best dev loss", "best_epoch": "best epoch",
     "converged": "converged", "stopped": "stopped", "updates": "updates",
     "global_batch": "global batch",
     "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
     "threads_per_learner": "threads/learner",
-    "speedup_kind": "speedups", "world": "world", "hardware": "hardware", "stragglers": "stragglers",
+    "speedup_kind": "speedups", "world": "world", "device": "device", "hardware": "hardware",
+    "stragglers": "stragglers",
     "trained_as": "trained as",
     "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
     "commit": "commit",
@@ -68,13 +80,71 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
     runs = found.runs
     return TEMPLATE.render(
         title=title, found=found, images=images, columns=RUN_COLUMNS, cell=cell, percent=percent,
-        tolerance=WER_TOLERANCE, speedup_tolerance=TOLERANCE, fit=fitted_record(),
-        sweep_name=sweep_name, diverged=diverged(runs),
-        verdicts=found.claims.verdict.str.split(":").str[0].value_counts().items(),
+        margin=WER_MARGIN, confidence=CONFIDENCE, speed_margin=SPEED_MARGIN, speed_seeds=SPEED_SEEDS,
+        speedup_tolerance=TOLERANCE, fit=fitted_record(), verdict_class=verdict_class, glance=glance(found.grid),
+        scale=scale(found), sweep_name=sweep_name, diverged=diverged(runs),
+        verdicts=found.claims.verdict.value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
         runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
         decode=found.config.get("decode", {}),
     )  # fmt: skip
+
+
+def verdict_class(verdict: str) -> str:
+    """The CSS class of a verdict: its outcome (a half this study has no runs for apart)."""
+    return "not-measured" if NOT_MEASURED in verdict else verdict.split(":")[0].replace(" ", "-")
+
+
+def speedup(value: float, low: float, high: float) -> str:
+    return f"{value:.2f}×" + (f" ({low:.2f}-{high:.2f})" if high > low else "")
+
+
+def glance(grid: pd.DataFrame) -> list[tuple[str, list[int], list[tuple[str, list[tuple[str, str]]]]]]:
+    """The algorithm × learners table of each kind of timing: (kind, learner counts, rows of
+    (algorithm, cells of (CSS class, text)))."""
+    tables = []
+    for kind, found in grid.groupby("speedups", sort=True):
+        counts = sorted(found.learners.unique())
+        rows = []
+        for algorithm, runs in found.groupby("algorithm", sort=False):
+            by_count = runs.set_index("learners")
+            rows.append(
+                (
+                    NAMES.get(algorithm, algorithm.upper()),
+                    [_glance_cell(by_count.loc[p]) if p in by_count.index else ("", "–") for p in counts],
+                )
+            )
+        order = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD"]
+        rows.sort(key=lambda row: order.index(row[0]) if row[0] in order else len(order))
+        tables.append((kind, counts, rows))
+    return tables
+
+
+def _glance_cell(cell: pd.Series) -> tuple[str, str]:
+    if cell.wer != cell.wer:  # every seed diverged
+        return "not-reproduced", "diverged"
+    text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
+    if cell.algorithm != "seq" and cell.speedup == cell.speedup:
+        text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
+    text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
+    return "best" if cell.best else "", text
+
+
+def scale(found: Findings) -> str:
+    """One line that sets the study's runs beside the studies': the model, the hours of speech and
+    its kind, the updates its learners made."""
+    runs = trained(found.runs[found.runs.variant == "default"])
+    if runs.empty:
+        return ""
+    corpus = found.config.get("corpus", {})
+    kind = "of your own corpus" if corpus.get("subsets") else "of read speech synthesised by eSpeak NG"
+    hours = f"{runs.train_hours.iloc[0]:.1f} hours " if "train_hours" in runs else ""
+    updates = runs.groupby("learners").updates.max()
+    said = ", ".join(f"{updates[p]:,.0f} at P={p}" for p in updates.index)
+    return (
+        f"Scale: these runs train a model of {runs.parameters.iloc[0] / 1e6:.2f} M parameters on {hours}{kind}, "
+        f"each learner making at most {said} updates; {STUDIES_SCALE}. Weigh each verdict knowing it."
+    )
 
 
 def data_uri(text: str, kind: str) -> str:
@@ -92,7 +162,7 @@ def cell(run: pd.Series, column: str) -> str:
     if column == "converged":
         if diverged(run.to_frame().T).iloc[0]:
             return Markup("<b>diverged</b>")
-        return f"yes: {run.converged_by}" if value else Markup("<b>no: stopped by its budget</b>")
+        return f"yes: {run.converged_by}" if value else Markup(f"<b>no: {NOT_CONVERGED[run.converged_by]}</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer"):

@@ -19,6 +19,7 @@ class Tables:
     exchanges: pd.DataFrame
     confusions: pd.DataFrame
     learners: pd.DataFrame
+    utterances: pd.DataFrame  # each trained run's (`run`) words and word errors of every test utterance
 
 
 def load(files: list[Path]) -> Tables:
@@ -35,4 +36,4 @@ def load(files: list[Path]) -> Tables:
     points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(runs, on=["algorithm", "variant", "learners",
                                                                            "world"])  # fmt: skip
     return Tables(runs, read("epochs"), points, read("staleness"), read("exchanges"), read("confusions"),
-                  read("learners"))  # fmt: skip
+                  read("learners"), read("utterances", dtype={"utt": str}))  # fmt: skip

@@ -89,6 +89,29 @@ def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSett
     return sorted(tried, key=lambda t: t["dev_wer"])
 
 
+def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
+    """Each decode's (`decodes`: its hypotheses by name) WER, CER and most frequent confusions, with
+    its alignments, every hypothesis (hypotheses.tsv) and each utterance's word errors
+    (utterances.tsv: what the paired bootstrap of the analysis resamples) written to `out_dir`."""
+    scores, errors = {"utterances": len(test.utts)}, {}
+    for name, hypotheses in decodes.items():
+        word_errors, words = error_counts(test.references, hypotheses, "word")
+        char_errors, chars = error_counts(test.references, hypotheses, "char")
+        alignment, confusions, errors[name] = align(test.utts, test.references, hypotheses)
+        atomic_write_text(out_dir / f"alignment.{name}.txt", alignment)
+        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words,
+                        "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)]}  # fmt: skip
+    names = list(decodes)
+    rows = zip(test.utts, test.references, *decodes.values())
+    atomic_write_text(out_dir / "hypotheses.tsv", "\t".join(["utt", "reference", *names]) + "\n"
+                      + "".join("\t".join(row) + "\n" for row in rows))  # fmt: skip
+    rows = zip(test.utts, test.references, *errors.values())
+    atomic_write_text(out_dir / "utterances.tsv", "\t".join(["utt", "words", *(f"{n}_errors" for n in names)]) + "\n"
+                      + "".join("\t".join([utt, str(len(ref.split())), *map(str, counts)]) + "\n"
+                                for utt, ref, *counts in rows))  # fmt: skip
+    return scores
+
+
 def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_dir, lm: Path,
                settings: DecodeSettings, out_dir) -> dict:  # fmt: skip
     """Decode `subsets["test"]` with a trained model on `settings.device`, greedily and with the
@@ -108,25 +131,13 @@ def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_di
     decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
     with_lm = [search.decode(decoder, scores) for scores in test.log_probs]
 
-    out_dir = Path(out_dir)
-    scores = {"utterances": len(test.utts), "tried_on_dev": tried, "dev_greedy_wer": wer(dev.references, dev.greedy)}
-    for name, hypotheses in (("lm", with_lm), ("greedy", test.greedy)):
-        word_errors, words = error_counts(test.references, hypotheses, "word")
-        char_errors, chars = error_counts(test.references, hypotheses, "char")
-        alignment, confusions = align(test.utts, test.references, hypotheses)
-        atomic_write_text(out_dir / f"alignment.{name}.txt", alignment)
-        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words,
-                        "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)]}  # fmt: skip
+    scores = score(test, {"lm": with_lm, "greedy": test.greedy}, Path(out_dir))
+    scores |= {"tried_on_dev": tried, "dev_greedy_wer": wer(dev.references, dev.greedy)}
     scores["lm"] |= {key: tried[0][key] for key in ("lm_weight", "word_bonus", "dev_wer")}
     lexicon = set(search.words)
     scores["oov_words"] = sum(w not in lexicon for text in test.references for w in text.split())
     scores["unknown_characters"] = unknown = unknown_characters(test.references, tokens)
     if unknown:
         print(f"note: {unknown} reference characters are not in the model's token set; they count as errors")
-    atomic_write_text(
-        out_dir / "hypotheses.tsv",
-        "utt\treference\tgreedy\tlm\n"
-        + "".join(f"{u}\t{r}\t{g}\t{h}\n" for u, r, g, h in zip(test.utts, test.references, test.greedy, with_lm)),
-    )
     atomic_write_json(out_dir / "scores.json", scores)
     return scores

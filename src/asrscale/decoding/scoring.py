@@ -1,6 +1,7 @@
 """Word alignment of hypotheses against references, as NIST sclite prints it (`-o pralign`): per
 utterance the two word sequences aligned, errors in capitals, `***` for a word missing on one
-side; and the errors counted by kind, for the report's most frequent confusions."""
+side; the errors counted by kind, for the report's most frequent confusions; and each utterance's
+word errors, which the analysis resamples (asrscale.analysis.bootstrap)."""
 
 from collections import Counter
 
@@ -14,12 +15,12 @@ def _line(label: str, cells: list[str], widths: list[int]) -> str:
     return f"{label:<6}" + " ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
 
-def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tuple[str, Counter]:
-    """The alignment text of every utterance, and how often each (reference word, hypothesis
-    word) error occurred: a substitution has both, a deletion an empty hypothesis, an insertion
-    an empty reference."""
+def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tuple[str, Counter, list[int]]:
+    """The alignment text of every utterance, how often each (reference word, hypothesis word)
+    error occurred (a substitution has both, a deletion an empty hypothesis, an insertion an
+    empty reference), and each utterance's word errors."""
     result = jiwer.process_words(references, hypotheses)
-    blocks, confusions = [], Counter()
+    blocks, confusions, errors = [], Counter(), []
     for utt, ref, hyp, chunks in zip(utts, result.references, result.hypotheses, result.alignments):
         cells, kinds, counts = [], [], Counter()
         for chunk in chunks:
@@ -32,6 +33,7 @@ def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tupl
                 counts[chunk.type] += 1
                 if chunk.type != "equal":
                     confusions[(r, h)] += 1
+        errors.append(counts["substitute"] + counts["delete"] + counts["insert"])
         shown = [(r.upper(), h.upper()) if kind else (r, h) for (r, h), kind in zip(cells, kinds)]
         shown = [(r or INSERTED, h or DELETED) for r, h in shown]
         widths = [max(len(r), len(h)) for r, h in shown]
@@ -47,4 +49,4 @@ def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tupl
                 ]
             )
         )
-    return "\n\n".join(blocks) + "\n", confusions
+    return "\n\n".join(blocks) + "\n", confusions, errors

@@ -109,7 +109,8 @@ class LearnerLoop:
         if progress.diverged:
             self.write_diverged(progress)
             return
-        progress.stopped = progress.stopped or f"its {epochs} epochs done"
+        if progress.stopped is None:
+            progress.stopped, progress.stopped_by = f"its {epochs} epochs done", "budget"
         self.write_outputs(progress, self.best_model(progress))
         with self.wall.measure("checkpoints"):
             self.checkpoints.finish()
@@ -211,7 +212,8 @@ class LearnerLoop:
             return
         if not decision.accepted:
             yield from self.roll_back()
-        progress.stopped = decision.stop
+        if decision.stop:
+            progress.stopped, progress.stopped_by = decision.stop, "schedule"
         progress.next_epoch()
         self.algorithm.exchanges = progress.exchanges
         last = progress.stopped is not None or progress.epoch > self.run_config.train.epochs

@@ -35,7 +35,8 @@ class Progress:
     worst_loss: float = 0.0  # the highest interval loss since the learners last checked for divergence
     diverged: dict | None = None  # why and where, once the run has
     schedule: dict = field(default_factory=Schedule.start)  # the learning-rate schedule's state
-    stopped: str | None = None  # why the schedule stopped training, once it has
+    stopped: str | None = None  # why training stopped, once it has
+    stopped_by: str | None = None  # "schedule" (its own stop: converged) or "budget" (train.epochs ran out)
     best: dict | None = None  # the leader's: the accepted epoch of lowest dev loss, with its model
 
     def next_epoch(self) -> None:
@@ -116,7 +117,8 @@ def write_outputs(out: Path, run: RunConfig, progress: Progress, model, facts: d
         "model": asdict(run.model), "features": asdict(run.features), "cmvn": run.cmvn, "resumed": progress.resumes,
         "parameters": sum(p.numel() for p in model.parameters()), "environment": environment(),
         "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged,
-        "stopped": progress.stopped, "best_epoch": best.get("epoch"), "best_dev_loss": best.get("dev_loss"), **facts,
+        "stopped": progress.stopped, "stopped_by": progress.stopped_by, "best_epoch": best.get("epoch"),
+        "best_dev_loss": best.get("dev_loss"), **facts,
     }  # fmt: skip
     atomic_write_json(out / "run.json", record)
     final = {"model": {name: tensor.cpu() for name, tensor in model.state_dict().items()},

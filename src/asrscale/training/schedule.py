@@ -4,19 +4,19 @@ factor.
 An update that combines P learners' minibatches (SSGD's averaged gradient; the average of P
 models each moved by its own gradient, as KAVG, MA, ADPSGD and H-ADPSGD make) moves the model
 as one step on a P-times larger batch would, so its rate is train.lr times `lr_scale` of P: P
-("linear", Goyal et al. 2017, the default), √P ("sqrt"), or 1 ("none"). ASGD's server applies
-each learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a
+("linear", Goyal et al. 2017, for SGD), √P ("sqrt", the default, for Adam), or 1 ("none").
+ASGD's server applies each learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a
 linear warm-up from train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and
 multiplied by the schedule's factor, which each epoch's end sets (`Schedule`):
 - "exponential": train.lr_decay to the power of the epochs done, for train.epochs epochs (su15's
   main schedule, 15 fixed epochs);
-- "newbob" (Kaldi nnet1's, which su15 ran beside it): the rate is held while the dev loss
-  improves; an epoch that made it worse is rejected (every learner goes back to the model of the
-  last accepted epoch); once an epoch gains less than `start_halving` (relative to the best dev
-  loss before it) the rate halves at every epoch's end; the run stops once, halving, an epoch
-  gains less than `stop`, or when the next halving would take the rate below `RATE_FLOOR` of its
-  peak.
-Either stops after train.epochs at most (the trainer's loop).
+- "newbob" (Kaldi nnet1's steps/nnet/train_scheduler.sh, which su15 ran beside it): the rate is
+  held while an epoch gains at least `start_halving` (relative to the best dev loss before it);
+  an epoch that made it worse is rejected (every learner goes back to the model of the last
+  accepted epoch); once an epoch gains less, the rate halves at every epoch's end, and the run
+  stops once, halving, an epoch gains less than `stop`. As in nnet1 the rate has no floor: the
+  schedule's own stop, not a rate, ends a run that has converged.
+Either stops after train.epochs at most (the trainer's loop): stopped by its budget.
 """
 
 import math
@@ -26,9 +26,6 @@ from asrscale.errors import ConfigError
 
 LR_SCALINGS = ("none", "sqrt", "linear")
 SCHEDULES = ("exponential", "newbob")
-#: a run whose rate fell below this share of its peak no longer learns enough for its dev loss to
-#: say whether it has converged (asrscale.analysis.measures); newbob stops before it gets there
-RATE_FLOOR = 0.1
 
 
 def lr_scale(rule: str, learners: int) -> float:
@@ -88,8 +85,5 @@ class Schedule:
         if gain < self.newbob["start_halving"]:
             state["halving"] = True
         if state["halving"] and stop is None:
-            if state["factor"] * self.newbob["halving"] < RATE_FLOOR:
-                stop = f"its next halving would take the rate below {RATE_FLOOR:g} of its peak"
-            else:
-                state["factor"] *= self.newbob["halving"]
+            state["factor"] *= self.newbob["halving"]
         return Decision(accepted, state["factor"], stop)

@@ -1,0 +1,227 @@
+"""The rules that decide one half of a claim (its accuracy, its speed), each with four outcomes:
+reproduced, not reproduced, not decided (why, with the numbers) or not testable here (why, with
+the arithmetic). A rule is applied only where both of its outcomes can occur for the runs at hand;
+where one cannot, the half is not testable here, never "not decided".
+
+Accuracy: by test WER decoded with the word LM (as the studies scored), through the paired
+bootstrap over test utterances, seeds pooled (asrscale.analysis.bootstrap); the greedy WER (the
+acoustic model alone) is decided beside it, and a disagreement is said in the why. The relative
+WER difference d = WER(runs) / WER(reference) − 1 and its 95% interval [low, high] decide:
+- "matches", "without loss" (non-inferiority within a margin m): reproduced where high < m, not
+  reproduced where low ≥ m;
+- "worse" ("poor accuracy"): reproduced where low > m, not reproduced where high ≤ m;
+- "better": reproduced where high < 0, not reproduced where low ≥ 0;
+else not decided: the interval spans the threshold. Where it does and its half-width is wider than
+the margin, the test set is too small to decide at that margin, and the why says about how many
+utterances would narrow it (the half-width shrinks as one over the root of the utterances). An
+accuracy half rests on converged runs only: a run stopped by its budget (or that diverged) leaves
+it not decided.
+
+Speed: a measurement only. A claimed speedup is decided by runs on real ranks (world: mpi), each
+learner on a GPU of its own, timed by the wall clock, over `SPEED_SEEDS` seeds or more: reproduced
+where the 95% interval of the mean speedup over seeds (Student's t) lies at or above
+(1 − `SPEED_MARGIN`) of the claim, not reproduced where it lies below, else not decided. A modelled
+speedup (a simulated run, or a replay of a study's setup) never decides: it is said beside, with
+its band, for information. A claimed speedup for the same epochs beyond what P learners can give
+(above P) is not testable.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from asrscale.analysis.bootstrap import Interval, pooled, relative_difference
+from asrscale.analysis.measures import diverged
+
+REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+NOT_DECIDED, NOT_TESTABLE = "not decided", "not testable here"
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, NOT_DECIDED, NOT_TESTABLE)
+NOT_MEASURED = "not measured in this study"  # the reason of a half whose runs the study lacks
+WER_MARGIN = 0.03  # relative: "matches" and "without loss", unless the study states its own loss
+SPEED_MARGIN = 0.10  # a measured speedup within 10% of the claimed one reproduces it
+SPEED_SEEDS = 3  # a speed half is decided over this many seeds at least (the wall clock's spread)
+MEASURES = {"wer": "with the LM", "greedy_wer": "greedily"}
+
+
+@dataclass(frozen=True)
+class Half:
+    """One half of a claim: its outcome, why (with the numbers) and what was measured; `reason`
+    says in a few words why a half is not decided or not testable."""
+
+    outcome: str
+    why: str
+    measured: str = ""
+    reason: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return f"{self.outcome}: {self.reason}" if self.reason else self.outcome
+
+
+def missing(what: str) -> Half:
+    """A half whose runs this study does not have."""
+    return Half(NOT_DECIDED, what, reason=NOT_MEASURED)
+
+
+# accuracy ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An accuracy rule on the relative WER difference d: "below" holds where d's interval lies
+    below `threshold` (fails where it lies at or above it), "above" the other way."""
+
+    side: str  # "below" or "above"
+    threshold: float
+    margin: float  # the scale of the test's power: an interval half as wide cannot decide near it
+    says: str  # what holding means, in words ("matches SEQ's accuracy")
+
+    def outcome(self, interval: Interval) -> str:
+        below = interval.high < self.threshold, interval.low >= self.threshold
+        above = interval.low > self.threshold, interval.high <= self.threshold
+        holds, fails = below if self.side == "below" else above
+        return REPRODUCED if holds else NOT_REPRODUCED if fails else NOT_DECIDED
+
+
+def matches(margin: float = WER_MARGIN, what: str = "matches SEQ's accuracy") -> Rule:
+    return Rule("below", margin, margin, what)
+
+
+def worse(margin: float = WER_MARGIN, what: str = "less accurate than SEQ") -> Rule:
+    return Rule("above", margin, margin, what)
+
+
+def better(what: str = "more accurate than SEQ") -> Rule:
+    return Rule("below", 0.0, WER_MARGIN, what)
+
+
+def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
+    """Why an accuracy half cannot rest on these runs (named groups), or None where every one
+    converged: each that diverged, and each stopped by its budget, with its updates per learner."""
+    gone = [f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs" for name, r in groups if diverged(r).any()]
+    if gone:
+        return Half(NOT_DECIDED, "; ".join(gone) + ": a lower rate", reason="diverged")
+    said = []
+    for name, runs in groups:
+        for run in runs[~runs.converged].itertuples():
+            stop = "its best model does not transcribe" if run.converged_by == "untrained" else run.stopped
+            said.append(f"{name} seed {run.seed} stopped by its budget after {run.updates:.0f} updates a learner "
+                        f"({stop}; its last epoch {100 * run.last_epoch_gain:.1f}% below the best before)")  # fmt: skip
+    if not said:
+        return None
+    return Half(NOT_DECIDED, "; ".join(said) + ": train longer (more epochs or data)", reason="under-trained")
+
+
+def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFrame, rule: Rule,
+            reference_name: str = "SEQ") -> Half:  # fmt: skip
+    """The accuracy half of `runs` against `reference` by `rule`, with the LM (deciding) and
+    greedily (beside), each configuration's seeds pooled."""
+    ours, theirs = pooled(utterances, runs.run), pooled(utterances, reference.run)
+    found = {measure: relative_difference(ours, theirs, measure) for measure in MEASURES}
+    lm, greedy = found["wer"], found["greedy_wer"]
+    outcome = rule.outcome(lm)
+    measured = (f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} greedily, "
+                f"over {lm.utterances:,} test utterances")  # fmt: skip
+    threshold = f"{100 * rule.threshold:+.1f}%"
+    why = {REPRODUCED: f"{rule.says}: the interval lies {rule.side} {threshold}",
+           NOT_REPRODUCED: f"not {rule.says}: the interval lies {'above' if rule.side == 'below' else 'below'} "
+                           f"{threshold}",
+           NOT_DECIDED: f"the interval spans {threshold}"}[outcome]  # fmt: skip
+    if rule.outcome(greedy) != outcome:
+        why += f"; greedily {rule.outcome(greedy)} ({greedy.describe()})"
+    reason = ""
+    if outcome == NOT_DECIDED:
+        reason = "the interval spans the threshold"
+        if lm.half_width > rule.margin:
+            needed = lm.utterances * (lm.half_width / rule.margin) ** 2
+            reason = "the test set is too small"
+            why += (f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin {100 * rule.margin:g}%: "
+                    f"about {needed:,.0f} test utterances would narrow it to the margin")  # fmt: skip
+    return Half(outcome, why, measured, reason)
+
+
+# speed ---------------------------------------------------------------------------------------
+
+
+def speed_interval(values: pd.Series) -> tuple[float, float, float]:
+    """The mean over seeds and its 95% interval (Student's t; a single value has none)."""
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    spread = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return mean, mean - spread, mean + spread
+
+
+def modelled(runs: pd.DataFrame, column: str) -> str:
+    """What the cost model says of the runs' `column` speedup, with its band: information only."""
+    kind = runs.speedup_kind.iloc[0]
+    band = f" (band {runs[f'{column}_low'].min():.2f}-{runs[f'{column}_high'].max():.2f}×)"
+    return f"{kind}: {runs[column].mean():.2f}×{band if kind.startswith('modelled') else ''}"
+
+
+def on_gpus(runs: pd.DataFrame) -> bool:
+    """Whether the runs were measured on real ranks, every learner on a GPU of its own."""
+    return bool(((runs.world == "mpi") & (runs.device == "cuda")).all())
+
+
+def measured_on(runs: pd.DataFrame) -> str:
+    """The model and the hardware a measured speedup is of."""
+    run = runs.iloc[0]
+    return f"{run.parameters / 1e6:.2f} M parameters on {run.learners} × {run.gpu} ({run.hostname})"
+
+
+def testable_speed(runs: pd.DataFrame, column: str, claimed: float | None = None) -> Half | None:
+    """Why the runs cannot decide a speed half (None where they can): modelled, on CPU ranks,
+    too few seeds, or a claimed same-epochs speedup beyond P."""
+    learners = int(runs.learners.iloc[0])
+    if claimed is not None and column in ("time_speedup", "own_speedup") and (1 - SPEED_MARGIN) * claimed > learners:
+        return Half(NOT_TESTABLE, f"{(1 - SPEED_MARGIN) * claimed:g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
+                    f"{claimed:g}×) for the same epochs is beyond what {learners} learners can give",
+                    modelled(runs, column), f"beyond {learners} learners")  # fmt: skip
+    if not on_gpus(runs):
+        where = "measured on CPU ranks" if (runs.world == "mpi").all() else "modelled"
+        return Half(NOT_TESTABLE, f"a speed claim is decided by {learners} GPUs measured (real ranks, wall clock, "
+                    f"{SPEED_SEEDS} seeds or more); these runs are {where} ({modelled(runs, column)}), shown for "
+                    "information", modelled(runs, column), "needs GPUs")  # fmt: skip
+    if runs.seed.nunique() < SPEED_SEEDS:
+        return Half(NOT_DECIDED, f"needs {SPEED_SEEDS} seeds measured, has {runs.seed.nunique()}",
+                    modelled(runs, column), f"needs {SPEED_SEEDS} seeds")  # fmt: skip
+    return None
+
+
+def reaches(runs: pd.DataFrame, claimed: float, column: str = "time_speedup", what: str = "speedup") -> Half:
+    """Whether the runs' measured `column` speedup reaches a claimed one (see the module)."""
+    untestable = testable_speed(runs, column, claimed)
+    if untestable:
+        return untestable
+    mean, low, high = speed_interval(runs[column])
+    needed = (1 - SPEED_MARGIN) * claimed
+    measured = f"{what} {mean:.2f}× (95% interval {low:.2f}-{high:.2f}×) over {len(runs)} seeds, {measured_on(runs)}"
+    if low >= needed:
+        return Half(REPRODUCED, f"the interval reaches {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of {claimed:g}×)",
+                    measured)  # fmt: skip
+    if high < needed:
+        return Half(NOT_REPRODUCED, f"the interval is below {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
+                    f"{claimed:g}×)", measured)  # fmt: skip
+    return Half(NOT_DECIDED, f"the interval spans {needed:.3g}×", measured, "the interval spans the claim")
+
+
+def combine(outcomes: list[str]) -> str:
+    """One outcome of several: not reproduced where any is, reproduced where every one is, not
+    testable here where every one is, else not decided."""
+    if NOT_REPRODUCED in outcomes:
+        return NOT_REPRODUCED
+    for outcome in (REPRODUCED, NOT_TESTABLE):
+        if all(found == outcome for found in outcomes):
+            return outcome
+    return NOT_DECIDED
+
+
+def together(halves: list[Half]) -> Half:
+    """One half made of several (a claim at two learner counts), each said."""
+    outcome = combine([half.outcome for half in halves])
+    reasons = [half.reason for half in halves if half.outcome == outcome and half.reason]
+    return Half(outcome, "; ".join(half.why for half in halves), "; ".join(h.measured for h in halves if h.measured),
+                reasons[0] if reasons else "")  # fmt: skip
