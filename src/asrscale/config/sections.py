@@ -62,6 +62,7 @@ class FeatureConfig:
     sample_rate: int
     window_ms: float
     shift_ms: float
+    dither: float  # fbank: Kaldi's dither at int16's scale (0: off)
     channel: int  # of multi-channel audio
 
     @property

@@ -1,4 +1,15 @@
-"""Acoustic features: 40-dim log-mel filterbanks (default) or MFCC with deltas, stored as Kaldi ark/scp.
+"""Acoustic features: 40-dim log-mel filterbanks as Kaldi makes them (default) or MFCC with deltas
+(python_speech_features'), stored as Kaldi ark/scp.
+
+The filterbanks are Kaldi's `compute-fbank-feats` with its defaults (as icefall's and ESPnet's
+Kaldi-compatible features are): the samples at int16's scale (as Kaldi reads a WAV file), frames
+of 25 ms every 10 ms whose edges are snipped, each frame's DC offset removed, pre-emphasis 0.97,
+Povey's window, a power spectrum padded to a power of two, triangular mel bands from 20 Hz to the
+Nyquist frequency on the mel scale 1127 ln(1 + f / 700), their log floored at float's epsilon.
+Dither is off (`features.dither`, Kaldi's default 1.0), so that the same audio gives the same
+features. tests/test_features.py checks them against kaldi-native-fbank's (k2-fsa's C++ port of
+Kaldi's) on a fixed signal. python_speech_features frames neither with Kaldi's window nor bands, so
+the filterbank is numpy's; MFCC stays python_speech_features'.
 
 Normalisation statistics are kept per speaker (sums, squares, counts), so that the loader can
 apply either global CMVN (from the training set's totals) or per-speaker CMVN without another
@@ -10,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,29 +38,47 @@ from asrscale.data.wavspec import is_command
 from asrscale.io import atomic_write_text
 
 
+def mel(frequency):
+    return 1127.0 * np.log(1.0 + np.asarray(frequency) / 700.0)
+
+
 @functools.lru_cache(maxsize=8)
-def _mel_filterbank(bins: int, nfft: int, sample_rate: int) -> np.ndarray:
-    return psf.get_filterbanks(bins, nfft, sample_rate).T.astype(np.float32)
+def mel_banks(bins: int, padded: int, sample_rate: int, low_hz: float = 20.0) -> np.ndarray:
+    """Kaldi's triangular mel bands (MelBanks) over the first `padded` / 2 bins of the power
+    spectrum: (bins of the spectrum, bands)."""
+    edges = np.linspace(mel(low_hz), mel(sample_rate / 2), bins + 2)
+    left, centre, right = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    at = mel(np.arange(padded // 2) * sample_rate / padded)[None, :]
+    rising, falling = (at - left) / (centre - left), (right - at) / (right - centre)
+    weights = np.where((at > left) & (at < right), np.where(at <= centre, rising, falling), 0.0)
+    return np.pad(weights, ((0, 0), (0, 1))).T.astype(np.float32)  # the Nyquist bin weighs nothing
 
 
-def log_mel(audio: np.ndarray, sample_rate: int, window: float, shift: float, bins: int, nfft: int) -> np.ndarray:
-    """python_speech_features' `logfbank`, computed the same way, with its filterbank cached and
-    frames taken as strided views: the same numbers, several times faster."""
-    signal = np.append(audio[:1], audio[1:] - 0.97 * audio[:-1]).astype(np.float32)
-    length, step = int(round(window * sample_rate)), int(round(shift * sample_rate))
-    count = 1 if len(signal) <= length else 1 + int(np.ceil((len(signal) - length) / step))
-    signal = np.pad(signal, (0, max(0, (count - 1) * step + length - len(signal))))
-    frames = np.lib.stride_tricks.sliding_window_view(signal, length)[::step][:count]
-    power = np.abs(np.fft.rfft(frames, nfft)) ** 2 / nfft
-    energies = power.astype(np.float32) @ _mel_filterbank(bins, nfft, sample_rate)
-    return np.log(np.where(energies == 0, np.finfo(float).eps, energies)).astype(np.float32)
+def kaldi_fbank(audio: np.ndarray, sample_rate: int, window_ms: float, shift_ms: float, bins: int,
+                dither: float = 0.0) -> np.ndarray:  # fmt: skip
+    """Log mel filterbanks as Kaldi's compute-fbank-feats makes them (see the module): (frames, bins)."""
+    length, step = round(window_ms * sample_rate / 1000), round(shift_ms * sample_rate / 1000)
+    samples = audio.astype(np.float64) * 32768  # Kaldi reads a WAV file's int16 values as they are
+    if len(samples) < length:
+        return np.zeros((0, bins), np.float32)
+    frames = np.lib.stride_tricks.sliding_window_view(samples, length)[::step].copy()
+    if dither:  # drawn from the audio itself: the same utterance is dithered alike in every run
+        frames += dither * np.random.default_rng(zlib.crc32(audio.tobytes())).standard_normal(frames.shape)
+    frames -= frames.mean(axis=1, keepdims=True)
+    frames[:, 1:] -= 0.97 * frames[:, :-1]
+    frames[:, 0] *= 1 - 0.97
+    frames *= (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(length) / (length - 1))) ** 0.85  # Povey's window
+    padded = 1 << (length - 1).bit_length()
+    power = np.abs(np.fft.rfft(frames, padded)) ** 2
+    energies = power.astype(np.float32) @ mel_banks(bins, padded, sample_rate)
+    return np.log(np.maximum(energies, np.finfo(np.float32).eps)).astype(np.float32)
 
 
 def compute(audio: np.ndarray, config: FeatureConfig) -> np.ndarray:
+    if config.kind == "fbank":
+        return kaldi_fbank(audio, config.sample_rate, config.window_ms, config.shift_ms, config.bins, config.dither)
     window, shift = config.window_ms / 1000, config.shift_ms / 1000
     nfft = 1 << (int(window * config.sample_rate) - 1).bit_length()
-    if config.kind == "fbank":
-        return log_mel(audio, config.sample_rate, window, shift, config.bins, nfft)
     cepstra = psf.mfcc(audio, config.sample_rate, window, shift, 13, config.bins, nfft)
     deltas = psf.delta(cepstra, 2)
     return np.hstack([cepstra, deltas, psf.delta(deltas, 2)]).astype(np.float32)

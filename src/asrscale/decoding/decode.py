@@ -117,8 +117,8 @@ def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_di
     """Decode `subsets["test"]` with a trained model on `settings.device`, greedily and with the
     LM at the weights best on `subsets["dev"]`; writes hypotheses, alignments and scores."""
     saved = torch.load(model_path, weights_only=False)
-    # (a model saved before features.kaldi_dim was a setting has none)
-    tokens, features = Tokens(saved["tokens"]), FeatureConfig(**{"kaldi_dim": None, **saved["features"]})
+    # (a model saved before features.kaldi_dim and features.dither were settings has neither)
+    tokens, features = Tokens(saved["tokens"]), FeatureConfig(**{"kaldi_dim": None, "dither": 0.0, **saved["features"]})
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
     model.to(resolve_device(settings.device)).eval()
