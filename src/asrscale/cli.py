@@ -148,11 +148,15 @@ def fit_cost_model(args):
     from asrscale.worlds.costmodel import FITTED
 
     fitted = fit_cost_model(args.out, args.workers)
-    print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior"]].to_string(index=False))
-    print(pd.DataFrame(fitted["figures"]).drop(columns="figure").to_string(index=False))
+    print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior", "held_out"]].to_string(index=False))
+    columns = ["study", "learners", "in_fit", "published", "fitted", "held_out", "ratio", "outside_factor"]
+    print(pd.DataFrame(fitted["figures"])[columns].to_string(index=False))
     print(pd.DataFrame(fitted["time_tables"]).to_string(index=False))
-    print(f"band {fitted['band']}; {fitted['within_tolerance']} of {len(fitted['figures'])} figures within 25% out of "
-          f"sample; {fitted['seconds']} s; written to {args.out or FITTED}")  # fmt: skip
+    for structure, found in fitted["structures"].items():
+        print(f"{structure}: {found['within_tolerance']} of {found['judged']} figures in the fit within 25% held out, "
+              f"RMS log miss {found['rms_log_miss']}")  # fmt: skip
+    print(f"kept {fitted['structure']!r}; band {fitted['band']}; two starts {fitted['starts']}; {fitted['seconds']} s; "
+          f"written to {args.out or FITTED}")  # fmt: skip
 
 
 def replay_published(args):
@@ -161,7 +165,36 @@ def replay_published(args):
 
     table = replayed_table(args.figures)
     atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    print(table[["study", "learners", "published", "fitted", "left_out", "ratio", "agrees_at"]].to_string(index=False))
+    print(table[["study", "learners", "published", "fitted", "held_out", "ratio", "agrees_at"]].to_string(index=False))
+
+
+def plan(args):
+    import yaml
+    from snakemake.utils import update_config
+
+    from asrscale.analysis.plan import plan as price
+    from asrscale.io import atomic_write_text
+
+    config = {}
+    for file in args.configfile:  # each over the ones before, as Snakemake merges them
+        update_config(config, yaml.safe_load(Path(file).read_text()) or {})
+    table, size, name = price(config, args.hardware)
+    if args.out:
+        atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
+    shown = table.assign(epoch=[f"{s:,.0f} s ({lo:,.0f}-{hi:,.0f})" for s, lo, hi in
+                                zip(table.epoch_s, table.epoch_s_low, table.epoch_s_high)],
+                         device_hours_for_epochs=[f"{h:,.2f} ({lo:,.2f}-{hi:,.2f})" for h, lo, hi in
+                                                  zip(table.device_hours, table.device_hours_low,
+                                                      table.device_hours_high)])  # fmt: skip
+    print(
+        f"{name} on {args.hardware}: {size.utterances:,} training utterances, {size.hours:,.1f} hours ({size.source})"
+    )
+    print(shown[["algorithm", "variant", "learners", "seed", "ranks", "epoch", "epochs", "device_hours_for_epochs"]]
+          .to_string(index=False))  # fmt: skip
+    print(
+        f"in all: {table.device_hours.sum():,.1f} device-hours ({table.device_hours_low.sum():,.1f}-"
+        f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take; newbob usually stops earlier"
+    )
 
 
 def screenshot(args):
@@ -221,6 +254,11 @@ STAGES = [
     (replay_published, "replay the studies' published speedups on the cost model, each on its setup", [
         ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
         *paths("out")]),
+    (plan, "price a study before it is queued: each run's modelled epoch and device-hours on a profile", [
+        ("--configfile", {"type": Path, "nargs": "+", "default": [Path("config.yaml")],
+                          "help": "config.yaml and the files over it, as given to snakemake (default: config.yaml)"}),
+        ("--hardware", {"required": True, "help": "the profile to price it on (h100, or one of your own)"}),
+        ("--out", {"type": Path, "default": None, "help": "write the table as TSV"})]),
     (screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", paths("report", "out")),
     (report, "render the HTML report", [
         SETTINGS, *paths("lm-statistics", "published-speedups", "figures", "out"),

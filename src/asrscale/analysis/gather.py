@@ -68,6 +68,7 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "stopped_by": _stopped_by(record),
         "schedule": train["schedule"],
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
+        "outside_share": 1 - split["compute_s"] / split.sum(),  # of its time: what the fitted parameters set
         "epochs": len(epochs),
         # the training set's hours of speech: an epoch's frames at the features' shift
         "train_hours": epochs.frames.iloc[0] * record["features"]["shift_ms"] / 1000 / 3600 if len(epochs) else 0.0,
@@ -95,13 +96,26 @@ def _timing(world: dict, environment: dict) -> dict:
     """How a run was timed, as the runs table's columns: measured on real ranks, or modelled on a
     hardware profile (with its stragglers, and what its compute rests on)."""
     if world["kind"] != "simulated":
-        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "",
+        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "", "transports": "",
                 "speedup_kind": "measured", "compute_basis": "measured"}  # fmt: skip
     stragglers = world["hardware"].get("stragglers", {})
     name = world["hardware"]["name"]
     return {"world": "simulated", "hardware": name, "speedup_kind": f"modelled on {name}",
+            "transports": ",".join(sorted(transports(world["hardware"], world["ranks"]))),
             "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
             "compute_basis": compute_basis(world)}  # fmt: skip
+
+
+def transports(hardware: dict, ranks: int) -> set[str]:
+    """The transports of the links a modelled run of `ranks` (learners and servers) crossed on its profile."""
+    used = set()
+    if ranks > 1:
+        used.add(hardware["node_link"]["transport"])
+    if ranks > hardware["learners_per_node"]:
+        used.add(hardware["network_link"]["transport"])
+    if hardware.get("host_staging") and ranks > 1:
+        used.add(hardware["host_staging"]["link"]["transport"])
+    return used
 
 
 def _environment(environment: dict) -> dict:
@@ -152,8 +166,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict)
     epochs, confusions, learners, utterances = map(pd.concat, tables)
     table = convergence(pd.DataFrame(rows), epochs, rule["plateau"], rule["plateau_max_dev_ter"])
     table = time_to_target(table, epochs, rule["target_dev_loss"])
-    band = Band.fitted()
-    table = add_speedups(discount_diverged(table), (band.low, band.high))
+    table = add_speedups(discount_diverged(table), Band.fitted())
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     epochs.to_csv(out_dir / "epochs.tsv", sep="\t", index=False)

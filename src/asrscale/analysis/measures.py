@@ -21,8 +21,9 @@ that stops each at its own epoch compare per epoch); to the target (the training
 dev loss first reached the study's target, 5% above SEQ's best, SEQ's over the run's, with the
 ratio of the epochs each took beside it); and to SEQ's accuracy (until SEQ's own best dev loss,
 cong17's "6.1× to the accuracy of sequential"). A target comes only from SEQ's runs that converged:
-where none did, nothing has a time to target. A modelled speedup carries a band (asrscale.analysis.fit);
-a measured one has none."""
+where none did, nothing has a time to target. A modelled speedup carries a band of its own run's
+(asrscale.analysis.fit.Band: from its time outside its arithmetic, the links it used and what the
+cost model's validation found of them); a measured one has none."""
 
 import pandas as pd
 
@@ -32,6 +33,7 @@ TARGET_MARGIN = 0.05  # the target dev loss: this much above SEQ's best
 #: to say it has converged (a schedule with no stop of its own: exponential)
 RATE_FLOOR = 0.1
 SPEEDUPS = ("time_speedup", "target_speedup", "accuracy_speedup", "own_speedup")  # each with a band where modelled
+GOSSIP = ("adpsgd", "hadpsgd")  # whose passive learners serve exchanges: their band depends on it too
 
 
 def baseline(table: pd.DataFrame) -> pd.DataFrame:
@@ -137,16 +139,21 @@ def discount_diverged(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def add_speedups(table: pd.DataFrame, band: tuple[float, float]) -> pd.DataFrame:
+def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     """Speedups against SEQ timed the same way (measured, or modelled on the same hardware), with
     the same seed (the mean over SEQ's seeds where it has none): time speedup for the same epochs
     (SEQ's time an epoch over the run's), throughput (frames/s) speedup, time-to-target speedup
     with the ratio of the epochs the run took to the target to SEQ's, the speedup to SEQ's accuracy
-    (its own best dev loss) with its ratio of epochs, and efficiency. Beside them
-    the speedup over the same algorithm and variant at one learner, as su15 measured MA against
-    its own one-GPU run (NaN where the study has no such run). A modelled speedup's band is
-    `band` (low, high) times it (`<speedup>_low`, `<speedup>_high`); a measured one's is itself."""
-    return pd.concat([_speedups(group, band) for _, group in table.groupby("speedup_kind", sort=False)])
+    (its own best dev loss) with its ratio of epochs, and efficiency. Beside them the speedup over
+    the same algorithm and variant at one learner, as su15 measured MA against its own one-GPU run
+    (NaN where the study has no such run). A modelled speedup's band (`<speedup>_low`,
+    `<speedup>_high`) is its run's from `band` (asrscale.analysis.fit.Band: the run's share of
+    time outside its arithmetic, `transports`, and gossip); a measured one's is itself."""
+    modelled = table.speedup_kind.str.startswith("modelled")
+    factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP)
+               if is_modelled else (1.0, 1.0) for run, is_modelled in zip(table.itertuples(), modelled)]  # fmt: skip
+    table = table.assign(band_low=[low for low, _ in factors], band_high=[high for _, high in factors])
+    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
 
 
 def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
@@ -154,7 +161,7 @@ def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
     return seeds.map(runs.set_index("seed")[column]).fillna(runs[column].mean())
 
 
-def _speedups(table: pd.DataFrame, band: tuple[float, float]) -> pd.DataFrame:
+def _speedups(table: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(epoch_s=table.train_s / table.epochs)
     alone = table[table.learners == 1]
     own = pd.concat([_of_seeds(alone[(alone.algorithm == algorithm) & (alone.variant == variant)], "epoch_s", runs.seed)
@@ -186,9 +193,8 @@ def _speedups(table: pd.DataFrame, band: tuple[float, float]) -> pd.DataFrame:
             accuracy_epochs_ratio=table.epochs_to_seq_best / of_seq("epochs_to_seq_best"),
             efficiency=of_seq("epoch_s") / table.epoch_s / table.learners,
         )
-    low, high = band if table.speedup_kind.iloc[0].startswith("modelled") else (1.0, 1.0)
-    return table.assign(**{f"{s}_{edge}": table[s] * factor for s in SPEEDUPS
-                           for edge, factor in (("low", low), ("high", high))})  # fmt: skip
+    return table.assign(**{f"{s}_{edge}": table[s] * table[f"band_{edge}"] for s in SPEEDUPS
+                           for edge in ("low", "high")})  # fmt: skip
 
 
 def by_learners(table: pd.DataFrame) -> pd.DataFrame:

@@ -33,10 +33,17 @@ from asrscale.worlds.costmodel import Achieved, Hardware
 
 PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
 BASELINES = ("seq", "same", "stock_kaldi")
+READINGS = ("same-epochs", "to-accuracy")
+#: how MPI through host memory (a non-CUDA-aware MPI: su15's, rosc17's) is modelled: "series", a
+#: copy from the GPU to host memory and back around a transfer over the link at its transport's
+#: share, sums on the host; "one path", the whole staged transfer as one link of its own transport
+#: ("mpi-host", whose share is fitted), no copies apart. The fit tries both (asrscale.analysis.fit).
+STRUCTURES = ("series", "one path")
+DIRECT = ("infiniband", "pcie", "nvlink")  # the transports that "one path" replaces by "mpi-host"
 JITTER = 0.05  # σ of a step's compute, as the project's GPU profiles assume, unless a figure states its own
 STEPS_PER_LEARNER = 40  # enough for every figure's averaging period to recur (8 and 10 steps)
-REQUIRED = ("study", "figure", "speedup", "algorithm", "learners", "baseline", "workload", "options", "compute",
-            "cluster", "assumptions", "miss", "unknown")  # fmt: skip
+REQUIRED = ("study", "figure", "system", "reading", "history", "speedup", "algorithm", "learners", "baseline",
+            "workload", "options", "compute", "cluster", "assumptions", "miss", "unknown")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,23 +74,47 @@ class Figure:
     miss: str
     unknown: Unknown
     entry: dict  # as published.yaml states it
+    system: str  # the cluster and model it was measured on: a system's figures are held out together
+    reading: str  # READINGS
+    history: list[str]
     steps_per_learner: int = STEPS_PER_LEARNER
     stock_kaldi: dict | None = None
-    epochs_ratio: float = 1.0  # the parallel run's epochs against its baseline's (for a speedup to an accuracy)
+    epochs_ratio: float | None = 1.0  # the parallel run's epochs against its baseline's (None: not stated)
     held_out: float = 0.0  # the held-out frames every learner evaluates at an epoch's end, per training frame
+    unstated: str | None = None  # the value its setup turns on that nothing states (None: its facts are complete)
+    structure: str = "series"  # how its MPI through host memory is modelled (STRUCTURES)
 
     @property
     def name(self) -> str:
         return f"{self.study}, {self.learners}"
 
+    @property
+    def comparable(self) -> bool:
+        """Whether a replay can time what it states: the same epochs, or a to-accuracy speedup with its epochs."""
+        return self.reading == "same-epochs" or self.epochs_ratio is not None
+
+    @property
+    def in_fit(self) -> bool:
+        """Whether it constrains the shared parameters: comparable, and its facts complete."""
+        return self.comparable and self.unstated is None
+
+    @property
+    def facts(self) -> str:
+        if not self.comparable:
+            return "not comparable: its epochs are not stated"
+        return "complete" if self.unstated is None else f"turns on a value nothing states: {self.unstated}"
+
     @classmethod
-    def from_entry(cls, entry: dict, source: Path = PUBLISHED) -> "Figure":
-        """The figure of an entry of `source` (published.yaml, or a file in its form)."""
-        stated, entry = copy.deepcopy(entry), dict(entry)
+    def from_entry(cls, entry: dict, source: Path = PUBLISHED, structure: str = "series") -> "Figure":
+        """The figure of an entry of `source` (published.yaml, or a file in its form), its MPI
+        through host memory modelled as `structure` says (STRUCTURES)."""
+        stated, entry = copy.deepcopy(entry), restructured(entry, structure)
         name = f"{source}: {entry.get('study')}, {entry.get('figure')}"
         missing = sorted(set(REQUIRED) - entry.keys())
         if missing:
             raise ConfigError(f"{name}: {', '.join(missing)} missing (a figure states {', '.join(REQUIRED)})")
+        if entry["reading"] not in READINGS or (entry["reading"] == "same-epochs" and "epochs_ratio" in entry):
+            raise ConfigError(f"{name}: reading is one of {READINGS}; epochs_ratio belongs to a to-accuracy one")
         if entry["baseline"] not in BASELINES or (entry["baseline"] == "stock_kaldi") != ("stock_kaldi" in entry):
             raise ConfigError(f"{name}: baseline is one of {BASELINES}; stock_kaldi states its costs")
         if entry["baseline"] == "stock_kaldi" and entry["algorithm"] != "ma":
@@ -109,7 +140,7 @@ class Figure:
         if not 0 < unknown.range[0] < unknown.range[1]:
             raise ConfigError(f"{name}: unknown.range is [low, high] with 0 < low < high, not {unknown.range}")
         return cls(**entry, workload=Workload(**workload, steps=1), unknown=unknown, entry=stated,
-                   hardware=hardware)  # fmt: skip
+                   hardware=hardware, structure=structure)  # fmt: skip
 
     def cluster_of(self, achieved: Achieved) -> Hardware:
         """Its cluster, loading data at the fitted rate of a node where the study states none."""
@@ -126,7 +157,20 @@ class Figure:
         entry = copy.deepcopy(self.entry)
         *path, last = self.unknown.key.split(".")
         functools.reduce(operator.getitem, path, entry)[last] = value
-        return Figure.from_entry(entry)
+        return Figure.from_entry(entry, structure=self.structure)
+
+
+def restructured(entry: dict, structure: str) -> dict:
+    """A figure's entry with its MPI through host memory modelled as `structure` (STRUCTURES)."""
+    if structure not in STRUCTURES:
+        raise ConfigError(f"a structure is one of {STRUCTURES}, not {structure!r}")
+    entry = copy.deepcopy(dict(entry))
+    cluster = entry.get("cluster", {})
+    if structure == "one path" and cluster.pop("host_staging", None) is not None:
+        for link in ("node_link", "network_link"):
+            if cluster.get(link, {}).get("transport") in DIRECT:
+                cluster[link]["transport"] = "mpi-host"
+    return entry
 
 
 @dataclass(frozen=True)
@@ -146,12 +190,12 @@ class TimeTable:
         return self.rows[1][0] / whole, mpi / whole
 
 
-def load_figures(path: Path = PUBLISHED) -> list[Figure]:
+def load_figures(path: Path = PUBLISHED, structure: str = "series") -> list[Figure]:
     """The figures of published.yaml, or of a file in its form (your own setups to replay)."""
-    return [Figure.from_entry(entry, path) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
+    return [Figure.from_entry(entry, path, structure) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
 
 
-def load_time_tables(path: Path = PUBLISHED) -> list[TimeTable]:
+def load_time_tables(path: Path = PUBLISHED, structure: str = "series") -> list[TimeTable]:
     """The time tables of published.yaml, each on the setup of its study's figure it names."""
     stated = yaml.safe_load(Path(path).read_text())
     figures = {entry["figure"]: entry for entry in stated["figures"]}
@@ -160,7 +204,7 @@ def load_time_tables(path: Path = PUBLISHED) -> list[TimeTable]:
         if table["setup"] not in figures or 1 not in table["rows"]:
             raise ConfigError(f"{path}: time table of {table['study']}: setup names a figure of figures:, and "
                               "rows have one learner's (the baseline)")  # fmt: skip
-        setup = Figure.from_entry(figures[table["setup"]], path)
+        setup = Figure.from_entry(figures[table["setup"]], path, structure)
         rows = {int(p): tuple(times) for p, times in table["rows"].items()}
         tables.append(TimeTable(table["study"], table["figure"], setup, rows, table["source"]))
     return tables
@@ -201,9 +245,11 @@ def parallel(figure: Figure, achieved: Achieved, learners: int | None = None) ->
 
 
 def modelled_speedup(figure: Figure, achieved: Achieved | None = None) -> float:
-    """The figure's algorithm against its baseline, over the same frames (times `epochs_ratio`)."""
+    """The figure's algorithm against its baseline, over the same frames (times `epochs_ratio`
+    where it is a speedup to an accuracy; where its epochs are not stated, the same-epochs
+    speedup, for information)."""
     achieved = achieved or Achieved.fitted()
-    return baseline_s(figure, achieved) / (parallel(figure, achieved).seconds * figure.epochs_ratio)
+    return baseline_s(figure, achieved) / (parallel(figure, achieved).seconds * (figure.epochs_ratio or 1.0))
 
 
 def modelled_rows(table: TimeTable, achieved: Achieved | None = None) -> pd.DataFrame:

@@ -39,15 +39,17 @@ class Study:
     """A configuration, checked (every key against the schema, defaults filled in; keys that
     disagree named), and what follows from it."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, check_paths: bool = True):
+        """`check_paths`: whether the corpus's and the LM's paths must exist (not for a plan of a
+        study made on another machine)."""
         self.config = validate(with_profiles(copy.deepcopy(config)))
         self.corpus = self.config["corpus"]["name"]
         self.name = self.config["study"].get("name") or self.corpus
         self.imported = "subsets" in self.config["corpus"]
         self.hardware = self.config["study"]["hardware"]
-        self._check()
+        self._check(check_paths)
 
-    def _check(self) -> None:
+    def _check(self, check_paths: bool) -> None:
         config, study = self.config, self.config["study"]
         if self.hardware not in config["hardware"]:
             raise ConfigError(f"config: study.hardware is {self.hardware!r}, but the profiles are only "
@@ -62,13 +64,13 @@ class Study:
         for subset, sources in config["corpus"].get("subsets", {}).items():
             for index, source in enumerate(sources):
                 key = f"config: corpus.subsets.{subset}[{index}]"
-                if not Path(source["path"]).exists():
+                if check_paths and not Path(source["path"]).exists():
                     raise ConfigError(f"{key}.path: {source['path']} does not exist")
                 if kaldi_features and source["format"] != "kaldi":
                     raise ConfigError(f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
                                       f"not {source['format']}")  # fmt: skip
         lm = config["decode"]["lm"]
-        if lm != "train" and not Path(lm).is_file():
+        if check_paths and lm != "train" and not Path(lm).is_file():
             raise ConfigError(f"config: decode.lm: {lm} is not a file (an ARPA language model), nor 'train'")
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):

@@ -1,64 +1,8 @@
 """The cost model of the simulated world, in one place: how long each request takes on a modelled
-cluster. Every parameter comes from a named hardware profile (built in:
-src/asrscale/config/profiles.yaml; a study's own: its `hardware:`) or from a calibration measured
-on the machine that runs the simulation.
-
-Compute. A forward and backward pass over a minibatch of F input frames takes a + b·F seconds,
-an optimizer update u seconds and NG-SGD preconditioning n seconds. A profile's `device` says
-whose compute that is:
-- "shared": the learners of one machine of the profile share the machine that runs the
-  simulation, as MPI ranks here do, at its calibrated rates (`calibrate`, on the device that
-  `train.device` gives the process). On the CPU, R ranks on C cores have max(1, C // R) threads
-  each (the calibration at that thread count) and run max(1, R / C) times slower when the cores
-  are oversubscribed; on G GPUs they run max(1, R / G) times slower.
-- "dedicated": each learner has a device of its own (a GPU), whose rates the profile states in
-  absolute terms (`compute`: measured by `asrscale calibrate` on such a device, with the model it
-  was measured with), times `compute.relative_speed` for a device assumed faster or slower than
-  the one measured. For another model the rates are carried over by the ratio of forward FLOPs
-  per frame (a, b) and of parameters (u, n): at the measured model's one efficiency. Where the
-  profile also states the per-frame cost of other widths of the model (`compute.by_size`, which
-  the calibration measures), b is instead read off that efficiency curve: seconds per FLOP
-  interpolated in log-log against FLOPs per frame, held at the nearest measured size beyond them
-  (a small model leaves a GPU idle, a large one fills it; nothing says how far beyond the
-  largest measured). a, a batch's fixed cost of launching its work, does not grow with a
-  model's width: with a curve it is carried over as measured. So a dedicated profile's modelled
-  times do not depend on the machine that runs the simulation.
-Data. Building a minibatch of F frames takes F / `data_frames_per_s` seconds (calibrated when
-null). With prefetch (train.prefetch = D > 0) a loader builds batches back to back while the
-learner computes, at most D ahead; without, the learner waits for the whole build.
-
-Communication. A modelled cluster is nodes of `learners_per_node` learners (server ranks on the
-first). Inside a node every learner has its own port on the node link (NVLink, PCIe or shared
-memory: latency α, bandwidth β each way); between nodes a node's learners share its
-`nics_per_node` network cards (learner i of a node uses card i mod `nics_per_node`; a network
-link's α and β are one card's). A link states its nominal bandwidth and its `transport` (TCP over
-Ethernet, MPI over InfiniBand, NCCL over NVLink or PCIe, copies through host memory); β is the
-share of the nominal that such a transport achieves (`Achieved`, one value per transport for
-every cluster, fitted once over the studies' own figures by `asrscale fit-cost-model`), or the
-bandwidth as stated where the transport is "measured". A transfer or collective occupies the
-ports and cards it crosses for its whole duration, so what else needs them waits (the simulated
-world keeps their times):
-- point to point, n bytes: α + n/β over the sender's outgoing and the receiver's incoming port
-  (or card): messages to one rank (ASGD's parameter server) queue behind each other, and so do
-  the messages of a node's learners through a shared card;
-- allreduce over R ranks (ring, as NCCL and MPI do for large messages): 2(R-1)·α +
-  2(R-1)/R · n/β, where across nodes α is the network's and β the narrower of the node link and
-  the node's cards together (a ring crosses each node boundary once per channel, one channel per
-  card); it occupies every member's port and, across nodes, every member node's cards;
-- broadcast (binomial tree): ⌈log₂R⌉·(α + n/β), on the same links;
-- barrier and the small reductions of statistics: 2⌈log₂R⌉·α, occupying nothing (a few bytes
-  pass beside any transfer).
-Where MPI is not CUDA-aware (`host_staging`: su15's data path), the data of every transfer and
-collective is copied from the device to host memory and back over the host link (at the share a
-"host-copy" achieves), and an allreduce's sums are made on the host: 3(R-1)/R · n bytes at the
-host's memory bandwidth. A passive learner that serves a gossip exchange (ADPSGD) loses
-`Achieved.serving` of the exchange's time from its next computation: it sends its model and
-averages the one it receives while it computes.
-Evaluating a held-out set of F frames (forward passes only) takes `Achieved.forward_share` of
-b·F. Data is loaded per node where a profile states `data_frames_per_s` (a node's loaders, shared by
-its learners: a batch waits for the node's batches asked before it), per learner at the
-calibrated rate where it does not (every MPI rank here has a loader thread of its own).
-"""
+cluster, from a named hardware profile (built in: src/asrscale/config/profiles.yaml; a study's
+own: its `hardware:`), this machine's calibration, and what transports and software achieve of
+their hardware (`Achieved`, fitted by asrscale.analysis.fit). What each request costs, and why:
+docs/internals.md, "The cost model"."""
 
 import math
 from dataclasses import asdict, dataclass
@@ -72,8 +16,9 @@ from asrscale.errors import ConfigError, UserError
 DEVICES = ("shared", "dedicated")
 RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "precondition_s")
 #: how a link carries data: "measured" (its bandwidth as measured, taken as it is), or a kind of
-#: transport whose achieved share of the nominal bandwidth is fitted (`Achieved.shares`)
-TRANSPORTS = ("measured", "tcp", "infiniband", "nvlink", "pcie", "host-copy")
+#: transport whose achieved share of the nominal bandwidth is fitted (`Achieved.shares`): "mpi-host"
+#: is MPI through host memory as one path (a non-CUDA-aware MPI's copies and transfer together)
+TRANSPORTS = ("measured", "tcp", "infiniband", "nvlink", "pcie", "host-copy", "mpi-host")
 FITTED = resources.files("asrscale.worlds") / "fitted.yaml"
 
 
@@ -239,7 +184,9 @@ class CostModel:
     def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1, achieved: Achieved | None = None):
         self.hardware, self.calibration = hardware, calibration
         self.achieved = achieved or Achieved.fitted()
-        self.rng = np.random.default_rng(seed)
+        # each learner's jitter drawn from a stream of its own: a learner's n-th computation is as
+        # slow whatever order the world charges the learners' requests in (which the times decide)
+        self.seed, self.jitters = seed, {}
         self.node_link, self.network_link = map(self.achieved.link, (hardware.node_link, hardware.network_link))
         # a ring collective across nodes: the network's latency at the narrower of the node link
         # and the node's cards together (one ring channel a card)
@@ -273,7 +220,8 @@ class CostModel:
             seconds = rates["backward_s_per_batch"] + rates["backward_s_per_frame"] * frames
             if self.hardware.jitter:
                 sigma = self.hardware.jitter
-                seconds *= math.exp(sigma * self.rng.standard_normal() - sigma**2 / 2)
+                stream = self.jitters.setdefault(learner, np.random.default_rng([self.seed, learner or 0]))
+                seconds *= math.exp(sigma * stream.standard_normal() - sigma**2 / 2)
         elif kind == "update":
             seconds = rates["update_s"]
         elif kind == "precondition":
