@@ -71,13 +71,14 @@ class Claim:
 #: the studies of studies/ that decide the accuracy halves a study leaves undecided, with what each
 #: runs and its wall time (docs/reproductions.md has every run of them); a speed half is decided on GPUs
 STUDIES = {
-    "claims-at-4": ("the claims at 4 learners, 3 seeds, each run trained until it converges",
-                    "about 2 hours on 2 CPU cores"),
-    "scaled-64": ("KAVG at 20, ADPSGD at 32 and H-ADPSGD at 64 learners, scaled down, 3 seeds, trained until they "
-                  "converge", "about 2 hours on 2 CPU cores"),
-    "averaging": ("MA's averaging period and NG-SGD swept, MA at 16 and 32 against MA alone, 3 seeds",
+    "claims-at-4": ("SEQ, KAVG and ASGD at 4 learners, 3 seeds, each run trained until newbob stops it",
+                    "about 1.5 hours on 2 CPU cores"),
+    "scaled-64": ("KAVG at 20, ADPSGD at 32 and H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds",
+                  "about 3 hours on 2 CPU cores"),
+    "averaging": ("MA's averaging period and NG-SGD swept at 4 learners, MA at 16 and 32 against MA alone, 3 seeds",
                   "about 2 hours on 2 CPU cores"),
-    "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners, 3 seeds", "about 2 hours on 2 CPU cores"),
+    "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds",
+                    "about 1.5 hours on 2 CPU cores"),
 }  # fmt: skip
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
