@@ -187,3 +187,35 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     scores = json.loads((tmp_path / "first" / "scores.json").read_text())
     for decode in ("lm", "greedy"):
         assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(scores[decode]["wer"])
+
+
+def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_path):
+    """LibriSpeech's LM: capitals, gzipped; folded by corpus.text's rule (lowercase, punctuation
+    stripped), a word that folds to nothing left out with its n-grams, n-grams that fold to one
+    kept once (the first listed); the folded file reads as the original did, word for word."""
+    import gzip
+
+    from asrscale.config.sections import TextNormalisation
+    from asrscale.data.corpus.sources import normalise
+    from asrscale.decoding.lm import check_lexicon, fold_arpa, read_arpa
+    from asrscale.errors import UserError
+
+    write_arpa(tmp_path / "plain.arpa", ["THE CAT SAT", "THE DOG'S BONE", "THE CAT --"], 2)
+    with gzip.open(tmp_path / "lm.arpa.gz", "wb") as packed:
+        packed.write((tmp_path / "plain.arpa").read_bytes())
+    text = TextNormalisation(lowercase=True, punctuation="strip")
+    found = fold_arpa(tmp_path / "lm.arpa.gz", tmp_path / "words.arpa", lambda w: normalise(w, text))
+    assert found["words"] == 5 and found["left_out"] > 0 and found["merged"] == 0  # "--" and its n-grams left out
+    (original, _), (folded, header) = read_arpa(tmp_path / "plain.arpa"), read_arpa(tmp_path / "words.arpa")
+    assert folded[("the", "cat")] == original[("THE", "CAT")] and ("dog's",) in folded and header["order"] == 2
+    assert not any("--" in ngram for ngram in folded)
+    spelled = check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.5)
+    assert spelled == {"lexicon": 5, "dev_oov_rate": pytest.approx(2 / 5)}
+    with pytest.raises(UserError, match=r"decode.lm: lm.arpa.gz: 40.0% of the dev transcripts' words"):
+        check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.1)
+    with pytest.raises(UserError, match=r"none of its 5 words can be spelled .* \(corpus.text.lowercase\)"):
+        check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isupper, ["the cat"], None)
+    write_arpa(tmp_path / "mixed.arpa", ["The cat", "THE CAT"], 2)
+    merged = fold_arpa(tmp_path / "mixed.arpa", tmp_path / "mixed-folded.arpa", lambda w: normalise(w, text))
+    (original, _), (folded, _) = read_arpa(tmp_path / "mixed.arpa"), read_arpa(tmp_path / "mixed-folded.arpa")
+    assert merged["merged"] > 0 and folded[("the", "cat")] == original[("THE", "CAT")]  # "THE" is listed first

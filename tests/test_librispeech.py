@@ -3,6 +3,7 @@ profile of their own runs it: on a fabricated LibriSpeech tree (a few utterances
 layout, real audio), planned through the profile, every job's nodes, tasks, GPUs, partition and
 account as the cluster would get them; and a tiny run of the same study on the local cluster."""
 
+import gzip
 import re
 import shutil
 import subprocess
@@ -19,13 +20,15 @@ from conftest import ROOT
 from test_slurm import LOCAL, WITHOUT_ACCOUNTING, cluster, site_profile  # noqa: F401 (the fixture)
 
 SUBSETS = {"train": "train-clean-100", "dev": "dev-clean", "test": "test-clean"}
+LM = "3-gram.pruned.1e-7.arpa.gz"
 
 
 @pytest.fixture(scope="module")
 def librispeech(corpus, tmp_path_factory) -> Path:
     """LibriSpeech's layout: <subset>/<speaker>/<chapter>/<speaker>-<chapter>-<n>.flac beside
-    <speaker>-<chapter>.trans.txt, the tiny corpus's audio and transcripts in it; and an ARPA LM
-    of the training transcripts, as lm/ holds LibriSpeech's."""
+    <speaker>-<chapter>.trans.txt, the tiny corpus's audio and transcripts in it, in capitals as
+    LibriSpeech's are; and a gzipped ARPA LM of the training transcripts, in capitals, as openslr
+    ships LibriSpeech's (lm/3-gram.pruned.1e-7.arpa.gz)."""
     root = tmp_path_factory.mktemp("LibriSpeech")
     texts = []
     for subset, name in SUBSETS.items():
@@ -40,9 +43,12 @@ def librispeech(corpus, tmp_path_factory) -> Path:
             with (folder / f"{speaker}-{chapter}.trans.txt").open("a") as listing:
                 listing.write(f"{new} {data.text[utt].upper()}\n")
             if subset == "train":
-                texts.append(data.text[utt])
+                texts.append(data.text[utt].upper())
     (root / "lm").mkdir()
     write_arpa(root / "lm" / "3-gram.arpa", texts, 3)
+    with open(root / "lm" / "3-gram.arpa", "rb") as plain, gzip.open(root / "lm" / LM, "wb") as packed:
+        packed.write(plain.read())
+    (root / "lm" / "3-gram.arpa").unlink()
     return root
 
 
@@ -50,7 +56,7 @@ def paths(librispeech: Path, folder: Path) -> Path:
     """A user's file over the study: where their LibriSpeech is."""
     mine = {"corpus": {"subsets": {subset: [{"format": "librispeech", "path": str(librispeech / name)}]
                                    for subset, name in SUBSETS.items()}},
-            "decode": {"lm": str(librispeech / "lm" / "3-gram.arpa")}}  # fmt: skip
+            "decode": {"lm": str(librispeech / "lm" / LM)}}  # fmt: skip
     (folder / "my-paths.yaml").write_text(yaml.safe_dump(mine))
     return folder / "my-paths.yaml"
 
@@ -101,12 +107,47 @@ def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say
     assert sum(job["rule"] == "features" for job in jobs) == 3 * 32  # the study's feature jobs
 
 
+def test_the_lm_in_capitals_is_folded_as_the_transcripts_and_one_of_another_corpus_stops_before_training(
+        librispeech, tmp_path):  # fmt: skip
+    """LibriSpeech's own LM (capitals, gzipped) against its transcripts lowercased on import: its words
+    folded as they are, the dev set's out-of-vocabulary rate what it truly is (the tiny LM knows the
+    training words alone); an LM that shares no word with the transcripts stops the study at its
+    LM, with an error naming decode.lm, before any run trains."""
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    run = ["--cores", "2", "--directory", tmp_path, "--configfile", ROOT / "config.yaml",
+           ROOT / "studies" / "librispeech.yaml", paths(librispeech, tmp_path), tmp_path / "tiny.yaml"]  # fmt: skip
+    lm = Path("results") / "librispeech-100" / "lm" / "words.arpa"
+    snakemake = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile"]
+    made = subprocess.run(list(map(str, [*snakemake, lm, *run])), capture_output=True, text=True, timeout=900)
+    lm = tmp_path / lm
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    from asrscale.decoding.lm import vocabulary
+
+    words = set(vocabulary(lm))
+    dev = read_data_dir(tmp_path / "results" / "librispeech-100" / "data" / "dev").text.values()
+    truly = [w for text in dev for w in text.split()]
+    assert words and all(w == w.lower() for w in words)  # folded as the transcripts were
+    said = (tmp_path / "logs" / "librispeech-100" / "language-model.log").read_text()
+    oov = sum(w not in words for w in truly) / len(truly)
+    assert f"dev out-of-vocabulary rate {100 * oov:.2f}%" in said and oov < 0.5
+    other = tmp_path / "other.arpa"
+    write_arpa(other, ["NOTHING SHARED HERE", "ANOTHER CORPUS ENTIRELY"], 3)
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({"decode": {"lm": str(other)}}))
+    stopped = subprocess.run(list(map(str, [*snakemake, *run, tmp_path / "other.yaml"])), capture_output=True,
+                             text=True, timeout=900)  # fmt: skip
+    assert stopped.returncode != 0
+    said = (tmp_path / "logs" / "librispeech-100" / "language-model.log").read_text()
+    assert f"decode.lm: {other}: 100.0% of the dev transcripts' words are not in its lexicon" in said
+    assert not list((tmp_path / "results").rglob("model.pt"))  # no run trained
+
+
 TINY = {  # the same study at the size of a test: one epoch of a small model, SEQ and SSGD at 2
     "features": {"jobs": 1},
     "model": {"layers": 1, "units": 32},
     "train": {"epochs": 1, "batch_size": 4, "checkpoint_steps": 0, "log_interval": 5},
     "study": {"learners": [2], "runs": [{"algorithm": "seq"}, {"algorithm": "ssgd"}]},
-    "decode": {"lm_weights": [0.5], "word_bonuses": [0.0]},
+    # the fixture's LM knows the tiny training text alone: 28% of the dev words are not in it
+    "decode": {"lm_weights": [0.5], "word_bonuses": [0.0], "max_lm_oov_rate": 0.5},
 }
 
 

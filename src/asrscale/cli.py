@@ -48,11 +48,24 @@ def tokens(args):
 
 def language_model(args):
     from asrscale.config.sections import LanguageModelStage
+    from asrscale.data.corpus.sources import normalise
     from asrscale.data.datadir import read_table
-    from asrscale.decoding.lm import write_arpa
+    from asrscale.data.tokens import Tokens
+    from asrscale.decoding.lm import check_lexicon, fold_arpa, write_arpa
 
-    order = read_settings_of(LanguageModelStage, args.settings).order
-    write_arpa(args.out, list(read_table(args.data / "text").values()), order)
+    settings = read_settings_of(LanguageModelStage, args.settings)
+    if settings.source == "train":
+        write_arpa(args.out, list(read_table(args.data / "text").values()), settings.order)
+    else:
+        folded = fold_arpa(Path(settings.source), args.out, lambda word: normalise(word, settings.text))
+        print(f"{settings.source}: {folded['words']:,} words folded as the transcripts are; {folded['left_out']:,} "
+              f"n-grams left out (a word that folds to none or several), {folded['merged']:,} merged into another "
+              "(words that fold to one: the first listed kept)")  # fmt: skip
+    tokens = Tokens.read(args.tokens)
+    found = check_lexicon(args.out, settings.source, lambda word: all(c in tokens for c in word),
+                          list(read_table(args.dev_data / "text").values()),
+                          None if settings.source == "train" else settings.max_oov_rate)  # fmt: skip
+    print(f"lexicon: {found['lexicon']:,} words; dev out-of-vocabulary rate {100 * found['dev_oov_rate']:.2f}%")
 
 
 def lm_statistics(args):
@@ -228,8 +241,9 @@ STAGES = [
     (import_data, "import one subset of your own corpus from its sources", [SETTINGS, *paths("out")]),
     (combine_data, "merge data dirs", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
     (tokens, "the token set of a training text", paths("data", "out")),
-    (language_model, "a word n-gram language model of a training text, as an ARPA file",
-     [SETTINGS, *paths("data", "out")]),
+    (language_model, "decoding's word n-gram LM as an ARPA file: estimated from the training text, or your own "
+     "folded as the transcripts are; checked against the dev transcripts",
+     [SETTINGS, *paths("data", "dev-data", "tokens", "out")]),
     (lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
      paths("lm", "train-data", "dev-data", "test-data", "out")),
     (features, "extract features of one part of a data dir", [

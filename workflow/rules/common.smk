@@ -79,6 +79,11 @@ def skipped_reports():
     return expand(stages, corpus=STUDY.corpus, subset=SUBSETS)
 
 
+def own_lm_file(wildcards):
+    """Your own LM's file (decode.lm), imported again when it changes; none where it is estimated."""
+    return [STUDY.own_language_model] if STUDY.own_language_model else []
+
+
 def simulation_inputs(wildcards):
     """A simulated run needs the machine's calibration; an MPI run nothing more."""
     if wildcards.world == "mpi":

@@ -1,7 +1,10 @@
 rule language_model:
     input:
+        own_lm_file,
         settings=fill(paths.CORPUS_SETTINGS, stage="language-model"),
         train_data=fill(paths.DATA, subset="train"),
+        dev_data=fill(paths.DATA, subset="dev"),
+        tokens=paths.TOKENS,
     output:
         paths.LANGUAGE_MODEL,
     log:
@@ -9,8 +12,8 @@ rule language_model:
     conda:
         "../../envs/train.yaml"
     shell:
-        "python -m asrscale language-model --settings {input.settings} --data {input.train_data} --out {output}"
-        " > {log} 2>&1"
+        "python -m asrscale language-model --settings {input.settings} --data {input.train_data}"
+        " --dev-data {input.dev_data} --tokens {input.tokens} --out {output} > {log} 2>&1"
 
 
 rule language_model_statistics:

@@ -53,6 +53,8 @@ rule train:
         dev_feats=fill(paths.FEATURES, subset="dev"),
         shards=paths.SHARDS,
         tokens=paths.TOKENS,
+        # no run trains before decoding's LM is made and checked against the dev transcripts
+        lm=STUDY.language_model,
     output:
         model=f"{paths.RUN}/model.pt",
         metrics=f"{paths.RUN}/metrics.tsv",

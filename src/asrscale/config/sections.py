@@ -184,9 +184,14 @@ class CalibrationStage:
 
 @dataclass(frozen=True)
 class LanguageModelStage:
-    """language-model: the word n-gram LM of the training transcripts (decode.lm: train)."""
+    """language-model: the word n-gram LM of decoding: estimated from the training transcripts
+    (`source` "train", decode.lm), or a user's ARPA file (its path) folded as the transcripts are
+    (`text`, corpus.text) and checked against the dev transcripts (`max_oov_rate`)."""
 
+    source: str
     order: int
+    text: TextNormalisation
+    max_oov_rate: float
 
 
 @dataclass(frozen=True)

@@ -253,9 +253,15 @@ class Study:
 
     @property
     def language_model(self) -> str:
-        """The ARPA file of decoding: the training transcripts' model, or your own (decode.lm)."""
+        """The ARPA file of decoding: the training transcripts' model, or your own (decode.lm)
+        folded as the transcripts are."""
+        return self.at(paths.LANGUAGE_MODEL)
+
+    @property
+    def own_language_model(self) -> str | None:
+        """Your own ARPA file (decode.lm), or None where decoding's LM is estimated."""
         lm = self.config["decode"]["lm"]
-        return self.at(paths.LANGUAGE_MODEL) if lm == "train" else lm
+        return None if lm == "train" else lm
 
     @property
     def train_device(self) -> str:
@@ -317,9 +323,14 @@ class Study:
             return {"train": config["train"], "model": config["model"], "features": features,
                     "cmvn": config["features"]["cmvn"]}  # fmt: skip
         if stage == "language-model":
-            return {"order": config["decode"]["lm_order"]}
+            return {"source": config["decode"]["lm"], "order": config["decode"]["lm_order"], "text": corpus["text"],
+                    "max_oov_rate": config["decode"]["max_lm_oov_rate"]}  # fmt: skip
         if stage == "decode":
-            decode = {key: value for key, value in config["decode"].items() if key not in ("lm", "lm_order")}
+            decode = {
+                key: value
+                for key, value in config["decode"].items()
+                if key not in ("lm", "lm_order", "max_lm_oov_rate")
+            }
             # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
             return {**decode, "device": "cpu" if config["train"]["device"] == "cpu" else "auto"}
         if stage == "gather":

@@ -1,10 +1,19 @@
 """The word n-gram language model of decoding: interpolated Kneser-Ney (Chen & Goodman 1999, the
 estimate of KenLM's lmplz and SRILM's `-kndiscount -interpolate`), estimated from the training
-transcripts and written as an ARPA file, the form every n-gram toolkit reads and writes; a user's
-own ARPA file takes its place (`decode.lm`)."""
+transcripts and written as an ARPA file, the form every n-gram toolkit reads and writes; or a
+user's own ARPA file (`decode.lm`, plain or gzipped as openslr ships LibriSpeech's), its words
+folded by the rule the transcripts were (corpus.text: LibriSpeech's LM is in capitals, its
+transcripts lowercased on import) and checked against the dev transcripts before any training
+starts: an LM whose words the model cannot spell, or which misses too many dev words, is an error
+that names it, not a decode that scores 100% WER."""
 
+import gzip
+import io
 import math
+import os
+import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from asrscale.errors import UserError
@@ -77,11 +86,16 @@ def write_arpa(path: Path, texts: list[str], order: int) -> None:
     atomic_write_text(path, "\n".join([*lines, "", "\\end\\", ""]))
 
 
+def open_arpa(path: Path) -> io.TextIOBase:
+    """An ARPA file's lines, gzipped (.gz) or not."""
+    return gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8")
+
+
 def vocabulary(path: Path) -> list[str]:
     """The words of an ARPA file (its unigrams), <s>, </s> and <unk> left out."""
     words, in_unigrams = [], False
     try:
-        with open(path, encoding="utf-8") as lines:
+        with open_arpa(path) as lines:
             for number, line in enumerate(lines, 1):
                 line = line.strip()
                 if line.startswith("\\"):
@@ -93,7 +107,7 @@ def vocabulary(path: Path) -> list[str]:
                     if len(fields) < 2:
                         raise UserError(f"{path}, line {number}: expected 'log10-probability<TAB>word', got {line!r}")
                     words.append(fields[1])
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, EOFError) as error:
         raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
     if not words:
         raise UserError(f"{path}: not an ARPA language model (it has no '\\1-grams:' section)")
@@ -107,7 +121,7 @@ def read_arpa(path: Path, keep: set | None = None) -> tuple[dict[tuple[str, ...]
     about; with what the file says of itself ({"order", "unigrams"})."""
     model, order, unigrams = {}, 0, 0
     try:
-        with open(path, encoding="utf-8") as lines:
+        with open_arpa(path) as lines:
             for number, line in enumerate(lines, 1):
                 line = line.strip()
                 if line.startswith("\\") and line.endswith("-grams:"):
@@ -124,9 +138,94 @@ def read_arpa(path: Path, keep: set | None = None) -> tuple[dict[tuple[str, ...]
                     except (ValueError, IndexError):
                         raise UserError(f"{path}, line {number}: not an ARPA {order}-gram line: {line!r}") from None
                     model[ngram] = (logp, backoff)
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, EOFError) as error:
         raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
     return model, {"order": order, "unigrams": unigrams}
+
+
+SPECIAL = (BOS, EOS, UNK)
+
+
+def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
+    """`source` (an ARPA file, gzipped or not) written to `out` with every word folded by `fold`
+    (the transcripts' rule), streamed: an n-gram with a word that folds to nothing or to several
+    words is left out; where words fold to one ("THE", "The"), the first n-gram listed of those
+    that become one is kept (its probability; the rest are left out). Returns how many words it
+    kept, and how many n-grams it left out and merged."""
+    # word -> folded; folded -> its first word; folded words of several words; n-grams of those kept
+    folded, owners, collided, kept = {}, {}, set(), set()
+    order, counts, left_out, merges = 0, Counter(), 0, 0
+    with open_arpa(source) as lines, tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as body:
+        try:
+            for line in lines:
+                line = line.strip()
+                if line.startswith("\\") and line.endswith("-grams:"):
+                    order = int(line[1:].split("-")[0])
+                    body.write(f"\n{line}\n")
+                    continue
+                if not order or not line or line.startswith("\\"):
+                    continue
+                fields = line.split()
+                words = fields[1 : 1 + order]
+                if order == 1:
+                    folded[words[0]] = _folded_word(words[0], fold, owners, collided)
+                    if owners.get(folded[words[0]], words[0]) != words[0]:  # another word listed first is it
+                        merges += 1
+                        continue
+                mapped = tuple(folded.get(word) for word in words)
+                if None in mapped or "" in mapped:
+                    left_out += 1
+                    continue
+                if order > 1 and collided.intersection(mapped):  # (every unigram is read before them)
+                    if mapped in kept:
+                        merges += 1
+                        continue
+                    kept.add(mapped)
+                body.write("\t".join([fields[0], " ".join(mapped), *fields[1 + order :]]) + "\n")
+                counts[order] += 1
+        except (OSError, UnicodeDecodeError, EOFError, ValueError, IndexError) as error:
+            os.unlink(body.name)
+            raise UserError(f"{source}: cannot read it as an ARPA language model ({error})") from None
+    header = "\\data\\\n" + "".join(f"ngram {n}={counts[n]}\n" for n in sorted(counts))
+    with open(body.name) as written:
+        atomic_write_text(out, header + written.read() + "\n\\end\\\n")
+    os.unlink(body.name)
+    return {"words": len(owners), "left_out": left_out, "merged": merges}
+
+
+def _folded_word(word: str, fold: Callable[[str], str], owners: dict, collided: set) -> str:
+    """A unigram's word folded ("" where it folds to nothing or to several words); `owners`: the
+    first word each folded word came from, so far; `collided`: the folded words of several."""
+    if word in SPECIAL:
+        return word
+    found = fold(word)
+    if " " in found:
+        return ""
+    if found in owners:
+        collided.add(found)
+    elif found:
+        owners[found] = word
+    return found
+
+
+def check_lexicon(lm: Path, source: str, spellable: Callable[[str], bool], dev_texts: list[str],
+                  max_oov_rate: float | None) -> dict:  # fmt: skip
+    """That the decoder has a lexicon: some of the LM's words spelled in the model's characters,
+    and (`max_oov_rate`) no more than that share of the dev transcripts' words outside it."""
+    words = vocabulary(lm)
+    lexicon = {word for word in words if spellable(word)}
+    if not lexicon:
+        raise UserError(f"decode.lm: {source}: none of its {len(words):,} words can be spelled in the training "
+                        f"transcripts' characters (such as {words[0]!r}): is it in the transcripts' case "
+                        "(corpus.text.lowercase)?")  # fmt: skip
+    dev = [word for text in dev_texts for word in text.split()]
+    oov = sum(word not in lexicon for word in dev) / max(len(dev), 1)
+    if max_oov_rate is not None and oov > max_oov_rate:
+        missing = Counter(word for word in dev if word not in lexicon).most_common(5)
+        raise UserError(f"decode.lm: {source}: {100 * oov:.1f}% of the dev transcripts' words are not in its lexicon "
+                        f"(decode.max_lm_oov_rate: {max_oov_rate:g}), such as {[w for w, _ in missing]}: is it the "
+                        "corpus's LM, in the transcripts' case?")  # fmt: skip
+    return {"lexicon": len(lexicon), "dev_oov_rate": oov}
 
 
 def log10_probability(model: dict, history: tuple[str, ...], word: str) -> float:
