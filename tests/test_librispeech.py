@@ -74,37 +74,54 @@ def planned_jobs(output: str) -> list[dict]:
     return jobs
 
 
-def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say(librispeech, tmp_path):
-    """The site's settings are the user's profile's: their account on every job, CPU stages on
-    their CPU partition, training, calibration and decoding on their GPU partition, and a value
-    of theirs wins over the shipped one (a training job's runtime). The rules set only what the
-    run decides: a run of P ranks takes ceil(P / 8) nodes of its ranks and a GPU a rank."""
-    profile = site_profile(tmp_path, **{
-        "default-resources": {"slurm_account": "myproject", "slurm_partition": "cpu"},
-        "set-resources": {"train": {"slurm_partition": "gpu", "runtime": 99}, "decode": {"slurm_partition": "gpu"},
-                          "calibrate": {"slurm_partition": "gpu"}},
-    })  # fmt: skip
+def dry_run(librispeech: Path, tmp_path: Path, **changes) -> tuple[str, list[dict]]:
+    """The LibriSpeech study planned through a site profile (`changes` over the shipped one)."""
+    profile = site_profile(tmp_path, **changes)
     command = [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(tmp_path),
                "--configfile", ROOT / "config.yaml", ROOT / "studies" / "librispeech.yaml",
                paths(librispeech, tmp_path), "-n"]  # fmt: skip
     result = subprocess.run(list(map(str, command)), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    jobs = planned_jobs(result.stdout)
+    return result.stdout, planned_jobs(result.stdout)
+
+
+SITE = {"default-resources": {"slurm_account": "myproject", "slurm_partition": "cpu"},
+        "set-resources": {"train": {"slurm_partition": "gpu"}, "decode": {"slurm_partition": "gpu"},
+                          "calibrate": {"slurm_partition": "gpu"}}}  # fmt: skip
+
+
+def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say(librispeech, tmp_path):
+    """The site's settings are the user's profile's: their account on every job, CPU stages on
+    their CPU partition, training, calibration and decoding on their GPU partition. The rules set
+    only what the run decides: a run of P ranks takes ceil(P / 8) nodes of its ranks and a GPU a
+    rank, starts them with the srun the dry run shows, and has the time its plan gives it."""
+    printed, jobs = dry_run(librispeech, tmp_path, **SITE)
     assert all(job["slurm_account"] == "myproject" for job in jobs if "slurm_account" in job)
     trains = [job for job in jobs if job["rule"] == "train"]
     assert len(trains) == 18  # SEQ, 4 algorithms at 2, 4, 8 and 16 learners, H-ADPSGD at 16
     for job in trains:
         learners = int(job["learners"])
         nodes = -(-learners // 8)
-        assert (job["slurm_partition"], job["runtime"], int(job["nodes"])) == ("gpu", "99", nodes), job
+        assert (job["slurm_partition"], int(job["nodes"])) == ("gpu", nodes), job
         assert job["gres"] == f"gpu:{learners // nodes}", job
         assert job.get("tasks_per_node") == (str(learners // nodes) if learners > 1 else None), job
+    srun = r"; srun --mpi=pmi2 --ntasks=16 --ntasks-per-node=8 --cpus-per-task=\d+ python -m asrscale train"
+    assert re.search(srun, printed)
+    assert "mpiexec" not in printed
+    # a training job's time limit is its plan's (h100, 30 epochs at most, half again as margin)
+    runtime = {(job["algorithm"], int(job["learners"])): int(job["runtime"]) for job in trains}
+    assert runtime["seq", 1] > 8 * runtime["ssgd", 16] > 8 * 15 and runtime["seq", 1] < 3 * 24 * 60
     decodes = [job for job in jobs if job["rule"] == "decode"]
     assert decodes and all((job["slurm_partition"], job["gres"]) == ("gpu", "gpu:1") for job in decodes)
     cpu_stages = [job for job in jobs if job["rule"] in ("import_subset", "features", "shard", "tokens")]
     assert {job["rule"] for job in cpu_stages} == {"import_subset", "features", "shard", "tokens"}
     assert all(job["slurm_partition"] == "cpu" and "gres" not in job for job in cpu_stages)
     assert sum(job["rule"] == "features" for job in jobs) == 3 * 32  # the study's feature jobs
+
+
+def test_a_site_profile_overrides_a_training_jobs_planned_time(librispeech, tmp_path):
+    _, jobs = dry_run(librispeech, tmp_path, **{**SITE, "set-resources": {"train": {"runtime": 99}}})
+    assert {job["runtime"] for job in jobs if job["rule"] == "train"} == {"99"}
 
 
 def test_the_lm_in_capitals_is_folded_as_the_transcripts_and_one_of_another_corpus_stops_before_training(

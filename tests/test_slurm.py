@@ -32,9 +32,12 @@ LOCAL = {
 
 
 def site_profile(folder: Path, **changes) -> Path:
-    """A user's copy of the shipped profile with their site's settings (`changes`: its keys)."""
+    """A user's copy of the shipped profile with their site's settings (`changes`: its keys, and
+    under set-resources each rule's)."""
     profile = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
     for key, value in changes.items():
+        if key == "set-resources":
+            value = {rule: {**profile[key].get(rule, {}), **settings} for rule, settings in value.items()}
         profile[key] = {**profile.get(key, {}), **value}
     (folder / "profile").mkdir(exist_ok=True)
     (folder / "profile" / "config.yaml").write_text(yaml.safe_dump(profile))

@@ -117,8 +117,12 @@ def test_every_other_stage_has_its_settings():
     assert len(gather["runs"]) == len(study.runs()) and gather["convergence"]["target_dev_loss"] is None
     decode = study.stage_settings("decode")
     assert decode["beam"] == 32 and decode["device"] == "auto" and "lm" not in decode
-    assert study.stage_settings("language-model") == {"source": "train", "order": 3, "max_oov_rate": 0.1,
-                                                      "text": {"lowercase": True, "punctuation": "strip"}}
+    assert study.stage_settings("language-model") == {
+        "source": "train",
+        "order": 3,
+        "max_oov_rate": 0.1,
+        "text": {"lowercase": True, "punctuation": "strip"},
+    }
     with pytest.raises(ValueError, match="no settings of a stage 'nope'"):
         study.stage_settings("nope")
 

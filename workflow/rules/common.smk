@@ -1,3 +1,5 @@
+import functools
+import math
 import os
 import sys
 

@@ -1,7 +1,8 @@
 # Sizing jobs on SLURM (--profile slurm): a site's settings (account, partitions by kind of job,
 # runtimes, memory, a learner's cores) are the SLURM profile's (default-resources, set-resources,
 # set-threads: slurm/config.yaml, docs/slurm.md), so the rules set none of them and a user's
-# profile wins. The rules compute only what depends on the run: nodes, tasks and GPUs. Whether
+# profile wins. The rules compute only what depends on the run: nodes, tasks, GPUs and a training
+# job's time limit, which the plan of the run (asrscale plan) gives. Whether
 # jobs go to SLURM is known only once jobs are made, so what depends on it is a function.
 
 
@@ -24,16 +25,33 @@ def ranks_per_node(wildcards):
     return -(-ranks(wildcards) // nodes(wildcards))
 
 
-def launcher(wildcards, threads):
-    """How a run with several ranks starts them: mpiexec here, srun inside a SLURM allocation
-    (also the `mpi` resource, which makes it an MPI job there), each rank with the job's
-    `threads` cores; None for one process."""
+def mpi_program(wildcards):
+    """The executor plugin's `mpi` resource, which makes a job of several ranks an MPI job (a job of
+    one process is none: the plugin refuses an MPI job of one task)."""
     if ranks(wildcards) == 1:
         return None
-    if on_slurm():
-        per_node = ranks_per_node(wildcards)
-        return STUDY.slurm_launcher(ranks(wildcards), per_node, threads)
-    return STUDY.mpi_launcher(ranks(wildcards))
+    return "srun" if on_slurm() else "mpiexec"
+
+
+def default_launcher(wildcards):
+    """What starts a run's ranks where no profile says (its `launcher` resource): srun in a SLURM
+    allocation, mpiexec here. The shipped SLURM profile says it (set-resources: train: launcher:
+    srun --mpi=pmi2), so that a dry run through it shows the srun a cluster will run."""
+    return "srun --mpi=pmi2" if on_slurm() else "mpiexec"
+
+
+def launch_line(wildcards, threads, resources):
+    """The command a training job's ranks start under: the `launcher` resource with srun's shape
+    of the allocation, or mpiexec's ranks; nothing for one process."""
+    if ranks(wildcards) == 1:
+        return ""
+    program = resources.launcher
+    if program.split()[0] == "srun":
+        return (
+            f"{program} --ntasks={ranks(wildcards)}"
+            f" --ntasks-per-node={ranks_per_node(wildcards)} --cpus-per-task={threads}"
+        )
+    return f"{program} -n {ranks(wildcards)}"
 
 
 def tasks_per_node(wildcards):
@@ -60,8 +78,46 @@ def gpus(wildcards):
 ONE_GPU = "gpu:1" if STUDY.on_gpus else None
 
 
+UNPRICED_RUNTIME = 1440  # minutes: a day, where a run cannot be priced
+
+
+@functools.cache
+def planned_seconds():
+    """Each run on real ranks priced on the study's profile (asrscale plan): the upper edge of
+    its band's time for every epoch it may take, by (algorithm, variant, learners); empty where
+    the study cannot be priced (a profile without measured compute, a corpus of unknown size).
+    """
+    from asrscale.analysis.plan import price_on
+    from asrscale.errors import ConfigError
+
+    if not any(run.world == "mpi" for run in STUDY.runs()):
+        return {}
+    try:
+        table = price_on(STUDY, STUDY.hardware)
+    except ConfigError:
+        return {}
+    return {
+        (row.algorithm, row.variant, row.learners): row.epoch_s_high * row.epochs
+        for row in table.itertuples()
+    }
+
+
+def train_runtime(wildcards, attempt):
+    """A training job's time limit (minutes), grown with each attempt: its planned time with half
+    again as margin and a quarter hour to start, or a day where it cannot be priced; a profile's
+    set-resources: train: runtime overrides it."""
+    run = STUDY.trained_as(run_of(wildcards))
+    seconds = planned_seconds().get((run.algorithm, run.variant, run.learners))
+    minutes = (
+        UNPRICED_RUNTIME if seconds is None else math.ceil(1.5 * seconds / 60) + 15
+    )
+    return minutes * attempt
+
+
 TRAIN_RESOURCES = dict(
-    mpi=lambda wildcards, threads: launcher(wildcards, threads),
+    runtime=train_runtime,
+    mpi=mpi_program,
+    launcher=default_launcher,
     nodes=nodes,
     tasks_per_node=tasks_per_node,
     tasks=tasks,

@@ -69,7 +69,7 @@ rule train:
     resources:
         **TRAIN_RESOURCES,
     params:
-        launch=lambda wildcards, threads: launcher(wildcards, threads) or "",
+        launch=launch_line,
         folder=lambda wildcards, output: Path(output.model).parent,
         attempts=f"logs/{TRAIN_JOB}.attempts.log",
         simulated=lambda wildcards, input, threads: (

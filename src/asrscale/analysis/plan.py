@@ -110,6 +110,11 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
 def plan(config: dict, hardware: str) -> tuple[pd.DataFrame, CorpusSize, str]:
     """The price of the study `config` describes on the profile `hardware` (its own or built in)."""
     study = Study(config, check_paths=False)
+    return price_on(study, hardware), corpus_size(study), study.name
+
+
+def price_on(study: Study, hardware: str) -> pd.DataFrame:
+    """`price` on the profile named `hardware`; a ConfigError where it cannot price the study."""
     profiles = study.config["hardware"]
     if hardware not in profiles:
         raise ConfigError(f"asrscale plan: --hardware {hardware!r} is not a profile: one of {sorted(profiles)}")
@@ -117,5 +122,4 @@ def plan(config: dict, hardware: str) -> tuple[pd.DataFrame, CorpusSize, str]:
     if profile.device != "dedicated":
         raise ConfigError(f"asrscale plan: --hardware {hardware}: a plan needs a profile whose devices state their "
                           "compute (device: dedicated), as h100's do")  # fmt: skip
-    size = corpus_size(study)
-    return price(study, profile, size, Band.fitted()), size, study.name
+    return price(study, profile, corpus_size(study), Band.fitted())

@@ -59,6 +59,8 @@ MOVED = {
     ("slurm", "mem_mb"): f"{PROFILE} default-resources: mem_mb",
     ("slurm", "learners_per_node"): "slurm.ranks_per_node",
     ("study", "learners_per_node"): "study.node_size (the learners an algorithm treats as a node)",
+    ("slurm", "launcher"): f"the train rule's `launcher` resource: {PROFILE} set-resources: train: launcher",
+    ("mpi", "launcher"): "the train rule's `launcher` resource (snakemake --set-resources train:launcher=...)",
 }
 
 

@@ -69,6 +69,12 @@ class Study:
                 if kaldi_features and source["format"] != "kaldi":
                     raise ConfigError(f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
                                       f"not {source['format']}")  # fmt: skip
+        node_size, per_node = study["node_size"], config["slurm"]["ranks_per_node"]
+        on_ranks = any(entry.get("world", study["world"]) == "mpi" for entry in study["runs"])
+        if on_ranks and node_size and node_size != per_node:
+            raise ConfigError(f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both say "
+                              "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a node's "
+                              "GPUs), from which the algorithms' nodes follow")  # fmt: skip
         lm = config["decode"]["lm"]
         if check_paths and lm != "train" and not Path(lm).is_file():
             raise ConfigError(f"config: decode.lm: {lm} is not a file (an ARPA language model), nor 'train'")
@@ -161,11 +167,14 @@ class Study:
             return self.trained_as(Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed))
         return run
 
-    def _node_size(self, world: str) -> int | None:
-        """The learners of a node as the algorithms see them: study.node_size, or a simulated
-        run's profile's (None: real ranks, whose machines are known only when they run)."""
-        if self.config["study"]["node_size"] or world == "mpi":
+    def _node_size(self, world: str) -> int:
+        """The learners of a node as the algorithms see them: study.node_size, else real ranks'
+        slurm.ranks_per_node (a node's GPUs; on this machine its ranks are one node, as MPI finds
+        them), a simulated run's profile's nodes."""
+        if self.config["study"]["node_size"]:
             return self.config["study"]["node_size"]
+        if world == "mpi":
+            return self.config["slurm"]["ranks_per_node"]
         return self.config["hardware"][self.hardware]["learners_per_node"]
 
     def world_folder(self, world: str) -> str:
@@ -280,18 +289,10 @@ class Study:
             return max(1, cores // self.config["study"]["runs_per_gpu"])
         return min(self.config["train"]["threads"] or 1, cores)
 
-    def mpi_launcher(self, ranks: int) -> str:
-        """The command that starts `ranks` MPI ranks on this machine (mpi.launcher)."""
-        return self.config["mpi"]["launcher"].format(ranks=ranks)
-
     @property
     def ranks_per_node(self) -> int:
         """On SLURM: the MPI ranks a node takes, a GPU each."""
         return self.config["slurm"]["ranks_per_node"]
-
-    def slurm_launcher(self, ranks: int, per_node: int, cpus: int) -> str:
-        """The command that starts `ranks` MPI ranks inside a SLURM allocation (slurm.launcher)."""
-        return self.config["slurm"]["launcher"].format(ranks=ranks, per_node=per_node, cpus=cpus)
 
     @property
     def on_gpus(self) -> bool:

@@ -36,6 +36,7 @@ from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.datadir import DataDir, read_table
 from asrscale.data.wavspec import is_command
 from asrscale.io import atomic_write_text
+from asrscale.progress import Ticker
 
 
 def mel(frequency):
@@ -162,10 +163,13 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
     stats, frames, resampled, reused = {}, {}, set(), 0
     skipped = Skipped(bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch"))
     ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
+    ticker, done = Ticker(f"features of part {part}", sum(len(utts) for _, utts in speakers)), 0
     with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:
         for speaker, utts in speakers:
             total, squares, count = np.zeros(config.dim), np.zeros(config.dim), 0
             for utt in utts:
+                done += 1
+                ticker(done)
                 audio = None if config.kind == "kaldi" else data.audio(utt)
                 where = data.feats[utt] if audio is None else audio[0]
                 cached = cache.path(audio, config) if cache else None

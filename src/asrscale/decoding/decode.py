@@ -22,6 +22,7 @@ from asrscale.decoding.beam import LexiconBeamSearch, Weights
 from asrscale.decoding.scoring import align
 from asrscale.io import atomic_write_json, atomic_write_text
 from asrscale.models import build_model, error_counts
+from asrscale.progress import Ticker
 from asrscale.worlds.devices import resolve_device
 
 CONFUSIONS_KEPT = 20
@@ -62,13 +63,16 @@ def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
     and its greedy hypotheses."""
     by_utt = {}
     device = next(model.parameters()).device
+    ticker = Ticker("forward passes", len(subset.frames))
     with torch.no_grad(), deterministic():
         for group in subset.batches(list(subset.frames), batch_size, seed=None):
+            ticker(len(by_utt))
             batch = subset.collate(group).to(device)
             log_probs, lengths = model(batch.features, batch.lengths)
             texts = subset.tokens.greedy(log_probs, lengths)
             for utt, scores, length, text in zip(group, log_probs.float().cpu().numpy(), lengths.tolist(), texts):
                 by_utt[utt] = (text, scores[:length])
+    ticker(len(by_utt))
     utts = sorted(by_utt)
     return Outputs(utts, [subset.text[u] for u in utts], [by_utt[u][0] for u in utts], [by_utt[u][1] for u in utts])
 
@@ -81,11 +85,14 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSettings) -> list[dict]:
     """Dev WER of every LM weight and word bonus of the grid, best first (ties: the order given)."""
     tried = []
+    ticker = Ticker("dev decodes of the LM weights", len(settings.lm_weights) * len(settings.word_bonuses))
     for lm_weight in settings.lm_weights:
         for word_bonus in settings.word_bonuses:
+            ticker(len(tried))
             decoder = search.decoder(Weights(lm_weight, word_bonus))
             hypotheses = [search.decode(decoder, scores) for scores in dev.log_probs]
             tried.append({"lm_weight": lm_weight, "word_bonus": word_bonus, "dev_wer": wer(dev.references, hypotheses)})
+    ticker(len(tried))
     return sorted(tried, key=lambda t: t["dev_wer"])
 
 
@@ -129,7 +136,11 @@ def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_di
     search = LexiconBeamSearch(lm, tokens, settings.beam, settings.beam_threshold)
     tried = choose_weights(search, dev, settings)
     decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
-    with_lm = [search.decode(decoder, scores) for scores in test.log_probs]
+    ticker, with_lm = Ticker("test decodes with the LM", len(test.log_probs)), []
+    for scores in test.log_probs:
+        ticker(len(with_lm))
+        with_lm.append(search.decode(decoder, scores))
+    ticker(len(with_lm))
 
     scores = score(test, {"lm": with_lm, "greedy": test.greedy}, Path(out_dir))
     scores |= {"tried_on_dev": tried, "dev_greedy_wer": wer(dev.references, dev.greedy)}

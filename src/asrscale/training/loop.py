@@ -29,6 +29,7 @@ import torch
 from asrscale.config.sections import RunConfig
 from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
+from asrscale.progress import clock
 from asrscale.training import records
 from asrscale.training.algorithms.base import Algorithm
 from asrscale.training.checkpoints import Checkpoints
@@ -87,6 +88,7 @@ class LearnerLoop:
         train = self.run_config.train
         self.schedule = Schedule(train.schedule, train.lr_decay, train.newbob)
         self.evaluated = None  # the consensus model, where it is not the learner's own
+        self.began = time.monotonic()  # this attempt's start, for the log's wall times
 
     def run(self):
         progress = yield from self.resume_or_start()
@@ -144,6 +146,7 @@ class LearnerLoop:
         groups = self.train_set.batches(self.shard, train.batch_size, seed, steps, learner=self.layout.rank,
                                         order=train.batch_order)  # fmt: skip
         loader = self.shared.prefetcher(groups[progress.done :])
+        self.epoch_began = time.monotonic(), progress.done  # for the log's time left
         batches, interval = iter(loader), Interval()
         epoch_start = self.clock.now() - progress.elapsed
         self.clock.reset()
@@ -174,10 +177,20 @@ class LearnerLoop:
         time_s = progress.trained_s + self.clock.now() - epoch_start
         row = records.interval_row(progress, interval, self.layout.rank, lr, time_s, self.clock.snapshot())
         if self.leader:
-            records.say_interval(row, steps)
+            records.say_interval(row, steps, self.wall_progress(progress, steps))
         progress.rows.append(row)
         progress.worst_loss = max(progress.worst_loss, row["loss"] if math.isfinite(row["loss"]) else math.inf)
         self.clock.reset()
+
+    def wall_progress(self, progress: Progress, steps: int) -> str:
+        """The wall-clock time this attempt has taken, and what is left of the epoch and (at most,
+        every epoch it may take) of the run, at this epoch's rate so far."""
+        now = time.monotonic()
+        began, done_before = self.epoch_began
+        per_step = (now - began) / max(progress.done - done_before, 1)
+        epoch_left = per_step * (steps - progress.done)
+        run_left = epoch_left + per_step * steps * (self.run_config.train.epochs - progress.epoch)
+        return f"wall {clock(now - self.began)}, epoch left {clock(epoch_left)}, run left at most {clock(run_left)}"
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
         """The epoch's training time (until its last learner ends it: the others wait for it at the
@@ -200,7 +213,7 @@ class LearnerLoop:
         if self.leader:
             accepted = None if decision is None else decision.accepted
             progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter),
-                                                      accepted))  # fmt: skip
+                                                      accepted, self.shared.world["kind"]))  # fmt: skip
             if accepted and dev_loss < (progress.best or {}).get("dev_loss", math.inf):
                 progress.best = {
                     "epoch": progress.epoch,

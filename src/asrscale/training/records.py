@@ -9,6 +9,7 @@ from pathlib import Path
 
 from asrscale.config.sections import RunConfig
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
+from asrscale.progress import clock
 from asrscale.provenance import environment
 from asrscale.training.schedule import Schedule
 from asrscale.worlds.timing import CATEGORIES
@@ -62,22 +63,24 @@ def interval_row(progress: Progress, interval: Interval, rank: int, lr: float, t
     }  # fmt: skip
 
 
-def say_interval(row: dict, steps: int) -> None:
-    """The leader's log line of an interval."""
+def say_interval(row: dict, steps: int, wall: str) -> None:
+    """The leader's log line of an interval, with `wall`: the wall-clock time taken and left."""
     shares = " ".join(f"{c[:-2]} {100 * row[c] / row['wall_s']:.0f}%" for c in TIME_SPLIT)
     print(f"epoch {row['epoch']} step {row['step']}/{steps} | loss {row['loss']:.3f} | lr {row['lr']:.2e} | "
-          f"{row['frames_per_s']:,.0f} frames/s | {shares}", flush=True)  # fmt: skip
+          f"{row['frames_per_s']:,.0f} frames/s | {shares} | {wall}", flush=True)  # fmt: skip
 
 
 def epoch_row(progress: Progress, steps: int, frames: float, seconds: float, lr: float, dev: tuple,
-              accepted: bool) -> dict:  # fmt: skip
+              accepted: bool, world: str) -> dict:  # fmt: skip
     """The run's row of a finished epoch: its training time (until its last learner), frames, its
     last learning rate, the consensus model's dev loss and token error rate `dev`, and whether the
-    schedule kept it (a rejected epoch's model is rolled back)."""
+    schedule kept it (a rejected epoch's model is rolled back); `world` says whose time it is."""
     dev_loss, dev_ter = dev
+    timed = "modelled" if world == "simulated" else "wall clock"
     print(
         f"epoch {progress.epoch} done | dev loss {dev_loss:.3f} | dev TER {100 * dev_ter:.1f}% | "
-        f"{progress.trained_s:.0f} s" + ("" if accepted else " | rejected: back to the last accepted epoch")
+        f"trained {clock(progress.trained_s)} ({timed})"
+        + ("" if accepted else " | rejected: back to the last accepted epoch")
     )
     return {"kind": "epoch", "epoch": progress.epoch, "step": steps, "rank": 0, "time_s": progress.trained_s,
             "frames": int(frames), "frames_per_s": frames / seconds, "wall_s": seconds, "lr": lr,
