@@ -28,7 +28,7 @@ EVERY = {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"}
 
 def test_the_tiny_study_trains_every_algorithm_on_the_gpu_in_both_worlds(tmp_path, monkeypatch):
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
-    tiny, gpu = ROOT / "tests" / "tiny.yaml", ROOT / "tests" / "gpu.yaml"
+    tiny, gpu = ROOT / "studies" / "quick.yaml", ROOT / "tests" / "gpu.yaml"
     run_snakemake(tmp_path, configfile=[tiny, gpu])
     study = tmp_path / "results" / "tiny" / "studies" / "tiny"
     runs = pd.read_csv(study / "runs.tsv", sep="\t")

@@ -18,11 +18,12 @@ from asrscale.data.features import extract_part, read_frame_counts
 from conftest import write_own_corpora
 
 
-def settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None) -> ImportSettings:
+def settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None,
+             speakers: int | None = None) -> ImportSettings:  # fmt: skip
     """Import settings: the configuration's defaults with changes."""
     return ImportSettings(build(FeatureConfig, "features", **(features or {})),
                           build(TextNormalisation, "corpus.text", **(text or {})),
-                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})))  # fmt: skip
+                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})), speakers)  # fmt: skip
 
 
 def features(**changes) -> FeatureConfig:
@@ -62,6 +63,10 @@ def test_each_format_imports_every_utterance_normalised(corpus, sources, tmp_pat
     assert test.text == original["test"].text and test.utt2spk == original["test"].utt2spk
     written = read_data_dir(tmp_path / "train")
     assert (written.wav, written.segments, written.text) == (kaldi.wav, kaldi.segments, kaldi.text)
+    # a quick try: the first speaker, by id, of each source (corpus.speakers)
+    few = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], settings(speakers=1),
+                        tmp_path / "few")  # fmt: skip
+    assert set(few.utt2spk.values()) == {min(libri.utt2spk.values())} and len(few.text) < len(libri.text)
 
 
 def test_features_of_segments_pipes_flac_and_sphere_equal_the_originals(corpus, sources, tmp_path):
@@ -151,7 +156,7 @@ def test_too_many_bad_utterances_stop_after_writing_the_report_in_one_line(tmp_p
     write_kaldi(tmp_path / "k", wav, {u: "x" for u in wav})
     half = settings(bad_input={"max_fraction": 0.5})
     stage_settings = {"sources": [{"format": "kaldi", "path": str(tmp_path / "k")}], "features": asdict(half.features),
-                      "text": asdict(half.text), "bad_input": asdict(half.bad_input)}  # fmt: skip
+                      "text": asdict(half.text), "bad_input": asdict(half.bad_input), "speakers": None}  # fmt: skip
     (tmp_path / "settings.json").write_text(json.dumps(stage_settings))
     command = [sys.executable, "-m", "asrscale", "import-data", "--settings", tmp_path / "settings.json", "--out",
                tmp_path / "out"]  # fmt: skip

@@ -184,3 +184,21 @@ def test_the_librispeech_study_runs_tiny_on_the_local_cluster(cluster, librispee
     submitted = set(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/slurm_logs/rule_(\w+)/", log.read_text()))
     assert {"import_subset", "features", "train", "decode"} <= submitted
     shutil.rmtree(tmp_path / "results", ignore_errors=True)
+
+
+def test_the_smoke_study_keeps_a_few_speakers_and_two_small_runs(librispeech, tmp_path):
+    """studies/librispeech-smoke.yaml over the study and a user's paths: each subset's first
+    speakers alone, SEQ and SSGD at 2, one epoch; the user's paths kept."""
+    from snakemake.utils import update_config
+
+    from asrscale.config.study import Study
+
+    config = {}
+    for file in (ROOT / "config.yaml", ROOT / "studies" / "librispeech.yaml", paths(librispeech, tmp_path),
+                 ROOT / "studies" / "librispeech-smoke.yaml"):  # fmt: skip
+        update_config(config, yaml.safe_load(Path(file).read_text()))
+    study = Study(config)
+    assert study.stage_settings("import-train")["speakers"] == 4 and study.stage_settings("import-dev")["speakers"] == 2
+    assert study.stage_settings("import-train")["sources"][0]["path"] == str(librispeech / SUBSETS["train"])
+    assert sorted((r.algorithm, r.learners) for r in study.runs()) == [("seq", 1), ("ssgd", 2)]
+    assert study.config["train"]["epochs"] == 1

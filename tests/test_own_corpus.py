@@ -27,7 +27,7 @@ def own_study(corpus, tmp_path_factory):
     missing = root / "corpora" / "late.wav"  # listed in a manifest, but not there yet
     with open(sources["tsv"], "a") as tsv:
         tsv.write(f"{missing}\tTURN THE LIGHTS ON\tlate-speaker\tlate-utterance\n")
-    config = yaml.safe_load((ROOT / "tests" / "tiny.yaml").read_text())
+    config = yaml.safe_load((ROOT / "studies" / "quick.yaml").read_text())
     config["corpus"] = {
         "name": "own",
         "subsets": {

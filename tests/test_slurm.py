@@ -75,7 +75,7 @@ def profile_run(workdir, *configfiles, targets=()):
 def study(cluster, tmp_path_factory):
     """The tiny study, every job a SLURM job; the report rendered here."""
     workdir = tmp_path_factory.mktemp("slurm")
-    profile_run(workdir, ROOT / "tests" / "tiny.yaml")
+    profile_run(workdir, ROOT / "studies" / "quick.yaml")
     return workdir
 
 
@@ -123,7 +123,7 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
         (study / f"{name}.yaml").write_text(yaml.safe_dump(settings))
         runs[name] = Path("results/tiny/studies") / name / "runs/mpi/ssgd/default/P2/seed1"
     run = study / runs["preempted"]
-    configs = (ROOT / "tests" / "tiny.yaml", study / "preempted.yaml")
+    configs = (ROOT / "studies" / "quick.yaml", study / "preempted.yaml")
     command = profile_command(study, *configs, targets=[runs["preempted"] / "model.pt"])
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     snakemake = subprocess.Popen(command, cwd=ROOT, **output)
@@ -138,7 +138,7 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     subprocess.run(["scancel", wait_for(lambda: slurm_job("preempted"), "the resumed job", snakemake)], check=True)
     printed, _ = snakemake.communicate(timeout=1800)
     assert snakemake.returncode == 0, printed[-6000:]
-    profile_run(study, ROOT / "tests" / "tiny.yaml", study / "uninterrupted.yaml",
+    profile_run(study, ROOT / "studies" / "quick.yaml", study / "uninterrupted.yaml",
                 targets=[runs["uninterrupted"] / "model.pt"])  # fmt: skip
 
     resumed = json.loads((run / "run.json").read_text())["resumed"]

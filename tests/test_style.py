@@ -24,7 +24,7 @@ def test_snakefmt():
 
 
 def test_snakemake_lint():
-    result = run(sys.executable, "-m", "snakemake", "--lint", "--configfile", "tests/tiny.yaml")
+    result = run(sys.executable, "-m", "snakemake", "--lint", "--configfile", "studies/quick.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

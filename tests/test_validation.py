@@ -12,6 +12,7 @@ import yaml
 
 from asrscale.analysis import fit as fitting
 from asrscale.analysis.claims import CLAIMS
+from asrscale.analysis.fitted import Band, digest, fitted_record
 from asrscale.analysis.validation import (
     Figure,
     _replayed,
@@ -227,7 +228,7 @@ def test_a_runs_band_is_narrow_where_its_time_is_arithmetic_and_wide_where_a_net
     """The same spread of the TCP share (0.3 to 2 times the fitted) and structural error (0.8 to
     1.3): a run that spent 2% of its modelled time outside its arithmetic moves by at most a few
     percent; one that spent 70% of it between nodes over TCP by a factor of several."""
-    band = fitting.Band((0.8, 1.3), {"shares.tcp": (0.3, 2.0), "shares.nvlink": (0.9, 1.1), "serving": (0.5, 1.5)})
+    band = Band((0.8, 1.3), {"shares.tcp": (0.3, 2.0), "shares.nvlink": (0.9, 1.1), "serving": (0.5, 1.5)})
     low, high = band.of(3.9, 0.02, {"nvlink"}, gossip=False)
     assert 0.97 * 3.9 < low < 3.9 < high < 1.03 * 3.9
     low, high = band.of(20.0, 0.7, {"nvlink", "tcp"}, gossip=False)
@@ -242,8 +243,8 @@ def test_the_fitted_file_is_the_fit_of_published_yaml_as_it_is():
     fit-cost-model`): its in-sample predictions are what its parameters give, every figure has a
     prediction out of sample, both structures were validated and the better kept, another start
     found the same parameters, and the band is the held-out fits' spread and structural error."""
-    record = fitting.fitted_record()
-    assert record["published_digest"] == fitting.digest()
+    record = fitted_record()
+    assert record["published_digest"] == digest()
     figures = {(f.study, f.learners): f for f in load_figures(structure=record["structure"])}
     for row in record["figures"]:
         assert modelled_speedup(figures[row["study"], row["learners"]]) == pytest.approx(row["fitted"], rel=1e-2)

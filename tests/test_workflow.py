@@ -15,7 +15,7 @@ import yaml
 from asrscale.analysis.claims import CLAIMS
 from conftest import ROOT, run_snakemake
 
-TINY = ROOT / "tests" / "tiny.yaml"
+TINY = ROOT / "studies" / "quick.yaml"
 
 
 def snakemake(workdir: Path, *arguments, configfile: Path = TINY, check=True):
@@ -41,7 +41,7 @@ def page_of(study: Path) -> str:
 
 
 def expected_runs() -> list[tuple]:
-    """(world, algorithm, variant, learners, seed) of every run tiny.yaml configures, sweeps included."""
+    """(world, algorithm, variant, learners, seed) of every run quick.yaml configures, sweeps included."""
     config = yaml.safe_load(TINY.read_text())
     return sorted(
         (r.get("world", "simulated"), r["algorithm"], "default", p, seed)
@@ -82,7 +82,7 @@ def test_a_straggler_makes_ssgds_fast_learner_wait(study):
     waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / seconds)
     ssgd = (waiting.algorithm == "ssgd") & (waiting.variant == "default") & (waiting.world == "simulated")
     by_learner = waiting[ssgd & (waiting.learners == 2)].set_index("rank").share
-    assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (tiny.yaml: learner 1)
+    assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (quick.yaml: learner 1)
 
 
 def test_the_report_says_what_the_lm_knows_of_the_test_set(study):

@@ -37,7 +37,6 @@ arithmetic has a narrow band, one bound by a network a wide one. `asrscale fit-c
 all of it to src/asrscale/worlds/fitted.yaml, which every simulated run and replay reads.
 """
 
-import hashlib
 import math
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -50,8 +49,8 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
+from asrscale.analysis.fitted import TOLERANCE, digest
 from asrscale.analysis.validation import (
-    PUBLISHED,
     STRUCTURES,
     Figure,
     TimeTable,
@@ -66,7 +65,6 @@ from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_text
 from asrscale.worlds.costmodel import FITTED, Achieved
 
-TOLERANCE = 0.25  # a modelled speedup within 25% of a published one agrees with it
 SHARE_TOLERANCE = 0.05  # a modelled share of time inside MPI within 5 points of a published one
 PRIOR_WIDTH = 10.0  # a prior's standard deviation, as a factor
 STARTS_AGREE = 0.01  # a fit from another start lands within 1% of every parameter, or the fit is not to be trusted
@@ -223,40 +221,6 @@ def _validation(structure: str, fits: dict) -> dict:
                                     if s == structure and system is not None}}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Band:
-    """What a modelled run's time outside its arithmetic may be, as factors on the model's: the
-    structural error (`structural`: the held-out figures' factors, with 1) and each parameter's
-    spread over the fits with a system held out, against the fit of every system (`parameters`:
-    name -> (lowest, highest) value over the fitted one)."""
-
-    structural: tuple[float, float]
-    parameters: dict
-
-    @classmethod
-    def fitted(cls) -> "Band":
-        stated = fitted_record()["band"]
-        return cls(tuple(stated["structural"]), {name: tuple(edges) for name, edges in stated["parameters"].items()})
-
-    def factors(self, transports: set[str], gossip: bool) -> tuple[float, float]:
-        """The factors on a run's time outside its arithmetic, over its links' `transports` (time
-        falls as a share rises) and, for gossip, what serving an exchange costs (it grows with it)."""
-        low, high = 1.0, 1.0
-        for transport in sorted(transports - {"measured"}):
-            lowest, highest = self.parameters[f"shares.{transport}"]
-            low, high = min(low, 1 / highest), max(high, 1 / lowest)
-        if gossip:
-            lowest, highest = self.parameters["serving"]
-            low, high = min(low, lowest), max(high, highest)
-        return low * self.structural[0], high * self.structural[1]
-
-    def of(self, speedup: float, outside_share: float, transports: set[str], gossip: bool) -> tuple[float, float]:
-        """The band of a modelled `speedup` whose run spent `outside_share` of its modelled time
-        outside its arithmetic (its baseline's time taken as modelled)."""
-        low, high = self.factors(transports, gossip)
-        return speedup / (1 - outside_share + outside_share * high), speedup / (1 - outside_share + outside_share * low)
-
-
 def band_of(validation: dict, full: dict[str, float]) -> dict:
     """The band's record: the structural error of the held-out figures in the fit, and each
     parameter's spread over the fits with a system held out."""
@@ -265,18 +229,6 @@ def band_of(validation: dict, full: dict[str, float]) -> dict:
               for p in PARAMETERS}  # fmt: skip
     return {"structural": [round(min(factors), 3), round(max(factors), 3)],
             "parameters": {name: [round(min(v), 3), round(max(v), 3)] for name, v in spread.items()}}  # fmt: skip
-
-
-def fitted_record() -> dict:
-    """What `asrscale fit-cost-model` wrote: the parameters with their priors and evidence, each
-    figure's predictions in and out of sample, both structures' validations, the time tables, the
-    band and the check of two starts (fitted.yaml)."""
-    return yaml.safe_load(FITTED.read_text())
-
-
-def digest(path: Path = PUBLISHED) -> str:
-    """What a fit was made on: published.yaml's sha256 (a changed file needs a new fit)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 SECOND_START = 3.0  # the other start of the check of two starts: every prior times this

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.fit import Band
+from asrscale.analysis.fitted import Band
 from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
 from asrscale.worlds.timing import CATEGORIES
 

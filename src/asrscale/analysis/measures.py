@@ -22,7 +22,7 @@ dev loss first reached the study's target, 5% above SEQ's best, SEQ's over the r
 ratio of the epochs each took beside it); and to SEQ's accuracy (until SEQ's own best dev loss,
 cong17's "6.1× to the accuracy of sequential"). A target comes only from SEQ's runs that converged:
 where none did, nothing has a time to target. A modelled speedup carries a band of its own run's
-(asrscale.analysis.fit.Band: from its time outside its arithmetic, the links it used and what the
+(asrscale.analysis.fitted.Band: from its time outside its arithmetic, the links it used and what the
 cost model's validation found of them); a measured one has none."""
 
 import pandas as pd
@@ -147,7 +147,7 @@ def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     (its own best dev loss) with its ratio of epochs, and efficiency. Beside them the speedup over
     the same algorithm and variant at one learner, as su15 measured MA against its own one-GPU run
     (NaN where the study has no such run). A modelled speedup's band (`<speedup>_low`,
-    `<speedup>_high`) is its run's from `band` (asrscale.analysis.fit.Band: the run's share of
+    `<speedup>_high`) is its run's from `band` (asrscale.analysis.fitted.Band: the run's share of
     time outside its arithmetic, `transports`, and gossip); a measured one's is itself."""
     modelled = table.speedup_kind.str.startswith("modelled")
     factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP)

@@ -7,7 +7,7 @@ What a plan rests on: the profile's measured compute, carried to the study's mod
 frame (a profile measured on a smaller model is an upper bound of the time: a small model leaves a
 GPU idle); the training set's size, from its extracted features where they exist, else LibriSpeech's
 published subset sizes or the built-in corpus's utterances at their measured mean length
-(`corpus_size`); each run's own band (asrscale.analysis.fit.Band). Training time only: dev
+(`corpus_size`); each run's own band (asrscale.analysis.fitted.Band). Training time only: dev
 evaluation and checkpoints add a little, data loading none beyond the profile's. A run is priced
 for every epoch it may take (newbob usually stops a run earlier).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from asrscale.analysis.fit import Band
+from asrscale.analysis.fitted import Band
 from asrscale.analysis.measures import GOSSIP
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec

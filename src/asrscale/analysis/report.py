@@ -15,7 +15,7 @@ from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
-from asrscale.analysis.fit import TOLERANCE, fitted_record
+from asrscale.analysis.fitted import TOLERANCE, fitted_record
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
 from asrscale.analysis.measures import diverged, trained
 from asrscale.analysis.tables import Tables, load

@@ -20,18 +20,17 @@ import functools
 import math
 import operator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from asrscale.analysis.fitted import PUBLISHED
 from asrscale.config.schema import profile_defaults
 from asrscale.errors import ConfigError
 from asrscale.training.replay import Replayed, Workload, replay
 from asrscale.worlds.costmodel import Achieved, Hardware
 
-PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
 BASELINES = ("seq", "same", "stock_kaldi")
 READINGS = ("same-epochs", "to-accuracy")
 #: how MPI through host memory (a non-CUDA-aware MPI: su15's, rosc17's) is modelled: "series", a

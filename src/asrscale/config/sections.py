@@ -77,6 +77,7 @@ class ImportSettings:
     features: FeatureConfig  # rate, channel; kind "kaldi": feats.scp
     text: TextNormalisation
     bad_input: BadInputPolicy
+    speakers: int | None  # each source's first speakers alone (corpus.speakers.<subset>); None: all
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,11 @@ class ImportStage:
     features: FeatureConfig
     text: TextNormalisation
     bad_input: BadInputPolicy
+    speakers: int | None
 
     @property
     def importing(self) -> ImportSettings:
-        return ImportSettings(self.features, self.text, self.bad_input)
+        return ImportSettings(self.features, self.text, self.bad_input, self.speakers)
 
 
 @dataclass(frozen=True)

@@ -316,8 +316,9 @@ class Study:
         if stage == "synthesise":
             return {key: value for key, value in corpus["builtin"].items() if key != "jobs"}
         if stage.startswith("import-") and stage.removeprefix("import-") in corpus.get("subsets", {}):
-            sources = corpus["subsets"][stage.removeprefix("import-")]
-            return {"sources": sources, "features": features, "text": corpus["text"], "bad_input": corpus["bad_input"]}
+            subset = stage.removeprefix("import-")
+            return {"sources": corpus["subsets"][subset], "features": features, "text": corpus["text"],
+                    "bad_input": corpus["bad_input"], "speakers": corpus["speakers"].get(subset)}  # fmt: skip
         if stage == "features":
             return {"features": features, "bad_input": corpus["bad_input"]}
         if stage == "calibrate":

@@ -134,7 +134,8 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
 
 
 def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> DataDir:
-    """Import one subset from its sources (each {format, path, prefix}) into the data dir `out`."""
+    """Import one subset from its sources (each {format, path, prefix}) into the data dir `out`;
+    `settings.speakers`, where given, keeps each source's first speakers alone (by id: a quick try)."""
     out = Path(out)
     # the watch list sits beside the data dir, which a rerun replaces
     skipped = Skipped(settings.bad_input, out / "skipped.tsv", "import", out.with_name(f"{out.name}.watch"))
@@ -144,6 +145,9 @@ def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> D
         if not path.exists():
             raise BadInput(f"{path} does not exist (source {index} of this subset: {source})")
         found = FORMATS[source["format"]].read(path, skipped)
+        if settings.speakers:
+            kept = set(sorted({e.speaker for e in found})[: settings.speakers])
+            found = [e for e in found if e.speaker in kept]
         # recordings are known only inside their source: numbered, two sources' never clash
         number = f"@{index}" if len(sources) > 1 else ""
         if prefix or number:
