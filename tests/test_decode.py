@@ -167,8 +167,9 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     train(run, run_paths(corpus, corpus / "shards" / "P1", tmp_path / "run"), SimWorld(1, costs, name="seq"))
     write_arpa(tmp_path / "lm.arpa", list(read_table(corpus / "data" / "train" / "text").values()), 3)
     settings = build(DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0])
-    subsets = {s: (corpus / "data" / s, corpus / "feats" / s) for s in ("dev", "test")}
-    arguments = (tmp_path / "run" / "model.pt", subsets, corpus / "feats" / "train", tmp_path / "lm.arpa", settings)
+    dev, tests = (corpus / "data" / "dev", corpus / "feats" / "dev"), {"test": (corpus / "data" / "test",
+                                                                               corpus / "feats" / "test")}  # fmt: skip
+    arguments = (tmp_path / "run" / "model.pt", dev, tests, corpus / "feats" / "train", tmp_path / "lm.arpa", settings)
     for attempt in ("first", "second"):
         decode_run(*arguments, tmp_path / attempt)
     program = ("import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
@@ -180,11 +181,11 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
                corpus / "feats" / "dev", "--train-feats", corpus / "feats" / "train",
                "--out", tmp_path / "other"]  # fmt: skip
     subprocess.run(list(map(str, command)), check=True, capture_output=True)
-    hypotheses = [(tmp_path / name / "hypotheses.tsv").read_text() for name in ("first", "second", "other")]
+    hypotheses = [(tmp_path / name / "test" / "hypotheses.tsv").read_text() for name in ("first", "second", "other")]
     assert hypotheses[0] == hypotheses[1] == hypotheses[2] and len(hypotheses[0].splitlines()) > 10
     # each utterance's word errors add up to the WERs scored
-    utterances = pd.read_csv(tmp_path / "first" / "utterances.tsv", sep="\t")
-    scores = json.loads((tmp_path / "first" / "scores.json").read_text())
+    utterances = pd.read_csv(tmp_path / "first" / "test" / "utterances.tsv", sep="\t")
+    scores = json.loads((tmp_path / "first" / "test" / "scores.json").read_text())
     for decode in ("lm", "greedy"):
         assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(scores[decode]["wer"])
 

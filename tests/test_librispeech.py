@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import soundfile
 import yaml
@@ -19,7 +20,7 @@ from asrscale.decoding.lm import write_arpa
 from conftest import ROOT
 from test_slurm import LOCAL, WITHOUT_ACCOUNTING, cluster, site_profile  # noqa: F401 (the fixture)
 
-SUBSETS = {"train": "train-clean-100", "dev": "dev-clean", "test": "test-clean"}
+SUBSETS = {"train": "train-clean-100", "dev": "dev-clean", "test-clean": "test-clean", "test-other": "test-other"}
 LM = "3-gram.pruned.1e-7.arpa.gz"
 
 
@@ -31,10 +32,10 @@ def librispeech(corpus, tmp_path_factory) -> Path:
     ships LibriSpeech's (lm/3-gram.pruned.1e-7.arpa.gz)."""
     root = tmp_path_factory.mktemp("LibriSpeech")
     texts = []
-    for subset, name in SUBSETS.items():
-        data = read_data_dir(corpus / "data" / subset)
+    for offset, (subset, name) in enumerate(SUBSETS.items()):  # test-other: the tiny test set again, other speakers
+        data = read_data_dir(corpus / "data" / subset.split("-")[0])
         for index, utt in enumerate(sorted(data.text)):
-            speaker, chapter = 100 + index % 4, 200 + index % 2
+            speaker, chapter = 100 + 10 * offset + index % 4, 200 + index % 2
             folder = root / name / str(speaker) / str(chapter)
             folder.mkdir(parents=True, exist_ok=True)
             new = f"{speaker}-{chapter}-{index:04d}"
@@ -54,8 +55,12 @@ def librispeech(corpus, tmp_path_factory) -> Path:
 
 def paths(librispeech: Path, folder: Path) -> Path:
     """A user's file over the study: where their LibriSpeech is."""
-    mine = {"corpus": {"subsets": {subset: [{"format": "librispeech", "path": str(librispeech / name)}]
-                                   for subset, name in SUBSETS.items()}},
+
+    def source(subset: str) -> list[dict]:
+        return [{"format": "librispeech", "path": str(librispeech / SUBSETS[subset])}]
+
+    mine = {"corpus": {"subsets": {"train": source("train"), "dev": source("dev"),
+                                   "test": {"clean": source("test-clean"), "other": source("test-other")}}},
             "decode": {"lm": str(librispeech / "lm" / LM)}}  # fmt: skip
     (folder / "my-paths.yaml").write_text(yaml.safe_dump(mine))
     return folder / "my-paths.yaml"
@@ -116,7 +121,7 @@ def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say
     cpu_stages = [job for job in jobs if job["rule"] in ("import_subset", "features", "shard", "tokens")]
     assert {job["rule"] for job in cpu_stages} == {"import_subset", "features", "shard", "tokens"}
     assert all(job["slurm_partition"] == "cpu" and "gres" not in job for job in cpu_stages)
-    assert sum(job["rule"] == "features" for job in jobs) == 3 * 32  # the study's feature jobs
+    assert sum(job["rule"] == "features" for job in jobs) == 4 * 32  # train, dev, test-clean, test-other
 
 
 def test_a_site_profile_overrides_a_training_jobs_planned_time(librispeech, tmp_path):
@@ -180,6 +185,10 @@ def test_the_librispeech_study_runs_tiny_on_the_local_cluster(cluster, librispee
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-6000:]
     report = (tmp_path / "reports" / "librispeech.html").read_text()
     assert "SEQ (the baseline)" in report and "LibriSpeech" in report
+    # both test sets decoded, scored and reported; the claims pool them
+    assert "SEQ's WER on test-clean" in report and "SEQ's WER on test-other" in report
+    runs = pd.read_csv(tmp_path / "results" / "librispeech-100" / "studies" / "librispeech" / "runs.tsv", sep="\t")
+    assert runs[["wer_test-clean", "wer_test-other", "wer"]].notna().all(axis=None)
     (log,) = (tmp_path / ".snakemake" / "log").glob("*.snakemake.log")
     submitted = set(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/slurm_logs/rule_(\w+)/", log.read_text()))
     assert {"import_subset", "features", "train", "decode"} <= submitted
@@ -200,5 +209,8 @@ def test_the_smoke_study_keeps_a_few_speakers_and_two_small_runs(librispeech, tm
     study = Study(config)
     assert study.stage_settings("import-train")["speakers"] == 4 and study.stage_settings("import-dev")["speakers"] == 2
     assert study.stage_settings("import-train")["sources"][0]["path"] == str(librispeech / SUBSETS["train"])
+    assert (
+        study.test_sets == ["test-clean", "test-other"] and study.stage_settings("import-test-other")["speakers"] == 2
+    )
     assert sorted((r.algorithm, r.learners) for r in study.runs()) == [("seq", 1), ("ssgd", 2)]
     assert study.config["train"]["epochs"] == 1

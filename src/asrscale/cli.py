@@ -76,8 +76,8 @@ def lm_statistics(args):
     def texts(folder: Path) -> list[str]:
         return list(read_table(folder / "text").values())
 
-    atomic_write_json(args.out, report(args.lm, texts(args.train_data), {"dev": texts(args.dev_data),
-                                                                          "test": texts(args.test_data)}))  # fmt: skip
+    evaluated = {"dev": texts(args.dev_data)} | {Path(folder).name: texts(folder) for folder in args.test_data}
+    atomic_write_json(args.out, report(args.lm, texts(args.train_data), evaluated))
 
 
 def features(args):
@@ -140,10 +140,13 @@ def decode(args):
     from asrscale.config.sections import DecodeSettings
     from asrscale.decoding.decode import decode_run
 
-    subsets = {"dev": (args.dev_data, args.dev_feats), "test": (args.data, args.feats)}
-    scores = decode_run(args.model, subsets, args.train_feats, args.lm, read_settings_of(DecodeSettings, args.settings),
-                        args.out)  # fmt: skip
-    print(json.dumps(scores))
+    if len(args.data) != len(args.feats):
+        raise SystemExit("asrscale decode: --data and --feats name the same test sets, one feature dir a data dir")
+    tests = {Path(data).name: (data, feats) for data, feats in zip(args.data, args.feats)}
+    scores = decode_run(args.model, (args.dev_data, args.dev_feats), tests, args.train_feats, args.lm,
+                        read_settings_of(DecodeSettings, args.settings), args.out)  # fmt: skip
+    print(json.dumps({name: {decode: found[decode]["wer"] for decode in ("lm", "greedy")}
+                      for name, found in scores.items()}))  # fmt: skip
 
 
 def gather(args):
@@ -151,7 +154,7 @@ def gather(args):
     from asrscale.config.sections import GatherStage
 
     settings = read_settings_of(GatherStage, args.settings)
-    gather_runs(settings.runs, settings.sweeps, args.out, settings.convergence)
+    gather_runs(settings.runs, settings.sweeps, settings.test_sets, args.out, settings.convergence)
 
 
 def fit_cost_model(args):
@@ -245,7 +248,8 @@ STAGES = [
      "folded as the transcripts are; checked against the dev transcripts",
      [SETTINGS, *paths("data", "dev-data", "tokens", "out")]),
     (lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
-     paths("lm", "train-data", "dev-data", "test-data", "out")),
+     [*paths("lm", "train-data", "dev-data", "out"),
+      ("--test-data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"})]),
     (features, "extract features of one part of a data dir", [
         SETTINGS, *paths("data"), *PART, *paths("out"),
         ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"})]),
@@ -258,8 +262,11 @@ STAGES = [
         SETTINGS, *paths("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out"),
         ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
         ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"})]),
-    (decode, "decode a test set greedily and with the LM (its weights chosen on dev) and score both",
-     [SETTINGS, *paths("model", "data", "feats", "dev-data", "dev-feats", "train-feats", "lm", "out")]),
+    (decode, "decode the test sets greedily and with the LM (its weights chosen on dev) and score both", [
+        SETTINGS, *paths("model", "dev-data", "dev-feats", "train-feats", "lm"),
+        ("--data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"}),
+        ("--feats", {"type": Path, "nargs": "+", "required": True, "help": "each test set's features, in that order"}),
+        ("--out", {"type": Path, "required": True, "help": "the run's folder: each set's scores in <out>/<set>"})]),
     (gather, "gather a study's runs into tables", [SETTINGS, *paths("out")]),
     (fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check each "
      "figure out of sample", [

@@ -4,7 +4,7 @@ import os
 import sys
 
 from asrscale.config import paths
-from asrscale.config.study import SUBSETS, Study
+from asrscale.config.study import Study
 from asrscale.data.corpus.formats import listings
 from asrscale.io import atomic_write_json, atomic_write_text
 
@@ -30,7 +30,8 @@ STUDY = Study(config)
 wildcard_constraints:
     corpus=STUDY.corpus,
     study=STUDY.name,
-    subset="|".join(SUBSETS),
+    subset="|".join(STUDY.subsets),
+    test_set="|".join(STUDY.test_sets),
     algorithm="[a-z_]+",
     variant="default|[a-z_.]+=[^/]+",
     learners="[0-9][0-9]*",
@@ -78,7 +79,7 @@ def skipped_reports():
     """The folders whose skipped.tsv lists the utterances left out: by import (your own corpus)
     and by feature extraction."""
     stages = [paths.DATA, paths.FEATURES] if STUDY.imported else [paths.FEATURES]
-    return expand(stages, corpus=STUDY.corpus, subset=SUBSETS)
+    return expand(stages, corpus=STUDY.corpus, subset=STUDY.subsets)
 
 
 def own_lm_file(wildcards):

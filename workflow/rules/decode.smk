@@ -21,7 +21,7 @@ rule language_model_statistics:
         lm=STUDY.language_model,
         train_data=fill(paths.DATA, subset="train"),
         dev_data=fill(paths.DATA, subset="dev"),
-        test_data=fill(paths.DATA, subset="test"),
+        test_data=[fill(paths.DATA, subset=name) for name in STUDY.test_sets],
     output:
         paths.LANGUAGE_MODEL_STATISTICS,
     log:
@@ -38,16 +38,18 @@ rule decode:
         settings=fill(paths.STUDY_SETTINGS, stage="decode"),
         model=f"{paths.RUN}/model.pt",
         lm=STUDY.language_model,
-        test_data=fill(paths.DATA, subset="test"),
-        test_feats=fill(paths.FEATURES, subset="test"),
+        test_data=[fill(paths.DATA, subset=name) for name in STUDY.test_sets],
+        test_feats=[fill(paths.FEATURES, subset=name) for name in STUDY.test_sets],
         dev_data=fill(paths.DATA, subset="dev"),
         dev_feats=fill(paths.FEATURES, subset="dev"),
         train_feats=fill(paths.FEATURES, subset="train"),
     output:
-        scores=f"{paths.RUN}/test/scores.json",
-        hypotheses=f"{paths.RUN}/test/hypotheses.tsv",
-        utterances=f"{paths.RUN}/test/utterances.tsv",
-        alignments=multiext(f"{paths.RUN}/test/alignment.", "lm.txt", "greedy.txt"),
+        # each test set's, in <run>/<test set>/
+        [
+            f"{paths.RUN}/{name}/{file}"
+            for name in STUDY.test_sets
+            for file in paths.SCORES
+        ],
     log:
         f"logs/{paths.run_job('decode')}.log",
     benchmark:
@@ -57,7 +59,7 @@ rule decode:
     resources:
         gres=ONE_GPU,  # the beam search's acoustic model, where training has GPUs
     params:
-        folder=lambda wildcards, output: Path(output.scores).parent,
+        folder=lambda wildcards, output: Path(output[0]).parents[1],
     shell:
         "python -m asrscale decode --settings {input.settings} --model {input.model} --lm {input.lm}"
         " --data {input.test_data} --feats {input.test_feats} --dev-data {input.dev_data}"

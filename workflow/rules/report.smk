@@ -11,8 +11,11 @@ rule gather:
             file=[
                 "metrics.tsv",
                 "run.json",
-                "test/scores.json",
-                "test/utterances.tsv",
+                *(
+                    f"{name}/{file}"
+                    for name in STUDY.test_sets
+                    for file in paths.SCORES
+                ),
             ],
         ),
         settings=fill(paths.STUDY_SETTINGS, stage="gather"),

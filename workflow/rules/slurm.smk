@@ -27,10 +27,9 @@ def ranks_per_node(wildcards):
 
 def mpi_program(wildcards):
     """The executor plugin's `mpi` resource, which makes a job of several ranks an MPI job (a job of
-    one process is none: the plugin refuses an MPI job of one task)."""
-    if ranks(wildcards) == 1:
-        return None
-    return "srun" if on_slurm() else "mpiexec"
+    one process is none: the plugin refuses an MPI job of one task); what starts the ranks is the
+    `launcher` resource."""
+    return None if ranks(wildcards) == 1 else "srun"
 
 
 def default_launcher(wildcards):

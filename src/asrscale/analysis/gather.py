@@ -40,9 +40,8 @@ def training_rule(train: dict, scale: float) -> str:
     return f"{optimizer}, lr {train['lr']:g} × {scale:g} ({train['lr_scaling']}){warmup}{schedule}{clip}"
 
 
-def _run_tables(algorithm: str, variant: str, run: Path):
+def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
     record = json.loads((run / "run.json").read_text())
-    scores = json.loads((run / "test" / "scores.json").read_text())
     metrics = pd.read_csv(run / "metrics.tsv", sep="\t")
     keys = {"algorithm": algorithm, "variant": variant, "learners": record["learners"], "seed": record["seed"]}
     epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
@@ -51,14 +50,10 @@ def _run_tables(algorithm: str, variant: str, run: Path):
     world = record.get("world", {"kind": "mpi"})
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s"])  # diverged in its first epoch
     best = epochs[epochs.epoch == record["best_epoch"]]
+    scored, confusions, utterances = _scores(run, test_sets)
     row = {
         **keys,
-        "wer": scores["lm"]["wer"],  # as the studies scored: with a lexicon and an n-gram LM
-        "cer": scores["lm"]["cer"],
-        "greedy_wer": scores["greedy"]["wer"],
-        "greedy_cer": scores["greedy"]["cer"],
-        "lm_weight": scores["lm"]["lm_weight"],
-        "word_bonus": scores["lm"]["word_bonus"],
+        **scored,
         "train_s": last.time_s,
         "frames_per_s": epochs.frames.sum() / epochs.wall_s.sum(),
         "best_dev_loss": best.dev_loss.iloc[0] if len(best) else float("nan"),  # of the model decoded
@@ -86,10 +81,36 @@ def _run_tables(algorithm: str, variant: str, run: Path):
         "diverged": _divergence(record.get("diverged")),
         "run": str(run),
     }
-    # the most frequent word errors of the LM decode
-    confusions = pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"]).assign(**keys)
-    utterances = pd.read_csv(run / "test" / "utterances.tsv", sep="\t", dtype={"utt": str}).assign(run=str(run))
-    return row, epochs, confusions, _learners(metrics, world, keys), utterances
+    return row, epochs, confusions.assign(**keys), _learners(metrics, world, keys), utterances
+
+
+def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """A run's test scores, its test sets pooled (WER with the LM, as the studies scored, and
+    greedily; CERs), each set's WERs where there are several; the LM decode's most frequent word
+    errors; and every test utterance's word errors (`utt` named by its set where there are several)."""
+    found = {name: json.loads((run / name / "scores.json").read_text()) for name in test_sets}
+    words = {name: scores["lm"]["words"] for name, scores in found.items()}
+    chars = {name: scores["lm"].get("chars", words[name]) for name, scores in found.items()}  # (older: by words)
+
+    def pooled(decode: str, rate: str, weights: dict) -> float:
+        return sum(found[n][decode][rate] * weights[n] for n in found) / sum(weights.values())
+
+    first = found[test_sets[0]]["lm"]
+    row = {"wer": pooled("lm", "wer", words), "cer": pooled("lm", "cer", chars),
+           "greedy_wer": pooled("greedy", "wer", words), "greedy_cer": pooled("greedy", "cer", chars),
+           "lm_weight": first["lm_weight"], "word_bonus": first["word_bonus"]}  # fmt: skip
+    if len(test_sets) > 1:
+        row |= {f"{decode}_{name}": found[name][key]["wer"] for name in test_sets
+                for decode, key in (("wer", "lm"), ("greedy_wer", "greedy"))}  # fmt: skip
+    confusions = pd.concat([pd.DataFrame(scores["lm"]["confusions"], columns=["reference", "hypothesis", "count"])
+                            for scores in found.values()])  # fmt: skip
+    confusions = confusions.groupby(["reference", "hypothesis"], dropna=False, as_index=False)["count"].sum()
+    utterances = pd.concat([
+        pd.read_csv(run / name / "utterances.tsv", sep="\t", dtype={"utt": str}, keep_default_na=False)
+        .assign(test_set=name, run=str(run)) for name in test_sets])  # fmt: skip
+    if len(test_sets) > 1:
+        utterances = utterances.assign(utt=utterances.test_set + "/" + utterances.utt)
+    return row, confusions.sort_values("count", ascending=False, kind="stable"), utterances
 
 
 def _timing(world: dict, environment: dict) -> dict:
@@ -157,12 +178,13 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
     )
 
 
-def gather_runs(runs: list[dict], sweeps: list[dict], out_dir: Path, rule: dict) -> None:
+def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_dir: Path, rule: dict) -> None:
     """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
     stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep. `rule`:
-    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter). Modelled
-    speedups carry the band of the cost model's fit (asrscale.analysis.fit)."""
-    rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"])) for r in runs))
+    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter); `test_sets`:
+    the test sets every run was scored on. Modelled speedups carry their runs' bands
+    (asrscale.analysis.fitted.Band)."""
+    rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"]), test_sets) for r in runs))
     epochs, confusions, learners, utterances = map(pd.concat, tables)
     table = convergence(pd.DataFrame(rows), epochs, rule["plateau"], rule["plateau_max_dev_ter"])
     table = time_to_target(table, epochs, rule["target_dev_loss"])

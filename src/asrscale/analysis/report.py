@@ -78,8 +78,12 @@ def draw(tables: Tables, folder: Path) -> dict[str, Markup]:
 
 def render(found: Findings, images: dict[str, Markup], title: str) -> str:
     runs = found.runs
+    test_sets = [subset for subset in found.lm if subset not in ("lm", "dev")]
+    per_set = {f"{decode}_{name}": f"{label} {name} %" for name in test_sets if len(test_sets) > 1
+               for decode, label in (("wer", "WER"), ("greedy_wer", "greedy WER"))}  # fmt: skip
     return TEMPLATE.render(
-        title=title, found=found, images=images, columns=RUN_COLUMNS, cell=cell, percent=percent,
+        title=title, found=found, images=images, columns=RUN_COLUMNS | per_set, cell=cell, percent=percent,
+        test_sets=test_sets,
         margin=WER_MARGIN, confidence=CONFIDENCE, speed_margin=SPEED_MARGIN, speed_seeds=SPEED_SEEDS,
         speedup_tolerance=TOLERANCE, fit=fitted_record(), verdict_class=verdict_class, glance=glance(found.grid),
         scale=scale(found), sweep_name=sweep_name, diverged=diverged(runs),
@@ -165,7 +169,7 @@ def cell(run: pd.Series, column: str) -> str:
         return f"yes: {run.converged_by}" if value else Markup(f"<b>no: {NOT_CONVERGED[run.converged_by]}</b>")
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
-    if column in ("wer", "cer", "greedy_wer", "greedy_cer"):
+    if column in ("wer", "cer", "greedy_wer", "greedy_cer") or column.startswith(("wer_", "greedy_wer_")):
         return f"{100 * value:.2f}"
     if column == "lm_change":
         return f"{100 * value:+.2f}"

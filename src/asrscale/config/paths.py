@@ -20,6 +20,8 @@ STUDY_SETTINGS = STUDY + "/settings/{stage}.json"
 CALIBRATION = STUDY + "/calibration.json"
 LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of dev and test
 RUN = STUDY + "/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
+# what decoding writes of a run's test set, in <run>/<test set>/
+SCORES = ("scores.json", "hypotheses.tsv", "utterances.tsv", "alignment.lm.txt", "alignment.greedy.txt")
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables
 TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners", "utterances")
 FIGURES = STUDY + "/figures"

@@ -203,6 +203,7 @@ class GatherStage:
 
     runs: list
     sweeps: list
+    test_sets: list  # every run's test sets (Study.test_sets)
     convergence: dict
 
 

@@ -22,7 +22,7 @@ from asrscale.config.schema import PROFILES, validate, with_profiles
 from asrscale.config.sections import STAGES, RunConfig, TrainConfig, from_settings, world_of
 from asrscale.errors import ConfigError
 
-SUBSETS = ("train", "dev", "test")
+SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 
 
@@ -61,9 +61,10 @@ class Study:
         if kaldi_features != (config["features"]["kaldi_dim"] is not None):
             raise ConfigError("config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
                               "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)")  # fmt: skip
-        for subset, sources in config["corpus"].get("subsets", {}).items():
-            for index, source in enumerate(sources):
-                key = f"config: corpus.subsets.{subset}[{index}]"
+        for subset in self.subsets if self.imported else []:
+            for index, source in enumerate(self.sources(subset)):
+                name = subset.replace("test-", "test.")  # a test set given by name
+                key = f"config: corpus.subsets.{name}[{index}]"
                 if check_paths and not Path(source["path"]).exists():
                     raise ConfigError(f"{key}.path: {source['path']} does not exist")
                 if kaldi_features and source["format"] != "kaldi":
@@ -256,9 +257,23 @@ class Study:
         """Feature extraction jobs per subset."""
         return self.config["features"]["jobs"]
 
+    @property
+    def test_sets(self) -> list[str]:
+        """The test sets, each decoded and scored: "test", or "test-<name>" for each set of
+        corpus.subsets.test given by name (LibriSpeech's test-clean and test-other)."""
+        tests = self.config["corpus"].get("subsets", {}).get("test")
+        return [f"test-{name}" for name in tests] if isinstance(tests, dict) else ["test"]
+
+    @property
+    def subsets(self) -> list[str]:
+        return ["train", "dev", *self.test_sets]
+
     def sources(self, subset: str) -> list[dict]:
-        """Your own corpus: a subset's sources (corpus.subsets.<subset>)."""
-        return self.config["corpus"]["subsets"][subset]
+        """Your own corpus: a subset's sources (corpus.subsets.<subset>; a test set of several)."""
+        subsets = self.config["corpus"]["subsets"]
+        if subset.startswith("test-"):
+            return subsets["test"][subset.removeprefix("test-")]
+        return subsets[subset]
 
     @property
     def language_model(self) -> str:
@@ -315,10 +330,11 @@ class Study:
         features = self._features()
         if stage == "synthesise":
             return {key: value for key, value in corpus["builtin"].items() if key != "jobs"}
-        if stage.startswith("import-") and stage.removeprefix("import-") in corpus.get("subsets", {}):
+        if stage.startswith("import-") and self.imported and stage.removeprefix("import-") in self.subsets:
             subset = stage.removeprefix("import-")
-            return {"sources": corpus["subsets"][subset], "features": features, "text": corpus["text"],
-                    "bad_input": corpus["bad_input"], "speakers": corpus["speakers"].get(subset)}  # fmt: skip
+            return {"sources": self.sources(subset), "features": features, "text": corpus["text"],
+                    "bad_input": corpus["bad_input"],
+                    "speakers": corpus["speakers"].get(subset.split("-")[0])}  # fmt: skip
         if stage == "features":
             return {"features": features, "bad_input": corpus["bad_input"]}
         if stage == "calibrate":
@@ -339,7 +355,7 @@ class Study:
             reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
                         for run in self.runs()]  # fmt: skip
             rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
-            return {"runs": reported, "sweeps": self.sweep_points(), "convergence": rule}
+            return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule}
         if stage == "report":
             return {"title": config["report"]["title"], "config": config}
         raise ValueError(f"no settings of a stage {stage!r}")

@@ -106,7 +106,7 @@ def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
         char_errors, chars = error_counts(test.references, hypotheses, "char")
         alignment, confusions, errors[name] = align(test.utts, test.references, hypotheses)
         atomic_write_text(out_dir / f"alignment.{name}.txt", alignment)
-        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words,
+        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words, "chars": chars,
                         "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)]}  # fmt: skip
     names = list(decodes)
     rows = zip(test.utts, test.references, *decodes.values())
@@ -119,36 +119,41 @@ def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
     return scores
 
 
-def decode_run(model_path, subsets: dict[str, tuple[Path, Path]], train_feats_dir, lm: Path,
-               settings: DecodeSettings, out_dir) -> dict:  # fmt: skip
-    """Decode `subsets["test"]` with a trained model on `settings.device`, greedily and with the
-    LM at the weights best on `subsets["dev"]`; writes hypotheses, alignments and scores."""
+def decode_run(model_path, dev: tuple[Path, Path], tests: dict[str, tuple[Path, Path]], train_feats_dir,
+               lm: Path, settings: DecodeSettings, out_dir) -> dict:  # fmt: skip
+    """Decode each test set of `tests` (name -> its data and feature dirs) with a trained model on
+    `settings.device`, greedily and with the LM at the weights best on `dev`; writes each set's
+    hypotheses, alignments and scores into `out_dir`/<name>. Returns each set's scores."""
     saved = torch.load(model_path, weights_only=False)
     # (a model saved before features.kaldi_dim and features.dither were settings has neither)
     tokens, features = Tokens(saved["tokens"]), FeatureConfig(**{"kaldi_dim": None, "dither": 0.0, **saved["features"]})
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
     model.to(resolve_device(settings.device)).eval()
-    dev, test = (
-        model_outputs(model, Subset(data, feats, train_feats_dir, saved["cmvn"], tokens))
-        for data, feats in (subsets["dev"], subsets["test"])
-    )
-    search = LexiconBeamSearch(lm, tokens, settings.beam, settings.beam_threshold)
-    tried = choose_weights(search, dev, settings)
-    decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
-    ticker, with_lm = Ticker("test decodes with the LM", len(test.log_probs)), []
-    for scores in test.log_probs:
-        ticker(len(with_lm))
-        with_lm.append(search.decode(decoder, scores))
-    ticker(len(with_lm))
 
-    scores = score(test, {"lm": with_lm, "greedy": test.greedy}, Path(out_dir))
-    scores |= {"tried_on_dev": tried, "dev_greedy_wer": wer(dev.references, dev.greedy)}
-    scores["lm"] |= {key: tried[0][key] for key in ("lm_weight", "word_bonus", "dev_wer")}
-    lexicon = set(search.words)
-    scores["oov_words"] = sum(w not in lexicon for text in test.references for w in text.split())
-    scores["unknown_characters"] = unknown = unknown_characters(test.references, tokens)
-    if unknown:
-        print(f"note: {unknown} reference characters are not in the model's token set; they count as errors")
-    atomic_write_json(out_dir / "scores.json", scores)
-    return scores
+    def outputs(data: Path, feats: Path) -> Outputs:
+        return model_outputs(model, Subset(data, feats, train_feats_dir, saved["cmvn"], tokens))
+
+    on_dev = outputs(*dev)
+    search = LexiconBeamSearch(lm, tokens, settings.beam, settings.beam_threshold)
+    tried = choose_weights(search, on_dev, settings)
+    decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
+    found = {}
+    for name, (data, feats) in tests.items():
+        test = outputs(data, feats)
+        ticker, with_lm = Ticker(f"{name} decodes with the LM", len(test.log_probs)), []
+        for scores in test.log_probs:
+            ticker(len(with_lm))
+            with_lm.append(search.decode(decoder, scores))
+        ticker(len(with_lm))
+        scores = score(test, {"lm": with_lm, "greedy": test.greedy}, Path(out_dir) / name)
+        scores |= {"tried_on_dev": tried, "dev_greedy_wer": wer(on_dev.references, on_dev.greedy)}
+        scores["lm"] |= {key: tried[0][key] for key in ("lm_weight", "word_bonus", "dev_wer")}
+        scores["oov_words"] = sum(w not in set(search.words) for text in test.references for w in text.split())
+        scores["unknown_characters"] = unknown = unknown_characters(test.references, tokens)
+        if unknown:
+            print(f"note: {name}: {unknown} reference characters are not in the model's token set; they count as "
+                  "errors")  # fmt: skip
+        atomic_write_json(Path(out_dir) / name / "scores.json", scores)
+        found[name] = scores
+    return found
