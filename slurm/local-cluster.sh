@@ -11,7 +11,13 @@ conf=/etc/slurm/slurm.conf  # srun's job steps lose SLURM_CONF, so the file must
 stop() {
   pkill -x slurmd || true
   pkill -x slurmctld || true
+  pkill -x slurmstepd || true
   pkill -x munged || true
+  for _ in $(seq 50); do  # the daemons gone before new ones bind their ports
+    pgrep -x slurmctld > /dev/null || pgrep -x slurmd > /dev/null || pgrep -x munged > /dev/null \
+      || return 0
+    sleep 0.2
+  done
 }
 
 start() {
@@ -63,14 +69,18 @@ CONF
     [ -c "/var/spool/slurmd/gpus/nvidia$i" ] || mknod "/var/spool/slurmd/gpus/nvidia$i" c 1 3
   done
   echo "Name=gpu File=/var/spool/slurmd/gpus/nvidia[0-$((gpus - 1))]" > /etc/slurm/gres.conf
-  slurmctld
+  # a cold start: jobs of an earlier cluster on this machine (one killed with it, or a machine
+  # image taken while it ran) would otherwise be recovered and hold the node
+  slurmctld -c
   slurmd
   scontrol update nodename="$host" state=resume 2> /dev/null || true  # a drain left by an earlier start
   for _ in $(seq 30); do
     sinfo -h -o %T 2> /dev/null | grep -qx idle && { sinfo; return; }
     sleep 1
   done
-  echo "slurmd did not come up: see /var/log/slurm/" >&2
+  echo "slurmd did not come up:" >&2
+  sinfo >&2 || true
+  tail -n 20 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2
   exit 1
 }
 
