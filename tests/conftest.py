@@ -1,3 +1,5 @@
+import copy
+import dataclasses
 import json
 import os
 import shutil
@@ -6,19 +8,63 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+import torch
+import yaml
 
-from asrscale.config.schema import build, defaults
-from asrscale.config.sections import BadInputPolicy, FeatureConfig, ModelConfig, RunConfig, SyntheticConfig, TrainConfig
+from asrscale.config.schema import MINIMAL, profile_defaults, validate
+from asrscale.config.sections import (
+    BadInputPolicy,
+    FeatureConfig,
+    ImportSettings,
+    ModelConfig,
+    RunConfig,
+    SyntheticConfig,
+    TextNormalisation,
+    TrainConfig,
+)
+from asrscale.data.audio import read_audio, resample
 from asrscale.data.corpus.synthetic import synthesise_part
 from asrscale.data.datadir import read_table
 from asrscale.data.features import combine_parts, extract_part, read_frame_counts
 from asrscale.data.shard import write_shards
 from asrscale.data.tokens import Tokens
-from asrscale.training.run import RunPaths
+from asrscale.models import build_model
+from asrscale.training.fused import fusers
+from asrscale.training.run import RunPaths, train
+from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.simulated import SimWorld
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def defaults(section: str, **changes) -> dict:
+    """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin"),
+    with `changes` over them."""
+    settings = validate(copy.deepcopy(MINIMAL))
+    for key in section.split("."):
+        settings = settings[key]
+    return {**settings, **changes}
+
+
+def build(cls, section: str, **changes):
+    """The dataclass `cls` of a section's settings: its defaults with `changes` over them; the
+    section's keys that are the workflow's (such as `jobs`) are left out."""
+    names = {field.name for field in dataclasses.fields(cls)}
+    if unknown := set(changes) - names:
+        raise TypeError(f"{cls.__name__} has no setting {sorted(unknown)}")
+    return cls(**{key: value for key, value in defaults(section, **changes).items() if key in names})
+
+
+def load_audio(audio: str, sample_rate: int, start: float = 0.0, end: float | None = None, channel: int = 0):
+    """An audio file's samples at `sample_rate` (read_audio, resampled)."""
+    samples, rate = read_audio(audio, start, end, channel)
+    if rate != sample_rate:
+        samples = resample(samples, sample_rate, rate).astype(np.float32)
+    return samples
 
 
 def tiny_corpus_config(**changes) -> SyntheticConfig:
@@ -85,7 +131,7 @@ def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
 
 def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
     """Run `command` on `ranks` real MPI ranks (the pip-installed MPICH), one thread each."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]))
     launcher = shutil.which("mpiexec", path=str(BIN)) or "mpiexec"
     result = subprocess.run(
         [launcher, "-n", str(ranks), *map(str, command)], capture_output=True, text=True, timeout=timeout, env=env
@@ -111,18 +157,22 @@ def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
     recording cut into segments, a piped wav.scp entry, FLAC and NIST SPHERE files), its dev set
     in the LibriSpeech layout, its test set as a TSV and a JSON-lines manifest. Transcripts are
     upper-case with punctuation, as corpora often are."""
-    import json
-
-    import numpy as np
-    import soundfile
-
     from asrscale.data.datadir import read_data_dir
 
-    def shout(text: str) -> str:
-        return text.upper().replace(" ", ", ", 1) + "."
+    train, dev, test = (read_data_dir(corpus / "data" / subset) for subset in ("train", "dev", "test"))
+    kaldi = _write_kaldi_corpus(train, out / "kaldi_train")
+    shutil.copy(corpus / "feats" / "train" / "feats.scp", kaldi / "feats.scp")  # for features.kind "kaldi"
+    return {"kaldi": kaldi, "librispeech": _write_librispeech_corpus(dev, out / "LibriSpeech" / "dev-tiny"),
+            **_write_manifests(test, out)}  # fmt: skip
 
-    train = read_data_dir(corpus / "data" / "train")
-    kaldi = out / "kaldi_train"
+
+def _shout(text: str) -> str:
+    return text.upper().replace(" ", ", ", 1) + "."
+
+
+def _write_kaldi_corpus(train, kaldi: Path) -> Path:
+    import soundfile
+
     (kaldi / "audio").mkdir(parents=True)
     utts = sorted(train.text)
     joined = [soundfile.read(train.wav[u])[0] for u in utts[:3]]
@@ -143,13 +193,15 @@ def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
         else:
             wav[utt] = train.wav[utt]
         segments[utt] = f"{utt} 0 -1"
-    for name, table in (("wav.scp", wav), ("segments", segments), ("text", {u: shout(train.text[u]) for u in utts}),
+    for name, table in (("wav.scp", wav), ("segments", segments), ("text", {u: _shout(train.text[u]) for u in utts}),
                         ("utt2spk", train.utt2spk)):  # fmt: skip
         (kaldi / name).write_text("".join(f"{key} {table[key]}\n" for key in sorted(table)))
-    shutil.copy(corpus / "feats" / "train" / "feats.scp", kaldi / "feats.scp")  # for features.kind "kaldi"
+    return kaldi
 
-    dev = read_data_dir(corpus / "data" / "dev")
-    libri = out / "LibriSpeech" / "dev-tiny"
+
+def _write_librispeech_corpus(dev, libri: Path) -> Path:
+    import soundfile
+
     speakers = {s: 100 + i for i, s in enumerate(sorted(set(dev.utt2spk.values())))}
     for speaker, number in speakers.items():
         chapter = libri / str(number) / "7"
@@ -159,18 +211,200 @@ def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
             soundfile.write(chapter / f"{number}-7-{index:04d}.flac", soundfile.read(dev.wav[utt])[0], 16000)
             lines.append(f"{number}-7-{index:04d} {dev.text[utt].upper()}\n")
         (chapter / f"{number}-7.trans.txt").write_text("".join(lines))
+    return libri
 
-    test = read_data_dir(corpus / "data" / "test")
-    rows = [
-        {"id": u, "path": test.wav[u], "text": shout(test.text[u]), "speaker": test.utt2spk[u]}
-        for u in sorted(test.text)
-    ]
+
+def _write_manifests(test, out: Path) -> dict[str, Path]:
+    rows = [{"id": u, "path": test.wav[u], "text": _shout(test.text[u]), "speaker": test.utt2spk[u]}
+            for u in sorted(test.text)]  # fmt: skip
     half = len(rows) // 2
-    tsv = out / "test.tsv"
-    tsv.write_text(
-        "path\ttext\tspeaker\tid\n"
-        + "".join(f"{r['path']}\t{r['text']}\t{r['speaker']}\t{r['id']}\n" for r in rows[:half])
-    )
-    jsonl = out / "test.jsonl"
+    tsv, jsonl = out / "test.tsv", out / "test.jsonl"
+    lines = [f"{r['path']}\t{r['text']}\t{r['speaker']}\t{r['id']}\n" for r in rows[:half]]
+    tsv.write_text("path\ttext\tspeaker\tid\n" + "".join(lines))
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows[half:]))
-    return {"kaldi": kaldi, "librispeech": libri, "tsv": tsv, "jsonl": jsonl}
+    return {"tsv": tsv, "jsonl": jsonl}
+
+
+# this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
+# for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
+MODEL = {"flops_per_frame": 1e6, "parameters": 100_000}
+
+
+CALIBRATION = {
+    "device": "cpu",
+    "device_name": "cpu",
+    "cores": 2,
+    "gpus": 0,
+    "data_frames_per_s": 10_000.0,
+    "by_threads": {
+        "1": {"backward_s_per_frame": 1e-3, "backward_s_per_batch": 0.0, "update_s": 0.01, "precondition_s": 0.1,
+              "frames_per_s": 1000.0},
+        "2": {"backward_s_per_frame": 5e-4, "backward_s_per_batch": 0.0, "update_s": 0.005, "precondition_s": 0.05,
+              "frames_per_s": 2000.0},
+    },
+    "model": MODEL,
+}  # fmt: skip
+
+
+DEVICE = {"measured_on": "a test device", **MODEL, "backward_s_per_batch": 0.0, "backward_s_per_frame": 5e-4,
+          "update_s": 0.005, "precondition_s": 0.05, "relative_speed": 1.0}  # fmt: skip
+
+
+LINK = {"latency_us": 0, "bandwidth_gbps": 1.0}
+
+
+GPU = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8)
+
+
+def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI_WORLD, **train):
+    """`asrscale train` of a quick run on the tiny corpus, its settings written beside its folder."""
+    run = run_config(algorithm, options=options, **{"log_interval": 2, **train})
+    settings = write_settings(out.parent / f"{out.name}.settings.json", run, world)
+    return [
+        sys.executable, "-m", "asrscale", "train", "--settings", settings, *corpus_arguments(corpus, "train", "dev"),
+        "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
+    ]  # fmt: skip
+
+
+def same_models(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
+class Killed(BaseException):
+    """A job's end by a signal, as far as the trainer can tell: no clean-up of its own runs."""
+
+
+def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
+    """The run is killed as it computes its `calls`-th loss (`fused`: fused learners' losses, many
+    in one computation)."""
+    import asrscale.training.fused as fusing
+    import asrscale.training.learner as trainer
+
+    real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
+    if fused:
+        real_gradients = fusing.fused_gradients
+
+        def gradients(jobs, **options):
+            if any(next(count) == calls for _ in jobs):
+                raise Killed
+            return real_gradients(jobs, **options)
+
+        monkeypatch.setattr(fusing, "fused_gradients", gradients)
+        return
+
+    def loss(*args, **kwargs):
+        if next(count) == calls:
+            raise Killed
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "ctc_loss", loss)
+
+
+# what differs between a run and its resumed twin: the clock
+TIMES = ["time_s", "frames_per_s", "wall_s", "compute_s", "communication_s", "data_wait_s", "idle_s"]
+
+
+def diverged_run(out):
+    """What a diverged run left: its record's `diverged`, its metrics and model, its checkpoints."""
+    record = json.loads((out / "run.json").read_text())
+    model = torch.load(out / "model.pt", weights_only=False)["model"]
+    return record["diverged"], pd.read_csv(out / "metrics.tsv", sep="\t"), model, sorted(out.glob("checkpoints/*/*"))
+
+
+def import_settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None,
+             speakers: int | None = None) -> ImportSettings:  # fmt: skip
+    """Import settings: the configuration's defaults with changes."""
+    return ImportSettings(build(FeatureConfig, "features", **(features or {})),
+                          build(TextNormalisation, "corpus.text", **(text or {})),
+                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})), speakers)  # fmt: skip
+
+
+def feature_config(**changes) -> FeatureConfig:
+    return build(FeatureConfig, "features", **changes)
+
+
+def bad_input_policy(name: str, max_fraction: float = 0.05) -> BadInputPolicy:
+    return BadInputPolicy(name, max_fraction)
+
+
+def read_frame_counts_of_part(prefix):
+    return {utt: int(n) for utt, n in read_table(prefix.with_suffix(".frames")).items()}
+
+
+FUSED_CONFIGS = [
+    model_config(units=16),
+    model_config(units=16, bidirectional=False),
+    model_config(kind="dnn", units=32),
+]
+
+
+def learners_and_batch(config, learners=3, batch=4, dim=40, tokens=12):
+    """Three models of `config` and their batches, in double precision."""
+    torch.manual_seed(0)
+    models = [build_model(config, dim, tokens).double() for _ in range(learners)]
+    features = torch.randn(learners, batch, 50, dim, dtype=torch.double)
+    lengths = torch.randint(10, 51, (learners, batch))  # each learner's batch padded to the longest of all
+    return models, features, lengths
+
+
+def stack(models) -> dict:
+    return {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_() for k in models[0].state_dict()}
+
+
+def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None, calibration=CALIBRATION,
+             **train_changes):  # fmt: skip
+    """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
+    (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
+    `instead` (by kind of request) in place of its own."""
+    hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
+    costs = CostModel(hardware, calibration, seed=3)
+    options = {"period": 2} if algorithm == "kavg" else {}
+    run = run_config(algorithm, options=options, device=device,
+                     **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})  # fmt: skip
+    servers = 1 if algorithm == "asgd" else 0
+    together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
+    world = SimWorld(learners, costs, servers, node_size=2, prefetch=run.train.prefetch, name=algorithm,
+                     device=device, fusers=together)  # fmt: skip
+    paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
+    train(run, paths, world)
+    return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+
+
+# the local cluster has no slurmdbd for sacct to ask
+WITHOUT_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
+
+
+# jobs this machine can hold: a core and a GB a rank
+LOCAL = {
+    "default-resources": {"mem_mb": 2000, "runtime": 30},
+    "set-resources": {"train": {"mem_mb_per_cpu": 1000, "runtime": 30}, "decode": {"mem_mb": 2000},
+                      "features": {"mem_mb": 2000}},
+    "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
+}  # fmt: skip
+
+
+def site_profile(folder: Path, **changes) -> Path:
+    """A user's copy of the shipped profile with their site's settings (`changes`: its keys, and
+    under set-resources each rule's)."""
+    profile = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
+    for key, value in changes.items():
+        if key == "set-resources":
+            value = {rule: {**profile[key].get(rule, {}), **settings} for rule, settings in value.items()}
+        profile[key] = {**profile.get(key, {}), **value}
+    (folder / "profile").mkdir(exist_ok=True)
+    (folder / "profile" / "config.yaml").write_text(yaml.safe_dump(profile))
+    return folder / "profile"
+
+
+def cluster_answers() -> bool:
+    if shutil.which("sinfo") is None:
+        return False
+    return subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not cluster_answers():
+        if os.environ.get("ASRSCALE_REQUIRE_SLURM"):
+            raise AssertionError("ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo")
+        pytest.skip("needs a SLURM cluster: slurm/local-cluster.sh start")

@@ -13,7 +13,7 @@ from asrscale.training import cells
 from asrscale.training.fused import fused_gradients
 from asrscale.training.recurrence import Loops, recurrence_backward, recurrence_forward
 from asrscale.worlds import ops
-from test_fusion import simulate
+from conftest import simulate
 
 if torch.cuda.is_available():
     DEVICE, DTYPE = torch.device("cuda"), torch.float32

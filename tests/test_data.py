@@ -14,7 +14,7 @@ def train_set(corpus):
 
 
 def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpus):
-    utts = read_shard(corpus / "shards" / "P1" / "shard0.tsv")
+    utts = read_shard(corpus / "shards" / "P1", 0, 1)
     groups = train_set.batches(utts, 8, seed=5)
     assert groups == train_set.batches(utts, 8, seed=5) != train_set.batches(utts, 8, seed=6)
     assert sorted(u for g in groups for u in g) == sorted(utts)
@@ -32,7 +32,7 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
     """Every learner's batch of a step comes from the same place in its own order of lengths (the
     batch order is the seed's alone), each learner covers exactly its own shard every epoch, and
     utterances of nearly one length are mixed anew each epoch."""
-    utts = sorted(read_shard(corpus / "shards" / "P1" / "shard0.tsv"))[:48]
+    utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))[:48]
     shards = [utts[rank::4] for rank in range(4)]
     train_set.frames = {u: int(100 * 1.25**i) for i, u in enumerate(utts)}  # apart by more than the jitter
     epoch = [train_set.batches(shard, 4, seed=7, count=3, learner=rank) for rank, shard in enumerate(shards)]
@@ -56,7 +56,7 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
 
 
 def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus):
-    groups = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)
+    groups = train_set.batches(read_shard(corpus / "shards" / "P1", 0, 1), 8, seed=1)
     with batch_loader() as loader:
         inline = list(Prefetcher(train_set, groups, 0, loader))
         # learners sharing the loader (a simulated world's), each taking a batch in turn
@@ -69,7 +69,7 @@ def test_prefetcher_yields_the_same_batches_as_inline_loading(train_set, corpus)
 
 
 def test_prefetcher_reraises_loading_errors_where_the_batch_is_taken(train_set, corpus):
-    good = train_set.batches(read_shard(corpus / "shards" / "P1" / "shard0.tsv"), 8, seed=1)[0]
+    good = train_set.batches(read_shard(corpus / "shards" / "P1", 0, 1), 8, seed=1)[0]
     with batch_loader() as loader:
         batches = iter(Prefetcher(train_set, [good, ["no-such-utterance"]], 2, loader))
         assert next(batches).utts == good

@@ -152,15 +152,14 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     import subprocess
     import sys
 
-    from asrscale.config.schema import build, profile_defaults
+    from asrscale.config.schema import profile_defaults
     from asrscale.config.sections import DecodeSettings
     from asrscale.data.datadir import read_table
     from asrscale.decoding.decode import decode_run
     from asrscale.training.run import train
     from asrscale.worlds.costmodel import CostModel, Hardware
     from asrscale.worlds.simulated import SimWorld
-    from conftest import run_config, run_paths
-    from test_sim import CALIBRATION, GPU
+    from conftest import CALIBRATION, GPU, build, run_config, run_paths
 
     run = run_config(epochs=2, batch_size=4)
     costs = CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION)

@@ -4,11 +4,10 @@ import kaldiio
 import numpy as np
 import python_speech_features as psf
 
-from asrscale.config.schema import build
 from asrscale.config.sections import FeatureConfig
-from asrscale.data.audio import load_audio
 from asrscale.data.datadir import read_data_dir, read_table
 from asrscale.data.features import Normaliser, compute, read_frame_counts
+from conftest import build, load_audio
 
 
 def reference_signal(rate: int = 16000) -> np.ndarray:

@@ -4,15 +4,12 @@ of its own model computed alone, to float rounding."""
 import pytest
 import torch
 
-from asrscale.models import build_model
 from asrscale.training.fused import fused_forward
 from asrscale.training.recurrence import EAGER, Loops
-from conftest import model_config
-
-CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=32)]
+from conftest import FUSED_CONFIGS, learners_and_batch, stack
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
+@pytest.mark.parametrize("config", FUSED_CONFIGS, ids=["blstm", "lstm", "dnn"])
 def test_stacked_learners_compute_what_each_computes_alone(config):
     models, features, lengths = learners_and_batch(config)
     stacked = stack(models)
@@ -33,7 +30,7 @@ class Bucketed(Loops):
 
 
 def test_loops_run_past_the_longest_utterance_change_nothing():
-    config = CONFIGS[0]
+    config = FUSED_CONFIGS[0]
     models, features, lengths = learners_and_batch(config)
     weights = None
     outputs, gradients = [], []
@@ -47,16 +44,3 @@ def test_loops_run_past_the_longest_utterance_change_nothing():
     torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-12, atol=1e-12)
     for name, gradient in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], gradient, rtol=1e-10, atol=1e-12, msg=name)
-
-
-def learners_and_batch(config, learners=3, batch=4, dim=40, tokens=12):
-    """Three models of `config` and their batches, in double precision."""
-    torch.manual_seed(0)
-    models = [build_model(config, dim, tokens).double() for _ in range(learners)]
-    features = torch.randn(learners, batch, 50, dim, dtype=torch.double)
-    lengths = torch.randint(10, 51, (learners, batch))  # each learner's batch padded to the longest of all
-    return models, features, lengths
-
-
-def stack(models) -> dict:
-    return {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_() for k in models[0].state_dict()}

@@ -4,7 +4,6 @@ each alone, whatever the algorithm (TF32 plays no part on the CPU)."""
 import copy
 import json
 
-import pandas as pd
 import pytest
 import torch
 
@@ -12,31 +11,9 @@ from asrscale.config.schema import profile_defaults
 from asrscale.config.sections import world_of
 from asrscale.training.fused import fused_updates, fusers
 from asrscale.training.learner import Learner, make_optimizer
-from asrscale.training.run import make_world, train
+from asrscale.training.run import make_world
 from asrscale.worlds import ops
-from asrscale.worlds.costmodel import CostModel, Hardware
-from asrscale.worlds.simulated import SimWorld
-from conftest import run_config, run_paths
-from test_sim import CALIBRATION
-
-
-def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None, calibration=CALIBRATION,
-             **train_changes):  # fmt: skip
-    """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
-    (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
-    `instead` (by kind of request) in place of its own."""
-    hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
-    costs = CostModel(hardware, calibration, seed=3)
-    options = {"period": 2} if algorithm == "kavg" else {}
-    run = run_config(algorithm, options=options, device=device,
-                     **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})  # fmt: skip
-    servers = 1 if algorithm == "asgd" else 0
-    together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
-    world = SimWorld(learners, costs, servers, node_size=2, prefetch=run.train.prefetch, name=algorithm,
-                     device=device, fusers=together)  # fmt: skip
-    paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
-    train(run, paths, world)
-    return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+from conftest import CALIBRATION, run_config, simulate
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"])

@@ -1,5 +1,5 @@
 """The importers and the feature stage fuzzed: seeded random corpora, well-formed and malformed, of
-every format mixed into one subset. The property: import and features either finish with every
+every format mixed into one subset. The property: import and feature_config either finish with every
 bad utterance listed with its file and line (or audio) in skipped.tsv, or stop with a one-line
 named error; never a traceback, and never an utterance dropped without a word."""
 
@@ -18,7 +18,7 @@ from asrscale.data.badinput import BadInput
 from asrscale.data.corpus.sources import import_subset
 from asrscale.data.datadir import read_data_dir
 from asrscale.data.features import extract_part
-from test_importers import features, policy, settings
+from conftest import bad_input_policy, feature_config, import_settings
 
 CASES = 150  # a fixed budget, seeded: the same cases on every run (about 8 s on 2 cores)
 FORMATS = ("kaldi", "kaldi_segments", "librispeech", "manifest_tsv", "manifest_jsonl", "lhotse", "lhotse_cuts")
@@ -256,7 +256,7 @@ def test_random_corpora_import_and_extract_or_stop_in_one_line(signals, tmp_path
         bad_input, at_features = (case.pick([{"max_fraction": 1.0}] * 5 + [{"max_fraction": 0.3}] * 3
                                             + [{"policy": "stop"}, {}]) for _ in range(2))  # fmt: skip
         try:
-            data = import_subset(case.sources, settings(bad_input=bad_input), out / "data")
+            data = import_subset(case.sources, import_settings(bad_input=bad_input), out / "data")
         except BadInput as error:  # a stop: one line, naming what
             assert "\n" not in str(error) and str(error), (seed, error)
             outcomes["stopped at import"] += 1
@@ -270,11 +270,11 @@ def test_random_corpora_import_and_extract_or_stop_in_one_line(signals, tmp_path
         try:
             extract_part(
                 data,
-                features(),
+                feature_config(),
                 0,
                 1,
                 out / "part0",
-                policy(at_features.get("policy", "skip"), at_features.get("max_fraction", 0.05)),
+                bad_input_policy(at_features.get("policy", "skip"), at_features.get("max_fraction", 0.05)),
             )
         except BadInput as error:
             assert "\n" not in str(error) and str(error), (seed, error)

@@ -15,9 +15,18 @@ import torch
 from asrscale.training.cells import best_cell
 from asrscale.training.fused import fused_forward
 from asrscale.training.recurrence import EAGER, GraphedLoops
-from conftest import MPI_WORLD, ROOT, corpus_arguments, mpiexec, run_config, run_snakemake
-from test_fused import CONFIGS, learners_and_batch, stack
-from test_mpi import train_command
+from conftest import (
+    FUSED_CONFIGS,
+    MPI_WORLD,
+    ROOT,
+    corpus_arguments,
+    learners_and_batch,
+    mpiexec,
+    run_config,
+    run_snakemake,
+    stack,
+    train_command,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -100,7 +109,7 @@ def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_pa
 
 def test_cuda_graphs_replay_the_fused_recurrence_as_computed_eagerly():
     """The simulated world's loops on a GPU (CUDA graphs of Triton's cells) against torch's eager ones."""
-    config, loops = CONFIGS[0], GraphedLoops(best_cell(torch.device("cuda")))
+    config, loops = FUSED_CONFIGS[0], GraphedLoops(best_cell(torch.device("cuda")))
     for round in range(3):  # a shape's first computation is eager, its second captured, the rest replayed
         models, features, lengths = learners_and_batch(config)
         models = [model.float().cuda() for model in models]

@@ -9,32 +9,21 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrscale.config.schema import build
-from asrscale.config.sections import BadInputPolicy, FeatureConfig, ImportSettings, TextNormalisation
+from asrscale.config.sections import TextNormalisation
 from asrscale.data.badinput import BadInput
 from asrscale.data.corpus.sources import import_subset, normalise
-from asrscale.data.datadir import read_data_dir, read_table
+from asrscale.data.datadir import read_data_dir
 from asrscale.data.features import extract_part, read_frame_counts
-from conftest import write_own_corpora
+from conftest import (
+    bad_input_policy,
+    build,
+    feature_config,
+    import_settings,
+    read_frame_counts_of_part,
+    write_own_corpora,
+)
 
-
-def settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None,
-             speakers: int | None = None) -> ImportSettings:  # fmt: skip
-    """Import settings: the configuration's defaults with changes."""
-    return ImportSettings(build(FeatureConfig, "features", **(features or {})),
-                          build(TextNormalisation, "corpus.text", **(text or {})),
-                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})), speakers)  # fmt: skip
-
-
-def features(**changes) -> FeatureConfig:
-    return build(FeatureConfig, "features", **changes)
-
-
-def policy(name: str, max_fraction: float = 0.05) -> BadInputPolicy:
-    return BadInputPolicy(name, max_fraction)
-
-
-SKIP_ALL = settings(bad_input={"max_fraction": 1.0})
+SKIP_ALL = import_settings(bad_input={"max_fraction": 1.0})
 
 
 @pytest.fixture(scope="module")
@@ -49,36 +38,34 @@ def skipped(folder) -> dict[str, str]:
 
 def test_each_format_imports_every_utterance_normalised(corpus, sources, tmp_path):
     original = {s: read_data_dir(corpus / "data" / s) for s in ("train", "dev", "test")}
-    kaldi = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], settings(), tmp_path / "train")
+    kaldi = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], import_settings(), tmp_path / "train")
     assert kaldi.text == original["train"].text  # upper case and punctuation normalised away
     assert len(kaldi.segments) == len(kaldi.text) and set(kaldi.wav) > {"long"}
     assert any(spec.endswith("|") for spec in kaldi.wav.values())
     for utt in kaldi.text:  # segments cut the right span: durations agree with the original files
         assert kaldi.utt2dur[utt] == pytest.approx(original["train"].utt2dur[utt], abs=2e-3)
-    libri = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], settings(), tmp_path / "d")
+    libri = import_subset(
+        [{"format": "librispeech", "path": sources["librispeech"]}], import_settings(), tmp_path / "d"
+    )
     assert sorted(libri.text.values()) == sorted(original["dev"].text.values())
     assert all(utt.startswith(speaker + "-") for utt, speaker in libri.utt2spk.items())
     manifests = [{"format": "manifest", "path": sources["tsv"]}, {"format": "manifest", "path": sources["jsonl"]}]
-    test = import_subset(manifests, settings(), tmp_path / "test")
+    test = import_subset(manifests, import_settings(), tmp_path / "test")
     assert test.text == original["test"].text and test.utt2spk == original["test"].utt2spk
     written = read_data_dir(tmp_path / "train")
     assert (written.wav, written.segments, written.text) == (kaldi.wav, kaldi.segments, kaldi.text)
     # a quick try: the first speaker, by id, of each source (corpus.speakers)
-    few = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], settings(speakers=1),
+    few = import_subset([{"format": "librispeech", "path": sources["librispeech"]}], import_settings(speakers=1),
                         tmp_path / "few")  # fmt: skip
     assert set(few.utt2spk.values()) == {min(libri.utt2spk.values())} and len(few.text) < len(libri.text)
 
 
 def test_features_of_segments_pipes_flac_and_sphere_equal_the_originals(corpus, sources, tmp_path):
-    import_subset([{"format": "kaldi", "path": sources["kaldi"]}], settings(), tmp_path / "data")
-    extract_part(read_data_dir(tmp_path / "data"), features(), 0, 1, tmp_path / "part0", policy("skip"))
+    import_subset([{"format": "kaldi", "path": sources["kaldi"]}], import_settings(), tmp_path / "data")
+    extract_part(read_data_dir(tmp_path / "data"), feature_config(), 0, 1, tmp_path / "part0", bad_input_policy("skip"))
     ours = read_frame_counts_of_part(tmp_path / "part0")
     theirs = read_frame_counts(corpus / "feats" / "train")
     assert ours == theirs
-
-
-def read_frame_counts_of_part(prefix):
-    return {utt: int(n) for utt, n in read_table(prefix.with_suffix(".frames")).items()}
 
 
 def test_text_normalisation():
@@ -138,14 +125,14 @@ def test_bad_input_at_import_is_skipped_with_its_file_line_and_reason(tmp_path):
     assert reasons["latin"].startswith(f"{tmp_path / 'kaldi' / 'text'}:")  # names the file and line
     with pytest.raises(BadInput, match="channel"):  # a mono file has no second channel
         write_kaldi(tmp_path / "mono", {"m": audio / "good.wav"}, {"m": "mono"})
-        second_channel = settings(features=dict(channel=1))
+        second_channel = import_settings(features=dict(channel=1))
         import_subset([{"format": "kaldi", "path": tmp_path / "mono"}], second_channel, tmp_path / "o2")
 
 
 def test_stop_policy_names_the_file_and_line(tmp_path):
     soundfile.write(tmp_path / "good.wav", tone(), 16000)
     write_kaldi(tmp_path / "k", {"a": tmp_path / "good.wav", "b": tmp_path / "gone.wav"}, {"a": "x", "b": "y"})
-    stop = settings(bad_input={"policy": "stop"})
+    stop = import_settings(bad_input={"policy": "stop"})
     with pytest.raises(BadInput, match=r"wav.scp:2: audio file .*gone.wav does not exist"):
         import_subset([{"format": "kaldi", "path": tmp_path / "k"}], stop, tmp_path / "out")
 
@@ -154,7 +141,7 @@ def test_too_many_bad_utterances_stop_after_writing_the_report_in_one_line(tmp_p
     soundfile.write(tmp_path / "good.wav", tone(), 16000)
     wav = {"a": tmp_path / "good.wav", "b": tmp_path / "gone.wav", "c": tmp_path / "gone2.wav"}
     write_kaldi(tmp_path / "k", wav, {u: "x" for u in wav})
-    half = settings(bad_input={"max_fraction": 0.5})
+    half = import_settings(bad_input={"max_fraction": 0.5})
     stage_settings = {"sources": [{"format": "kaldi", "path": str(tmp_path / "k")}], "features": asdict(half.features),
                       "text": asdict(half.text), "bad_input": asdict(half.bad_input), "speakers": None}  # fmt: skip
     (tmp_path / "settings.json").write_text(json.dumps(stage_settings))
@@ -209,7 +196,7 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
     import_subset([{"format": "kaldi", "path": tmp_path / "k"}], SKIP_ALL, tmp_path / "data")
     data = read_data_dir(tmp_path / "data")
     prefix = tmp_path / "feats" / "part0"
-    extract_part(data, features(), 0, 1, prefix, policy("skip", max_fraction=1.0))
+    extract_part(data, feature_config(), 0, 1, prefix, bad_input_policy("skip", max_fraction=1.0))
     assert sorted(read_frame_counts_of_part(prefix)) == ["good_wav", "low_wav", "stereo_wav"]
     reasons = {line.split("\t")[0]: line for line in prefix.with_suffix(".skipped").read_text().splitlines()[1:]}
     assert "silent audio" in reasons["silent_wav"] and "fewer than 10" in reasons["short_wav"]
@@ -218,7 +205,7 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
     frames = read_frame_counts_of_part(prefix)
     assert frames["low_wav"] == frames["good_wav"]  # 8 kHz audio resampled: the same frame rate
     # the channel chosen in config: the stereo file's second channel is twice its first
-    extract_part(data, features(channel=1), 0, 1, tmp_path / "ch1", policy("skip", max_fraction=1.0))
+    extract_part(data, feature_config(channel=1), 0, 1, tmp_path / "ch1", bad_input_policy("skip", max_fraction=1.0))
     import kaldiio
 
     first = kaldiio.load_scp(str(prefix.with_suffix(".scp")))["stereo_wav"]
@@ -226,21 +213,21 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
     tone_band = first.mean(axis=0).argmax()  # (the other bands hold the 16-bit files' quantisation noise)
     assert np.median(second[:, tone_band] - first[:, tone_band]) == pytest.approx(2 * np.log(2), abs=1e-3)
     with pytest.raises(BadInput, match=r"cut.flac: unreadable audio"):
-        extract_part(data, features(), 0, 1, tmp_path / "stop", policy("stop"))
+        extract_part(data, feature_config(), 0, 1, tmp_path / "stop", bad_input_policy("stop"))
 
 
 def test_kaldi_features_instead_of_audio(corpus, sources, tmp_path):
     import kaldiio
 
-    kaldi = settings(features=dict(kind="kaldi", kaldi_dim=40))
+    kaldi = import_settings(features=dict(kind="kaldi", kaldi_dim=40))
     data = import_subset([{"format": "kaldi", "path": sources["kaldi"]}], kaldi, tmp_path / "data")
     assert not data.wav and len(data.feats) == len(data.text) and (tmp_path / "data" / "feats.scp").is_file()
-    extract_part(read_data_dir(tmp_path / "data"), kaldi.features, 0, 1, tmp_path / "part0", policy("skip"))
+    extract_part(read_data_dir(tmp_path / "data"), kaldi.features, 0, 1, tmp_path / "part0", bad_input_policy("skip"))
     ours, theirs = (
         kaldiio.load_scp(str(scp)) for scp in (tmp_path / "part0.scp", corpus / "feats" / "train" / "feats.scp")
     )
     assert sorted(ours) == sorted(theirs) and all(np.array_equal(ours[u], theirs[u]) for u in ours)
-    wrong = settings(features=dict(kind="kaldi", kaldi_dim=13), bad_input={"policy": "stop"})
+    wrong = import_settings(features=dict(kind="kaldi", kaldi_dim=13), bad_input={"policy": "stop"})
     with pytest.raises(BadInput, match=r"features .* are \(\d+, 40\); features.kaldi_dim is 13"):
         import_subset([{"format": "kaldi", "path": sources["kaldi"]}], wrong, tmp_path / "wrong")
 

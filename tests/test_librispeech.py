@@ -17,8 +17,7 @@ import yaml
 
 from asrscale.data.datadir import read_data_dir
 from asrscale.decoding.lm import write_arpa
-from conftest import ROOT
-from test_slurm import LOCAL, WITHOUT_ACCOUNTING, cluster, site_profile  # noqa: F401 (the fixture)
+from conftest import LOCAL, ROOT, WITHOUT_ACCOUNTING, site_profile
 
 SUBSETS = {"train": "train-clean-100", "dev": "dev-clean", "test-clean": "test-clean", "test-other": "test-other"}
 LM = "3-gram.pruned.1e-7.arpa.gz"

@@ -14,17 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import MPI_WORLD, ROOT, corpus_arguments, mpiexec, run_config, write_settings
-
-
-def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI_WORLD, **train):
-    """`asrscale train` of a quick run on the tiny corpus, its settings written beside its folder."""
-    run = run_config(algorithm, options=options, **{"log_interval": 2, **train})
-    settings = write_settings(out.parent / f"{out.name}.settings.json", run, world)
-    return [
-        sys.executable, "-m", "asrscale", "train", "--settings", settings, *corpus_arguments(corpus, "train", "dev"),
-        "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
-    ]  # fmt: skip
+from conftest import MPI_WORLD, ROOT, TIMES, diverged_run, mpiexec, train_command
 
 
 def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identical(corpus):
@@ -104,7 +94,6 @@ def test_a_hanging_or_dying_rank_ends_the_job_in_bounded_time(corpus, fault):
 
 
 def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run(corpus, tmp_path):
-    from test_train import TIMES
 
     often = dict(epochs=4, checkpoint_steps=2)
     mpiexec(2, *train_command(corpus, tmp_path / "whole", corpus / "shards" / "P2", **often))
@@ -146,7 +135,6 @@ def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorit
 def test_a_job_that_explodes_stops_on_every_rank_and_ends_cleanly(corpus, tmp_path, algorithm, ranks):
     """Real ranks stop together where they meet (a checkpoint within the epoch), the gossip
     responders and the server too: the job ends with exit 0 and the run is marked diverged."""
-    from test_train import diverged_run
 
     shards = corpus / "shards" / f"P{ranks - (algorithm == 'asgd')}"
     command = train_command(corpus, tmp_path, shards, algorithm, lr=1e4, batch_size=4, checkpoint_steps=4)

@@ -14,8 +14,7 @@ from asrscale.training.run import train
 from asrscale.training.schedule import Decision, Schedule, learning_rate
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import run_config, run_paths
-from test_sim import CALIBRATION, GPU
+from conftest import CALIBRATION, GPU, run_config, run_paths
 
 NEWBOB = {"start_halving": 0.01, "stop": 0.001, "halving": 0.5}
 

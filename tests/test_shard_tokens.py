@@ -17,8 +17,13 @@ def test_shards_are_balanced_disjoint_and_deterministic():
 
 
 def test_shard_manifests(corpus):
-    shards = [read_shard(corpus / "shards" / "P4" / f"shard{r}.tsv") for r in range(4)]
+    shards = [read_shard(corpus / "shards" / "P4", r, 4) for r in range(4)]
     assert len({u for s in shards for u in s}) == sum(len(s) for s in shards) == 96
+
+
+def test_a_learner_refuses_a_shard_folder_of_another_learner_count(corpus):
+    with pytest.raises(ValueError, match=r"P4 holds 4 shards, not one per learner of this run \(2\)"):
+        read_shard(corpus / "shards" / "P4", 0, 2)
 
 
 def test_tokens_round_trip(tmp_path):

@@ -11,29 +11,20 @@ from asrscale.training.run import train
 from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import run_config, run_paths
+from conftest import (
+    CALIBRATION,
+    DEVICE,
+    GPU,
+    MODEL,
+    TIMES,
+    Killed,
+    diverged_run,
+    kill_at_loss,
+    run_config,
+    run_paths,
+    same_models,
+)
 
-# this machine: 1 ms per frame at one thread, 0.5 ms at two; a dedicated device: 0.5 ms per frame
-# for the model calibrated here; 1 Gb/s links without latency: 1 MB takes 8 ms
-MODEL = {"flops_per_frame": 1e6, "parameters": 100_000}
-CALIBRATION = {
-    "device": "cpu",
-    "device_name": "cpu",
-    "cores": 2,
-    "gpus": 0,
-    "data_frames_per_s": 10_000.0,
-    "by_threads": {
-        "1": {"backward_s_per_frame": 1e-3, "backward_s_per_batch": 0.0, "update_s": 0.01, "precondition_s": 0.1,
-              "frames_per_s": 1000.0},
-        "2": {"backward_s_per_frame": 5e-4, "backward_s_per_batch": 0.0, "update_s": 0.005, "precondition_s": 0.05,
-              "frames_per_s": 2000.0},
-    },
-    "model": MODEL,
-}  # fmt: skip
-DEVICE = {"measured_on": "a test device", **MODEL, "backward_s_per_batch": 0.0, "backward_s_per_frame": 5e-4,
-          "update_s": 0.005, "precondition_s": 0.05, "relative_speed": 1.0}  # fmt: skip
-LINK = {"latency_us": 0, "bandwidth_gbps": 1.0}
-GPU = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8)
 MEGABYTE = 250_000  # float32 values
 
 
@@ -309,7 +300,6 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     corpus, tmp_path, monkeypatch, algorithm, fused
 ):
     """Fused learners too: killed while gradients wait deferred (ADPSGD's fixed by a gossip)."""
-    from test_train import TIMES, Killed, kill_at_loss, same_models
 
     config = run_config(algorithm, epochs=1, batch_size=4, log_interval=2, checkpoint_steps=4)
     servers = 1 if algorithm == "asgd" else 0
@@ -394,7 +384,6 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
 def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(corpus, tmp_path, algorithm, checkpoint_steps):
     """Where the learners meet (an epoch's end, or a checkpoint within it) they stop together,
     the servers and passive gossipers too, and the leader writes what a diverged run leaves."""
-    from test_train import diverged_run
 
     options = {"max_param_change": 0} if algorithm == "ma" else {}  # which would keep MA from diverging
     exploding = run_config(algorithm, options=options, lr=1e4, epochs=2, batch_size=4, log_interval=2,

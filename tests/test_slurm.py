@@ -4,9 +4,7 @@ settings (`site_profile`), as a user runs it: `snakemake --profile <theirs>`.
 answers, unless ASRSCALE_REQUIRE_SLURM is set."""
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,45 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT
-from test_train import TIMES
-
-# the local cluster has no slurmdbd for sacct to ask
-WITHOUT_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
-# jobs this machine can hold: a core and a GB a rank
-LOCAL = {
-    "default-resources": {"mem_mb": 2000, "runtime": 30},
-    "set-resources": {"train": {"mem_mb_per_cpu": 1000, "runtime": 30}, "decode": {"mem_mb": 2000},
-                      "features": {"mem_mb": 2000}},
-    "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
-}  # fmt: skip
-
-
-def site_profile(folder: Path, **changes) -> Path:
-    """A user's copy of the shipped profile with their site's settings (`changes`: its keys, and
-    under set-resources each rule's)."""
-    profile = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
-    for key, value in changes.items():
-        if key == "set-resources":
-            value = {rule: {**profile[key].get(rule, {}), **settings} for rule, settings in value.items()}
-        profile[key] = {**profile.get(key, {}), **value}
-    (folder / "profile").mkdir(exist_ok=True)
-    (folder / "profile" / "config.yaml").write_text(yaml.safe_dump(profile))
-    return folder / "profile"
-
-
-def cluster_answers() -> bool:
-    if shutil.which("sinfo") is None:
-        return False
-    return subprocess.run(["sinfo", "-h"], capture_output=True).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    if not cluster_answers():
-        if os.environ.get("ASRSCALE_REQUIRE_SLURM"):
-            raise AssertionError("ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo")
-        pytest.skip("needs a SLURM cluster: slurm/local-cluster.sh start")
+from conftest import LOCAL, ROOT, TIMES, WITHOUT_ACCOUNTING, site_profile
 
 
 def profile_command(workdir, *configfiles, targets=()):

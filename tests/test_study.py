@@ -11,6 +11,7 @@ from asrscale.config.sections import STAGES, WORLDS, RunConfig, TrainConfig, fro
 from asrscale.config.study import Run, Study
 from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_json
+from asrscale.jobs import train_threads
 from conftest import ROOT
 
 
@@ -175,12 +176,10 @@ def test_a_wrong_configuration_is_an_error_naming_the_key(change, message):
 def test_a_training_job_takes_the_machine_a_share_of_its_gpu_or_a_core():
     """Runs on ranks are timed by the clock: the machine; simulated runs by their cost model: on a
     GPU study.runs_per_gpu of them at once, each with its share of the cores; on the CPU a core."""
-    config = merged()
-    study = Study(config)
+    config = Study(merged()).config
     assert [
-        study.train_threads(world, 16, gpu) for world, gpu in [("mpi", True), ("simulated", True), ("simulated", False)]
+        train_threads(config, world, 16, gpu)
+        for world, gpu in [("mpi", True), ("simulated", True), ("simulated", False)]
     ] == [16, 16, 1]
     config["study"]["runs_per_gpu"] = 4
-    assert (
-        Study(config).train_threads("simulated", 16, True) == 4 and Study(config).train_threads("mpi", 16, True) == 16
-    )
+    assert train_threads(config, "simulated", 16, True) == 4 and train_threads(config, "mpi", 16, True) == 16

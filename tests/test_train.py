@@ -11,7 +11,7 @@ import torch
 from asrscale.models import build_model
 from asrscale.training.run import train
 from asrscale.worlds.mpi import MPIWorld
-from conftest import run_config, run_paths
+from conftest import TIMES, Killed, diverged_run, kill_at_loss, run_config, run_paths, same_models
 
 QUICK = run_config()
 
@@ -51,40 +51,6 @@ def test_seq_trains_logs_and_records(corpus, tmp_path):
     assert model["tokens"][0] == "<blank>"
 
 
-def same_models(a, b) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
-
-
-class Killed(BaseException):
-    """A job's end by a signal, as far as the trainer can tell: no clean-up of its own runs."""
-
-
-def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
-    """The run is killed as it computes its `calls`-th loss (`fused`: fused learners' losses, many
-    in one computation)."""
-    import asrscale.training.fused as fusing
-    import asrscale.training.learner as trainer
-
-    real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
-    if fused:
-        real_gradients = fusing.fused_gradients
-
-        def gradients(jobs, **options):
-            if any(next(count) == calls for _ in jobs):
-                raise Killed
-            return real_gradients(jobs, **options)
-
-        monkeypatch.setattr(fusing, "fused_gradients", gradients)
-        return
-
-    def loss(*args, **kwargs):
-        if next(count) == calls:
-            raise Killed
-        return real_loss(*args, **kwargs)
-
-    monkeypatch.setattr(trainer, "ctc_loss", loss)
-
-
 def test_same_seed_same_model_and_a_longer_run_resumes_from_the_last_epoch(corpus, tmp_path):
     whole, whole_metrics = run(corpus, tmp_path / "whole")
     again, _ = run(corpus, tmp_path / "again")
@@ -103,10 +69,6 @@ def test_same_seed_same_model_and_a_longer_run_resumes_from_the_last_epoch(corpu
     assert [c.name for c in (tmp_path / "longer" / "checkpoints").iterdir()] == ["step000000012"]
 
 
-# what differs between a run and its resumed twin: the clock
-TIMES = ["time_s", "frames_per_s", "wall_s", "compute_s", "communication_s", "data_wait_s", "idle_s"]
-
-
 def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(corpus, tmp_path, monkeypatch):
     often = run_config(checkpoint_steps=8)
     whole, whole_metrics = run(corpus, tmp_path / "whole", often)
@@ -123,13 +85,6 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(c
 def test_checkpoints_come_at_log_lines(corpus, tmp_path):
     with pytest.raises(ValueError, match=r"checkpoint_steps \(6\) must be a multiple of train.log_interval \(4\)"):
         run_config(checkpoint_steps=6)
-
-
-def diverged_run(out):
-    """What a diverged run left: its record's `diverged`, its metrics and model, its checkpoints."""
-    record = json.loads((out / "run.json").read_text())
-    model = torch.load(out / "model.pt", weights_only=False)["model"]
-    return record["diverged"], pd.read_csv(out / "metrics.tsv", sep="\t"), model, sorted(out.glob("checkpoints/*/*"))
 
 
 def test_a_loss_that_is_not_finite_stops_the_run_by_the_rule_with_its_last_good_checkpoint(

@@ -10,9 +10,7 @@ from asrscale.config.schema import profile_defaults
 from asrscale.training.run import train
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
-from conftest import MPI_WORLD, mpiexec, run_config, run_paths
-from test_mpi import train_command
-from test_sim import CALIBRATION
+from conftest import CALIBRATION, MPI_WORLD, mpiexec, run_config, run_paths, train_command
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma"])

@@ -30,7 +30,7 @@ def atomic_write_json(path: Path, value) -> None:
 
 
 def read_settings(path: Path) -> dict:
-    """A settings file the workflow wrote (`asrscale.study`)."""
+    """A settings file the workflow wrote (`asrscale.config.study`)."""
     try:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as error:

@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 from mpi4py import MPI
 
-from asrscale.config.schema import build
 from asrscale.config.sections import ModelConfig
 from asrscale.data.batches import Subset
 from asrscale.data.shard import read_shard
@@ -20,12 +19,13 @@ from asrscale.models import build_model
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.worlds.mpi import MPIWorld
+from conftest import build
 
 corpus, case = Path(sys.argv[1]), sys.argv[2]
 torch.set_num_threads(1)
 tokens = Tokens.read(corpus / "tokens.txt")
 train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
-utts = sorted(read_shard(corpus / "shards" / "P1" / "shard0.tsv"))
+utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))
 batches = [train_set.collate(utts[i : i + 4]) for i in range(0, 48, 4)]
 STEPS = 3
 

@@ -3,6 +3,7 @@ import math
 import os
 import sys
 
+from asrscale import jobs
 from asrscale.config import paths
 from asrscale.config.study import Study
 from asrscale.data.corpus.formats import listings

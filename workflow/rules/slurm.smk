@@ -18,7 +18,7 @@ def ranks(wildcards):
 
 
 def nodes(wildcards):
-    return -(-ranks(wildcards) // STUDY.ranks_per_node)
+    return -(-ranks(wildcards) // jobs.ranks_per_node(STUDY.config))
 
 
 def ranks_per_node(wildcards):
@@ -70,11 +70,11 @@ def tasks(wildcards):
 def gpus(wildcards):
     """A GPU per rank of a run on real ranks, per node; one for a simulated run, whose learners
     all train on its process's GPU (none where the study trains on the CPU)."""
-    return f"gpu:{ranks_per_node(wildcards)}" if STUDY.on_gpus else None
+    return f"gpu:{ranks_per_node(wildcards)}" if jobs.on_gpus(STUDY.config) else None
 
 
 # calibration and decoding, where training has GPUs
-ONE_GPU = "gpu:1" if STUDY.on_gpus else None
+ONE_GPU = "gpu:1" if jobs.on_gpus(STUDY.config) else None
 
 
 UNPRICED_RUNTIME = 1440  # minutes: a day, where a run cannot be priced
@@ -132,7 +132,7 @@ def job_cores():
 
 
 def train_cores(wildcards):
-    """A training job's threads (Study.train_threads): here the machine's for runs on ranks, a
+    """A training job's threads (asrscale.jobs.train_threads): here the machine's for runs on ranks, a
     share of its GPU's for simulated runs there, one core on the CPU; on SLURM the profile's
     (set-threads: a rank's cores), one where it sets none."""
     # torch is asked only here, once there are runs to place: reading the study loads none
@@ -140,6 +140,9 @@ def train_cores(wildcards):
 
     if on_slurm():
         return job_cores()
-    return STUDY.train_threads(
-        wildcards.world, workflow.cores, uses_gpu(STUDY.train_device)
+    return jobs.train_threads(
+        STUDY.config,
+        wildcards.world,
+        workflow.cores,
+        uses_gpu(STUDY.config["train"]["device"]),
     )

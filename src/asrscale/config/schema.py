@@ -3,24 +3,21 @@ its default (the algorithms' options excepted: their defaults are in `asrscale.c
 a wrong configuration is an error that names the key."""
 
 import copy
-import dataclasses
 from importlib import resources
 
 import jsonschema
 import yaml
 
 from asrscale.config.algorithms import ALGORITHMS
-from asrscale.data.corpus.formats import FORMATS
 from asrscale.errors import ConfigError
 
 
 def _load() -> dict:
-    """schema.yaml, with what has one place elsewhere spliced in: the algorithms and their options
-    (the table of algorithms) and the corpus formats (their registry)."""
+    """schema.yaml, with the algorithms and their options spliced in from their one place (the table
+    of algorithms)."""
     schema = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
     schema["$defs"]["algorithm"]["enum"] = list(ALGORITHMS)
     schema["properties"]["algorithms"]["properties"] = {name: spec.schema for name, spec in ALGORITHMS.items()}
-    schema["$defs"]["sources"]["items"]["properties"]["format"]["enum"] = list(FORMATS)
     return schema
 
 
@@ -100,25 +97,7 @@ def validate(config: dict) -> dict:
     return config
 
 
-def defaults(section: str, **changes) -> dict:
-    """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin"),
-    with `changes` over them."""
-    settings = validate(copy.deepcopy(MINIMAL))
-    for key in section.split("."):
-        settings = settings[key]
-    return {**settings, **changes}
-
-
 def profile_defaults(**changes) -> dict:
     """A hardware profile of the schema's defaults alone (a shared device, the schema's links), with
     `changes` over them."""
     return {**validate({**copy.deepcopy(MINIMAL), "hardware": {"defaults": {}}})["hardware"]["defaults"], **changes}
-
-
-def build(cls, section: str, **changes):
-    """The dataclass `cls` of a section's settings: its defaults with `changes` over them; the
-    section's keys that are the workflow's (such as `jobs`) are left out."""
-    names = {field.name for field in dataclasses.fields(cls)}
-    if unknown := set(changes) - names:
-        raise TypeError(f"{cls.__name__} has no setting {sorted(unknown)}")
-    return cls(**{key: value for key, value in defaults(section, **changes).items() if key in names})

@@ -287,75 +287,56 @@ class Study:
         lm = self.config["decode"]["lm"]
         return None if lm == "train" else lm
 
-    @property
-    def train_device(self) -> str:
-        return self.config["train"]["device"]
-
-    def train_threads(self, world: str, cores: int, gpu: bool) -> int:
-        """A training job's threads on a machine of `cores` (`gpu`: where its learners compute on
-        one): a run on MPI ranks is timed by the clock and owns the machine; a simulated
-        run is timed by its cost model: on a GPU it shares it with study.runs_per_gpu runs, each with
-        its share of the cores, and on the CPU it computes with one core (or train.threads) beside
-        other runs, since torch's LSTM gains little from more threads (1.22x from a second on the
-        2-core CI machine, where two runs side by side train 1.3x the frames)."""
-        if world == "mpi":
-            return cores
-        if gpu:
-            return max(1, cores // self.config["study"]["runs_per_gpu"])
-        return min(self.config["train"]["threads"] or 1, cores)
-
-    @property
-    def ranks_per_node(self) -> int:
-        """On SLURM: the MPI ranks a node takes, a GPU each."""
-        return self.config["slurm"]["ranks_per_node"]
-
-    @property
-    def on_gpus(self) -> bool:
-        """Whether the study's learners train on GPUs where there are any (train.device): on SLURM
-        its training, calibration and decoding jobs then ask for them."""
-        return self.config["train"]["device"] != "cpu"
-
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:
         """The settings file of a stage that is not a run (`sections.STAGES`: `synthesise`,
         `import-<subset>`, `features`, `calibrate`, `language-model`, `decode`, `gather` or
         `report`), in the shape its stage reads."""
-        kind = "import" if stage.startswith("import-") else stage
-        if kind not in STAGES:
+        kind, _, subset = stage.partition("-") if stage.startswith("import-") else (stage, "", "")
+        if kind not in STAGES or (kind == "import" and not (self.imported and subset in self.subsets)):
             raise ValueError(f"no settings of a stage {stage!r}")
-        return asdict(from_settings(STAGES[kind], self._stage_settings(stage)))
+        return asdict(from_settings(STAGES[kind], _STAGE_SETTINGS[kind](self, subset)))
 
-    def _stage_settings(self, stage: str) -> dict:
-        config, corpus = self.config, self.config["corpus"]
-        features = self._features()
-        if stage == "synthesise":
-            return {key: value for key, value in corpus["builtin"].items() if key != "jobs"}
-        if stage.startswith("import-") and self.imported and stage.removeprefix("import-") in self.subsets:
-            subset = stage.removeprefix("import-")
-            return {"sources": self.sources(subset), "features": features, "text": corpus["text"],
-                    "bad_input": corpus["bad_input"],
-                    "speakers": corpus["speakers"].get(subset.split("-")[0])}  # fmt: skip
-        if stage == "features":
-            return {"features": features, "bad_input": corpus["bad_input"]}
-        if stage == "calibrate":
-            return {"train": config["train"], "model": config["model"], "features": features,
-                    "cmvn": config["features"]["cmvn"]}  # fmt: skip
-        if stage == "language-model":
-            return {"source": config["decode"]["lm"], "order": config["decode"]["lm_order"], "text": corpus["text"],
-                    "max_oov_rate": config["decode"]["max_lm_oov_rate"]}  # fmt: skip
-        if stage == "decode":
-            decode = {
-                key: value
-                for key, value in config["decode"].items()
-                if key not in ("lm", "lm_order", "max_lm_oov_rate")
-            }
-            # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
-            return {**decode, "device": "cpu" if config["train"]["device"] == "cpu" else "auto"}
-        if stage == "gather":
-            reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
-                        for run in self.runs()]  # fmt: skip
-            rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
-            return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule}
-        if stage == "report":
-            return {"title": config["report"]["title"], "config": config}
-        raise ValueError(f"no settings of a stage {stage!r}")
+    def _synthesise(self, _) -> dict:
+        return {key: value for key, value in self.config["corpus"]["builtin"].items() if key != "jobs"}
+
+    def _import(self, subset: str) -> dict:
+        corpus = self.config["corpus"]
+        return {"sources": self.sources(subset), "features": self._features(), "text": corpus["text"],
+                "bad_input": corpus["bad_input"], "speakers": corpus["speakers"].get(subset.split("-")[0])}  # fmt: skip
+
+    def _extract(self, _) -> dict:
+        return {"features": self._features(), "bad_input": self.config["corpus"]["bad_input"]}
+
+    def _calibrate(self, _) -> dict:
+        config = self.config
+        return {"train": config["train"], "model": config["model"], "features": self._features(),
+                "cmvn": config["features"]["cmvn"]}  # fmt: skip
+
+    def _language_model(self, _) -> dict:
+        decode = self.config["decode"]
+        return {"source": decode["lm"], "order": decode["lm_order"], "text": self.config["corpus"]["text"],
+                "max_oov_rate": decode["max_lm_oov_rate"]}  # fmt: skip
+
+    def _decode(self, _) -> dict:
+        decode = {key: value for key, value in self.config["decode"].items() if key not in LM_KEYS}
+        # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
+        return {**decode, "device": "cpu" if self.config["train"]["device"] == "cpu" else "auto"}
+
+    def _gather(self, _) -> dict:
+        reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
+                    for run in self.runs()]  # fmt: skip
+        rule = {key: self.config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
+        return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule}
+
+    def _report(self, _) -> dict:
+        return {"title": self.config["report"]["title"], "config": self.config}
+
+
+LM_KEYS = ("lm", "lm_order", "max_lm_oov_rate")  # decode's keys of the language-model stage
+# each stage's settings, by the stage of sections.STAGES they are for
+_STAGE_SETTINGS = {"synthesise": Study._synthesise, "import": Study._import, "features": Study._extract,
+                   "calibrate": Study._calibrate, "language-model": Study._language_model, "decode": Study._decode,
+                   "gather": Study._gather, "report": Study._report}  # fmt: skip
+if _STAGE_SETTINGS.keys() != STAGES.keys():
+    raise RuntimeError(f"stages with settings {list(_STAGE_SETTINGS)} differ from sections.STAGES {list(STAGES)}")

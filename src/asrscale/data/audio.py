@@ -80,11 +80,3 @@ def read_audio(audio: str, start: float = 0.0, end: float | None = None, channel
     if len(samples) < last - first:
         raise BadInput(f"truncated: {len(samples)} of the {last - first} samples its header promises")
     return samples[:, channel], rate
-
-
-def load_audio(audio: str, sample_rate: int, start: float = 0.0, end: float | None = None, channel: int = 0):
-    """`read_audio` at `sample_rate`."""
-    samples, rate = read_audio(audio, start, end, channel)
-    if rate != sample_rate:
-        samples = resample(samples, sample_rate, rate).astype(np.float32)
-    return samples

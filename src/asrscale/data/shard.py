@@ -22,5 +22,11 @@ def write_shards(frames: dict[str, int], shards: int, out_dir: Path) -> None:
         atomic_write_text(Path(out_dir) / f"shard{rank}.tsv", "".join(f"{u}\t{frames[u]}\n" for u in utts))
 
 
-def read_shard(path: Path) -> list[str]:
-    return [line.split("\t", 1)[0] for line in Path(path).read_text().splitlines() if line]
+def read_shard(folder: Path, rank: int, learners: int) -> list[str]:
+    """Learner `rank`'s utterances, from a folder that must hold one shard per learner: one of
+    another sharding (a mis-wired rule) would train on part of the data, or on some of it twice."""
+    found = len(list(Path(folder).glob("shard*.tsv")))
+    if found != learners:
+        raise ValueError(f"{folder} holds {found} shards, not one per learner of this run ({learners})")
+    path = Path(folder) / f"shard{rank}.tsv"
+    return [line.split("\t", 1)[0] for line in path.read_text().splitlines() if line]

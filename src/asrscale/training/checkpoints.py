@@ -111,14 +111,6 @@ class Checkpoints:
             self._loaded = folder, torch.load(folder / TOGETHER, weights_only=False, map_location="cpu")
         return self._loaded[1]
 
-    def leader_model(self) -> dict | None:
-        """Learner 0's model in the newest complete checkpoint (None: there is none)."""
-        if (latest := self.latest()) is None:
-            return None
-        if self.together:
-            return unstack(self._together(latest), "rank0")["model"]
-        return torch.load(latest / "rank0.pt", weights_only=False, map_location="cpu")["model"]
-
     def complete(self, step: int, epoch_end: bool = False) -> None:
         """Mark the checkpoint of `step` complete; the others go, but the newest of an epoch's end
         (a rejected epoch goes back to it)."""

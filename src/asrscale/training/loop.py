@@ -84,7 +84,7 @@ class LearnerLoop:
         self.part = shared.evaluation_part(self.layout)  # of the dev set that this learner evaluates
         scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
         self.scale = scale if self.algorithm.combines_learners else 1.0
-        self.shard = read_shard(shared.shards / f"shard{self.layout.rank}.tsv")
+        self.shard = read_shard(shared.shards, self.layout.rank, self.layout.size)
         train = self.run_config.train
         self.schedule = Schedule(train.schedule, train.lr_decay, train.newbob)
         self.evaluated = None  # the consensus model, where it is not the learner's own

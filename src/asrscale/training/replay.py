@@ -147,10 +147,10 @@ def replay(algorithm: str, learners: int, workload: Workload, hardware: Hardware
     begins, ends, splits = [], [], []
 
     def program(layout: ops.Layout, serving: bool, clock):
-        chosen, learner = make_algorithm(algorithm, layout, options), StandIn(workload, headers=servers > 0)
+        replayed, learner = make_algorithm(algorithm, layout, options), StandIn(workload, headers=servers > 0)
         if serving:
-            return chosen.serve(learner, lambda step: None, lambda: None)
-        return _schedule(chosen, learner, workload, epochs, clock, (begins, ends, splits), held_out * learners)
+            return replayed.serve(learner, lambda step: None, lambda: None)
+        return _schedule(replayed, learner, workload, epochs, clock, (begins, ends, splits), held_out * learners)
 
     world.launch(program)
     split = {category: float(np.mean([s[f"{category}_s"] for s in splits])) for category in CATEGORIES}

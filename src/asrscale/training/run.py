@@ -100,10 +100,10 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
             name = f"{run.algorithm} {'server' if serving else 'rank'} {layout.rank}"
             learner = Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model),
                               run.train.clip_grad_norm, name)  # fmt: skip
-            chosen = make_algorithm(run.algorithm, layout, run.options)
+            algorithm = make_algorithm(run.algorithm, layout, run.options)
             if serving:
-                return _serve(chosen, learner, saved, layout, paths.out)
-            return LearnerLoop(LearnerContext(shared, layout, chosen, learner, clock)).run()
+                return _serve(algorithm, learner, saved, layout, paths.out)
+            return LearnerLoop(LearnerContext(shared, layout, algorithm, learner, clock)).run()
 
     try:
         world.launch(program)
@@ -111,14 +111,14 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
         loader.shutdown(cancel_futures=True)
 
 
-def _serve(chosen, learner: Learner, saved: Checkpoints, layout: ops.Layout, out: Path):
+def _serve(algorithm, learner: Learner, saved: Checkpoints, layout: ops.Layout, out: Path):
     """A server rank's program: back to its checkpointed state, then the algorithm's serving,
     then its record of every gradient it was sent."""
     name = f"server{layout.rank}"
-    saved.restore(name, learner, chosen)
+    saved.restore(name, learner, algorithm)
 
     def checkpoint(step: int) -> None:
-        saved.save(step, name, learner, chosen, with_model=True)
+        saved.save(step, name, learner, algorithm, with_model=True)
 
-    yield from chosen.serve(learner, checkpoint, lambda: saved.roll_back(name, learner))
-    records.write_table(out / "server.tsv", "learner\tpulled\tapplied_at\tstaleness\tapplied", chosen.records)
+    yield from algorithm.serve(learner, checkpoint, lambda: saved.roll_back(name, learner))
+    records.write_table(out / "server.tsv", "learner\tpulled\tapplied_at\tstaleness\tapplied", algorithm.records)

@@ -216,7 +216,7 @@ class SimWorld:
         jobs = [self._deferred.pop(index).job for index in ranks]
         with self.wall.measure("arithmetic"):
             results = self.fusers[kind](jobs) or ()  # gradients' losses; others return nothing
-        for index, result in zip(ranks, results):  # gradients' losses; others return nothing
+        for index, result in zip(ranks, results):
             self.ranks[index].result = result
 
     @execute.register

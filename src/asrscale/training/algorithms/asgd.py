@@ -44,8 +44,8 @@ class AsynchronousSGD(Algorithm):
 
     # the learners' side
     def _request(self, learner, kind: int, lr: float = 0.0, payload=None, into=None):
-        """Send a request to the server; except DONE, receive the server's model into `into`
-        (the learner's own model, whose version it then holds, unless given)."""
+        """Send a request to the server (a gradient's with its rate); except DONE, receive the
+        server's model into `into` (the learner's own model, whose version it then holds, unless given)."""
         like = learner.parameters[0]
         meta = header(like, kind, self.version, lr)
         yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
@@ -102,13 +102,15 @@ class AsynchronousSGD(Algorithm):
         active = self.layout.size
         while active:
             source, _ = yield ops.Receive([*gradients, meta])
-            kind, pulled, lr = meta.tolist()
+            # a header: the request's kind, the version the learner pulled, and a value: a
+            # gradient's learning rate, a save's step
+            kind, pulled, value = meta.tolist()
             kind, pulled = int(kind), int(pulled)
             if kind == DONE:
                 active -= 1
                 continue
             if kind == SAVE:
-                checkpoint(int(lr))  # a SAVE's third value is the step
+                checkpoint(int(value))
                 yield ops.Send([header(meta, 1)], source, tag=SAVED)
                 continue
             if kind == ROLL_BACK:
@@ -121,7 +123,7 @@ class AsynchronousSGD(Algorithm):
                 if applied:
                     for parameter, gradient in zip(learner.parameters, gradients):
                         parameter.grad = gradient.clone()
-                    yield from learner.update(lr / (1 + staleness) if self.staleness_lr else lr)
+                    yield from learner.update(value / (1 + staleness) if self.staleness_lr else value)
                     self.version += 1
                     if self.version >= MAX_VERSION:
                         raise ValueError(f"asgd: over {MAX_VERSION} server updates; a float32 header counts no further")

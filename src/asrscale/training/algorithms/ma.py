@@ -31,9 +31,9 @@ class ModelAveraging(PeriodicAveraging):
                  reduce: str):  # fmt: skip
         super().__init__(layout, averages)
         self.reduce = reduce
-        self.frames_per_job, self.use_natural_gradient = frames_per_job, natural_gradient
+        self.frames_per_job, self.natural_gradient = frames_per_job, natural_gradient
         self.max_param_change = max_param_change
-        self.natural_gradient, self.period, self.local_steps, self._restored = None, None, 0, None
+        self.preconditioner, self.period, self.local_steps, self._restored = None, None, 0, None
 
     def plan(self, frames_per_step: float):
         # every learner averages at the same step: the period comes from the mean over all shards
@@ -41,15 +41,15 @@ class ModelAveraging(PeriodicAveraging):
         yield from ()
 
     def step(self, learner, batch, lr):
-        if self.use_natural_gradient and self.natural_gradient is None:
-            self.natural_gradient = natural_gradient_of(learner.model)
+        if self.natural_gradient and self.preconditioner is None:
+            self.preconditioner = natural_gradient_of(learner.model)
             if self._restored is not None:
-                self.natural_gradient.load_state_dict(self._restored)
-        recorder = Recorder() if self.natural_gradient is not None else None
+                self.preconditioner.load_state_dict(self._restored)
+        recorder = Recorder() if self.preconditioner is not None else None
         loss = yield from learner.backward(batch, recorder)
         if recorder is not None:
-            natural_gradient = self.natural_gradient
-            yield ops.Precondition(lambda: natural_gradient.precondition(recorder), (natural_gradient, recorder))
+            preconditioner = self.preconditioner
+            yield ops.Precondition(lambda: preconditioner.precondition(recorder), (preconditioner, recorder))
             # its per-frame statistics are a minibatch's size times the model's width: not kept
             # while this learner waits (64 simulated MA learners kept 15 GB of them)
             recorder = None
@@ -69,8 +69,8 @@ class ModelAveraging(PeriodicAveraging):
 
     def state_dict(self):
         state = super().state_dict()
-        if self.natural_gradient is not None:
-            state["natural_gradient"] = self.natural_gradient.state_dict()
+        if self.preconditioner is not None:
+            state["natural_gradient"] = self.preconditioner.state_dict()
         return state
 
     def load_state_dict(self, state):
