@@ -94,7 +94,7 @@ def corpus(tmp_path_factory) -> Path:
 SMALL_MODEL = {"layers": 1, "units": 32}
 QUICK = {"epochs": 2, "batch_size": 8, "optimizer": "adam", "lr": 3e-3, "log_interval": 4, "threads": 1,
          "device": "cpu"}  # fmt: skip
-MPI_WORLD = {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "node_size": None}
+MPI_WORLD = {"kind": "mpi", "transport": "auto", "timeout_s": 600, "node_size": None}
 
 
 def model_config(**changes) -> ModelConfig:
@@ -129,9 +129,11 @@ def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
     return path
 
 
-def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
-    """Run `command` on `ranks` real MPI ranks (the pip-installed MPICH), one thread each."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]))
+def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True, env: dict | None = None):
+    """Run `command` on `ranks` real MPI ranks (the pip-installed MPICH), one thread each, with
+    `env` added to the environment."""
+    paths = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=paths, **(env or {}))
     launcher = shutil.which("mpiexec", path=str(BIN)) or "mpiexec"
     result = subprocess.run(
         [launcher, "-n", str(ranks), *map(str, command)], capture_output=True, text=True, timeout=timeout, env=env

@@ -16,7 +16,7 @@ from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.natural_gradient import NaturalGradient, Recorder
 from asrscale.worlds import ops
 from asrscale.worlds.devices import resolve_device
-from asrscale.worlds.mpi import choose_collectives
+from asrscale.worlds.mpi import choose_transport
 from conftest import model_config
 
 META = torch.device("meta")
@@ -114,16 +114,16 @@ def test_natural_gradient_keeps_to_the_parameters_device():
 
 
 def test_auto_collectives_never_pick_nccl_for_ranks_that_share_a_gpu():
-    assert choose_collectives("auto", ["gpu-a", "gpu-b"], mpi_cuda=False) == "torch"
-    assert choose_collectives("auto", ["gpu-a", "gpu-a"], mpi_cuda=False) == "mpi"
-    assert choose_collectives("auto", [None, None], mpi_cuda=None) == "mpi"
-    assert choose_collectives("auto", ["gpu-a", None], mpi_cuda=None) == "mpi"
-    assert choose_collectives("torch", [None, None], mpi_cuda=None) == "torch"  # Gloo between CPUs
-    with pytest.raises(ValueError, match="3 ranks share 2 GPU.*set mpi.collectives to auto or mpi"):
-        choose_collectives("torch", ["gpu-a", "gpu-a", "gpu-b"], mpi_cuda=None)
+    assert choose_transport("auto", ["gpu-a", "gpu-b"], mpi_cuda=False) == "torch"
+    assert choose_transport("auto", ["gpu-a", "gpu-a"], mpi_cuda=False) == "mpi"
+    assert choose_transport("auto", [None, None], mpi_cuda=None) == "mpi"
+    assert choose_transport("auto", ["gpu-a", None], mpi_cuda=None) == "mpi"
+    assert choose_transport("torch", [None, None], mpi_cuda=None) == "torch"  # Gloo between CPUs
+    with pytest.raises(ValueError, match="3 ranks share 2 GPU.*set mpi.transport to auto or mpi"):
+        choose_transport("torch", ["gpu-a", "gpu-a", "gpu-b"], mpi_cuda=None)
     with pytest.raises(ValueError, match="cuda-aware-mpi, but this MPI .* takes no GPU buffers"):
-        choose_collectives("cuda-aware-mpi", ["gpu-a"], mpi_cuda=False)
-    assert choose_collectives("cuda-aware-mpi", ["gpu-a"], mpi_cuda=None) == "cuda-aware-mpi"
+        choose_transport("cuda-aware-mpi", ["gpu-a"], mpi_cuda=False)
+    assert choose_transport("cuda-aware-mpi", ["gpu-a"], mpi_cuda=None) == "cuda-aware-mpi"
 
 
 def test_a_device_that_is_not_there_is_named():

@@ -69,16 +69,34 @@ def test_synchronous_algorithms_on_the_gpu_give_the_cpus_model(corpus, tmp_path,
         torch.testing.assert_close(models["cuda"][name], cpu, atol=1e-4, rtol=1e-4, msg=name)
 
 
-def test_collectives_auto_takes_mpi_where_ranks_share_a_gpu(corpus, tmp_path):
+def test_transport_auto_takes_mpi_where_ranks_share_a_gpu(corpus, tmp_path):
     if torch.cuda.device_count() > 1:
         pytest.skip("every rank can have a GPU of its own here")
     mpiexec(2, *train_command(corpus, tmp_path, corpus / "shards" / "P2", "ssgd", epochs=1, device="cuda"))
-    assert json.loads((tmp_path / "run.json").read_text())["world"]["collectives"] == "mpi"
-    nccl = dict(MPI_WORLD, collectives="torch")
+    assert json.loads((tmp_path / "run.json").read_text())["world"]["transport"] == "mpi"
+    nccl = dict(MPI_WORLD, transport="torch")
     command = train_command(corpus, tmp_path / "nccl", corpus / "shards" / "P2", "ssgd", world=nccl, epochs=1,
                             device="cuda")  # fmt: skip
     result = mpiexec(2, *command, check=False)
-    assert result.returncode != 0 and "NCCL needs a GPU per rank: set mpi.collectives to auto or mpi" in result.stderr
+    assert result.returncode != 0 and "NCCL needs a GPU per rank: set mpi.transport to auto or mpi" in result.stderr
+
+
+@pytest.mark.parametrize("algorithm, ranks", [("ssgd", 2), ("kavg", 2), ("ma", 2), ("adpsgd", 2), ("hadpsgd", 2),
+                                              ("asgd", 3)])  # fmt: skip
+def test_every_algorithm_exchanges_over_nccl_where_each_rank_has_a_gpu(corpus, tmp_path, algorithm, ranks):
+    """One transport for every algorithm (mpi.transport auto): NCCL for averaging, gossip and a
+    server's messages alike, its rate printed (learner 0's bytes over its exchanges' time)."""
+    if torch.cuda.device_count() < ranks:
+        pytest.skip(f"needs {ranks} GPUs, one a rank")
+    world = dict(MPI_WORLD, timeout_s=120, node_size=1 if algorithm == "hadpsgd" else None)
+    mpiexec(
+        ranks,
+        *train_command(corpus, tmp_path, corpus / "shards" / "P2", algorithm, world=world, epochs=1, device="cuda"),
+    )
+    record = json.loads((tmp_path / "run.json").read_text())
+    exchanges = record["exchanges"]
+    print(f"{algorithm}: {exchanges['bytes'] * 8 / exchanges['seconds'] / 1e9:.2f} Gb/s over {record['world']}")
+    assert record["world"]["transport"] == "nccl" and exchanges["bytes"] > 0
 
 
 def test_calibration_times_the_gpu_and_prints_a_dedicated_profile(corpus, tmp_path):

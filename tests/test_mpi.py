@@ -48,8 +48,9 @@ def test_a_failing_rank_ends_the_job_with_its_name(corpus, tmp_path):
 PROPERTIES = ROOT / "tests" / "mpi_programs" / "algorithm_properties.py"
 
 
-def check(ranks, corpus, case, *arguments):
-    result = mpiexec(ranks, sys.executable, PROPERTIES, corpus, case, *arguments, timeout=120)
+def check(ranks, corpus, case, *arguments, transport="auto"):
+    env = {"ASRSCALE_TEST_TRANSPORT": transport}
+    result = mpiexec(ranks, sys.executable, PROPERTIES, corpus, case, *arguments, timeout=120, env=env)
     assert result.stdout.count(f"{case} holds") == ranks, result.stdout + result.stderr
 
 
@@ -68,18 +69,21 @@ def test_kavg_replicas_are_identical_after_averaging(corpus):
     check(3, corpus, "kavg_averages_every_k")
 
 
-@pytest.mark.parametrize("learners", [2, 3, 4])
-def test_adpsgd_pairwise_averaging_keeps_the_mean_and_terminates(corpus, learners):
-    check(learners, corpus, "adpsgd_keeps_the_mean_and_ends")
+# gossip and a server's messages over either transport: MPI's, or torch.distributed's point to
+# point (Gloo here, NCCL between GPUs) with their envelopes by MPI
+@pytest.mark.parametrize("learners, transport", [(2, "mpi"), (3, "mpi"), (4, "mpi"), (4, "torch")])
+def test_adpsgd_pairwise_averaging_keeps_the_mean_and_terminates(corpus, learners, transport):
+    check(learners, corpus, "adpsgd_keeps_the_mean_and_ends", transport=transport)
 
 
-def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(corpus):
-    check(4, corpus, "asgd_applies_every_gradient_once")
+@pytest.mark.parametrize("transport", ["mpi", "torch"])
+def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(corpus, transport):
+    check(4, corpus, "asgd_applies_every_gradient_once", transport=transport)
 
 
-@pytest.mark.parametrize("learners", [3, 4])
-def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus, learners):
-    check(learners, corpus, "hadpsgd_keeps_nodes_identical")
+@pytest.mark.parametrize("learners, transport", [(3, "mpi"), (4, "mpi"), (4, "torch")])
+def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus, learners, transport):
+    check(learners, corpus, "hadpsgd_keeps_nodes_identical", transport=transport)
 
 
 @pytest.mark.parametrize("fault", ["hanging", "dying"])
@@ -118,16 +122,19 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
 
 
 @pytest.mark.parametrize("algorithm, node_size", [("ssgd", None), ("kavg", None), ("hadpsgd", 2)])
-def test_torch_distributed_collectives_give_mpis_model(corpus, tmp_path, algorithm, node_size):
+def test_torch_distributed_gives_mpis_model_and_is_recorded(corpus, tmp_path, algorithm, node_size):
     """The path NCCL takes between GPUs (torch.distributed set up from the MPI ranks), here with
-    Gloo between CPUs: the same run as through MPI (H-ADPSGD: one node of two, its allreduce; its
-    leaders' gossip goes through MPI in either case, and follows the clock)."""
+    Gloo between CPUs: the same run as through MPI (H-ADPSGD: one node of two, its allreduce), and
+    the run records what its exchanges went by, and how many bytes."""
     models = {}
-    for collectives in ("mpi", "torch"):
-        out = tmp_path / collectives
-        world = dict(MPI_WORLD, collectives=collectives, node_size=node_size)
+    for transport in ("mpi", "torch"):
+        out = tmp_path / transport
+        world = dict(MPI_WORLD, transport=transport, node_size=node_size)
         mpiexec(2, *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1))
-        models[collectives] = torch.load(out / "model.pt", weights_only=False)["model"]
+        models[transport] = torch.load(out / "model.pt", weights_only=False)["model"]
+        record = json.loads((out / "run.json").read_text())
+        assert record["world"]["transport"] == {"mpi": "mpi", "torch": "gloo"}[transport]
+        assert record["exchanges"]["bytes"] > 0 and record["exchanges"]["seconds"] > 0
     assert all(torch.equal(models["mpi"][name], models["torch"][name]) for name in models["mpi"])
 
 

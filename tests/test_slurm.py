@@ -49,7 +49,7 @@ def test_the_tiny_study_runs_on_slurm_to_its_report(study):
     assert "report" not in submitted
     run = study / "results" / "tiny" / "studies" / "tiny" / "runs" / "mpi" / "ssgd" / "default" / "P2" / "seed1"
     record = json.loads((run / "run.json").read_text())
-    assert record["world"] == {"kind": "mpi", "ranks": 2, "nodes": 1, "collectives": "mpi"}
+    assert record["world"] == {"kind": "mpi", "ranks": 2, "nodes": 1, "transport": "mpi"}
     assert record["threads_per_learner"] == 1
 
 

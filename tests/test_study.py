@@ -64,7 +64,7 @@ def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run
     assert variant["train"]["batch_size"] == 96
     mpi = Study(merged("studies/algorithms.yaml"))
     world = mpi.run_settings(Run("mpi", "hadpsgd", "default", 4, 1))["world"]
-    assert world == {"kind": "mpi", "collectives": "auto", "timeout_s": 600, "node_size": 2}
+    assert world == {"kind": "mpi", "transport": "auto", "timeout_s": 600, "node_size": 2}
     assert mpi.ranks(Run("mpi", "asgd", "default", 4, 1)) == 5
 
 

@@ -22,6 +22,7 @@ from asrscale.worlds.mpi import MPIWorld
 from conftest import build
 
 corpus, case = Path(sys.argv[1]), sys.argv[2]
+TRANSPORT = os.environ.get("ASRSCALE_TEST_TRANSPORT", "auto")  # mpi.transport of the worlds made here
 torch.set_num_threads(1)
 tokens = Tokens.read(corpus / "tokens.txt")
 train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
@@ -57,7 +58,7 @@ def flat(learner):
 
 if case == "matches_seq_with_one_learner":
     algorithm, options = sys.argv[3], json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
-    world = MPIWorld(servers=1 if algorithm == "asgd" else 0)
+    world = MPIWorld(transport=TRANSPORT, servers=1 if algorithm == "asgd" else 0)
     learner, chosen = train(world, algorithm, options)
     if learner is not None:
         world.run(chosen.finish(learner))
@@ -65,20 +66,20 @@ if case == "matches_seq_with_one_learner":
         assert torch.equal(flat(learner), flat(seq)), f"{algorithm} with one learner differs from seq"
 
 elif case == "kavg_k1_matches_ssgd":
-    world = MPIWorld()
+    world = MPIWorld(transport=TRANSPORT)
     kavg, _ = train(world, "kavg", {"period": 1})
     ssgd, _ = train(world, "ssgd")
     torch.testing.assert_close(flat(kavg), flat(ssgd), atol=1e-6, rtol=1e-5)
 
 elif case == "kavg_averages_every_k":
-    world = MPIWorld()
+    world = MPIWorld(transport=TRANSPORT)
     learner, _ = train(world, "kavg", {"period": STEPS})
     mine, first = flat(learner), flat(learner).clone()
     world.groups["learners"].Bcast(first.numpy(), root=0)
     assert torch.equal(mine, first), "replicas differ right after an averaging"
 
 elif case == "adpsgd_keeps_the_mean_and_ends":
-    world = MPIWorld()
+    world = MPIWorld(transport=TRANSPORT)
     learners = world.groups["learners"]
     learner, chosen = fresh_learner(), make_algorithm("adpsgd", world.layout)
     noise = torch.Generator().manual_seed(world.rank)
@@ -102,7 +103,7 @@ elif case == "adpsgd_keeps_the_mean_and_ends":
     assert spread_after < spread_before / 4, f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
 
 elif case == "asgd_applies_every_gradient_once":
-    world = MPIWorld(servers=1)
+    world = MPIWorld(transport=TRANSPORT, servers=1)
     learner, result = train(world, "asgd")
     if learner is not None:
         world.run(make_algorithm("asgd", world.layout).finish(learner))
@@ -116,7 +117,7 @@ elif case == "asgd_applies_every_gradient_once":
         assert sorted(who for who, *_ in records) == sorted(list(range(learners)) * STEPS)
 
 elif case == "hadpsgd_keeps_nodes_identical":
-    world = MPIWorld(node_size=2)
+    world = MPIWorld(transport=TRANSPORT, node_size=2)
     learner, chosen = train(world, "hadpsgd")
     world.run(chosen.epoch_done(learner))  # the passive leaders have answered every averaging, and shared it
     mine, leader = flat(learner), flat(learner).clone()

@@ -2,6 +2,9 @@
 
 1. One SSGD step over P ranks equals one SEQ step on the concatenated minibatch.
 2. After several steps every replica is identical.
+3. The allreduce overlapped with the backward pass, in one bucket or many, gives the model of the
+   allreduce after it to float rounding; with a clip that binds, it clips the average, so that a
+   step is still SEQ's on the concatenated minibatch.
 """
 
 import sys
@@ -29,11 +32,11 @@ utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))
 groups = [utts[i : i + 4] for i in range(0, 8 * world.size, 4)]
 
 
-def fresh(world, algorithm):
+def fresh(world, algorithm, options=None, clip=0.0):
     torch.manual_seed(0)
     model = build_model(build(ModelConfig, "model", layers=1, units=16), 40, len(tokens))
-    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), 0, algorithm)
-    return learner, make_algorithm(algorithm, world.layout)
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), clip, algorithm)
+    return learner, make_algorithm(algorithm, world.layout, options)
 
 
 # 1. gradients and one step: SSGD on P ranks against SEQ on the concatenated batch
@@ -57,4 +60,27 @@ mine = torch.cat([p.detach().reshape(-1) for p in learner.parameters])
 rank0 = mine.clone()
 MPI.COMM_WORLD.Bcast(rank0.numpy(), root=0)
 assert torch.equal(mine, rank0), f"rank {world.rank} replica differs from rank 0 by {(mine - rank0).abs().max()}"
+
+
+# 3. overlapped in one bucket or in buckets of a parameter or two, against the allreduce after
+def trained(options, clip=0.0):
+    learner, sync = fresh(world, "ssgd", options, clip)
+    world.run(sync.start(learner))
+    for step in range(3):
+        world.run(sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1))
+    return torch.cat([p.detach().reshape(-1) for p in learner.parameters])
+
+
+after = trained({"overlap": False})
+for bucket_mb in (25.0, 0.01):
+    overlapped = trained({"overlap": True, "bucket_mb": bucket_mb})
+    torch.testing.assert_close(overlapped, after, atol=1e-6, rtol=1e-5, msg=f"overlapped in {bucket_mb} MB buckets")
+clipped, _ = fresh(world, "ssgd", {"bucket_mb": 0.01}, clip=0.05)
+world.run(_.start(clipped))
+world.run(_.step(clipped, train_set.collate(groups[world.rank]), lr=0.1))
+seq, _ = fresh(alone, "seq", clip=0.05)
+alone.run(seq.backward(train_set.collate([u for g in groups[: world.size] for u in g])))
+alone.run(seq.update(0.1))
+for name, p, q in zip(dict(clipped.model.named_parameters()), clipped.parameters, seq.parameters):
+    torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=f"parameter {name} after a clipped step")
 print(f"rank {world.rank}: ssgd properties hold", flush=True)

@@ -75,7 +75,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
         "device": record["device"].split(":")[0],  # cpu or cuda: a speed claim is decided on GPUs only
-        **_timing(world, environment),
+        **_timing(world, environment, record.get("exchanges")),
         **_environment(environment),
         "trained_as": record["algorithm"],
         "diverged": _divergence(record.get("diverged")),
@@ -113,15 +113,19 @@ def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.Dat
     return row, confusions.sort_values("count", ascending=False, kind="stable"), utterances
 
 
-def _timing(world: dict, environment: dict) -> dict:
-    """How a run was timed, as the runs table's columns: measured on real ranks, or modelled on a
-    hardware profile (with its stragglers, and what its compute rests on)."""
+def _timing(world: dict, environment: dict, exchanges: dict | None) -> dict:
+    """How a run was timed, as the runs table's columns: measured on real ranks (with what its
+    exchanges went by, and the rate learner 0's achieved, waits for peers included), or modelled on
+    a hardware profile (with the transports of its links, its stragglers, and what its compute
+    rests on)."""
     if world["kind"] != "simulated":
-        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "", "transports": "",
-                "speedup_kind": "measured", "compute_basis": "measured"}  # fmt: skip
+        rate = exchanges["bytes"] * 8 / exchanges["seconds"] / 1e9 if exchanges and exchanges["seconds"] else None
+        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "",
+                "transports": world.get("transport", ""), "exchange_gbps": rate, "speedup_kind": "measured",
+                "compute_basis": "measured"}  # fmt: skip
     stragglers = world["hardware"].get("stragglers", {})
     name = world["hardware"]["name"]
-    return {"world": "simulated", "hardware": name, "speedup_kind": f"modelled on {name}",
+    return {"world": "simulated", "hardware": name, "speedup_kind": f"modelled on {name}", "exchange_gbps": None,
             "transports": ",".join(sorted(transports(world["hardware"], world["ranks"]))),
             "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
             "compute_basis": compute_basis(world)}  # fmt: skip

@@ -49,6 +49,7 @@ RUN_COLUMNS = {
     "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
     "threads_per_learner": "threads/learner",
     "speedup_kind": "speedups", "world": "world", "device": "device", "hardware": "hardware",
+    "transports": "exchanges by", "exchange_gbps": "exchanges Gb/s (learner 0, waits included)",
     "stragglers": "stragglers",
     "trained_as": "trained as",
     "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",

@@ -73,7 +73,13 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
         AlgorithmSpec("seq", "seq.Sequential"),
-        AlgorithmSpec("ssgd", "ssgd.SynchronousSGD", alone_is_seq=True),
+        AlgorithmSpec("ssgd", "ssgd.SynchronousSGD", {
+            "overlap": Option(True, {"type": "boolean"},
+                              "allreduce the gradients in buckets while the backward pass runs and clip their "
+                              "average, as DistributedDataParallel does (false: clip each learner's, then allreduce)"),
+            "bucket_mb": Option(25.0, {"type": "number", "exclusiveMinimum": 0},
+                                "overlap: the gradients' megabytes a bucket takes (DistributedDataParallel's 25)"),
+        }, alone_is_seq=True),
         AlgorithmSpec("asgd", "asgd.AsynchronousSGD", {
             "staleness_lr": Option(False, {"type": "boolean"}, "divide the learning rate by 1 + staleness"),
             "max_staleness": Option(None, {"type": ["integer", "null"], "minimum": 0},

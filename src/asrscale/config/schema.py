@@ -58,6 +58,7 @@ MOVED = {
     ("study", "learners_per_node"): "study.node_size (the learners an algorithm treats as a node)",
     ("slurm", "launcher"): f"the train rule's `launcher` resource: {PROFILE} set-resources: train: launcher",
     ("mpi", "launcher"): "the train rule's `launcher` resource (snakemake --set-resources train:launcher=...)",
+    ("mpi", "collectives"): "mpi.transport (every algorithm's exchanges, gossip and a server's messages too)",
 }
 
 

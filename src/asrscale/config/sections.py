@@ -227,7 +227,7 @@ class MPIWorldSettings:
     """Real MPI ranks (asrscale.worlds.mpi)."""
 
     kind: str  # "mpi"
-    collectives: str  # mpi.collectives
+    transport: str  # mpi.transport
     timeout_s: float  # mpi.timeout_s
     node_size: int | None  # study.node_size
 

@@ -234,7 +234,7 @@ class Study:
                 options[setting] = json.loads(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
-            world = {"kind": "mpi", "collectives": config["mpi"]["collectives"],
+            world = {"kind": "mpi", "transport": config["mpi"]["transport"],
                      "timeout_s": config["mpi"]["timeout_s"], "node_size": node_size}  # fmt: skip
         else:
             profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}

@@ -105,7 +105,7 @@ def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     gradients = [stacked[name].grad for name in names]
     # each learner's clip, but where NG-SGD makes its gradients anew (Learner.compute)
     clips = torch.tensor(
-        [0.0 if job.recorder is not None else job.learner.clip_grad_norm for job in jobs], device=device
+        [job.learner.clip_grad_norm if job.recorder is None and job.clipped else 0.0 for job in jobs], device=device
     )
     if clips.any():  # as torch.nn.utils.clip_grad_norm_ does, for each learner alone
         norms = torch.stack([g.flatten(1).norm(dim=1) for g in gradients]).norm(dim=0)

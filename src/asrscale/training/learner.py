@@ -69,6 +69,7 @@ class GradientJob:
     batch: object
     recorder: Recorder | None = None
     parameters: list | None = None
+    clipped: bool = True  # False: the gradient is clipped once averaged (Learner.averaged_backward)
 
     def __post_init__(self):
         self.parameters = self.learner.parameters if self.parameters is None else self.parameters
@@ -116,14 +117,29 @@ class Learner:
                 gradient.zero_()
         return value
 
-    def compute(self, batch, recorder: Recorder | None = None) -> float:
+    def averaged_backward(self, batch, group: str, bucket_mb: float):
+        """The gradient of a minibatch averaged over `group`'s learners as the world computes and
+        exchanges it (`ops.AveragedGradient`), then clipped, as DistributedDataParallel's users
+        clip; returns this learner's loss. An average that is not finite (a learner's loss was
+        not) is left out (zero) by every learner alike."""
+        job = GradientJob(self, batch, clipped=False)
+        gradient = ops.Gradient(lambda: self.compute(batch, clip=False), batch.frames, job)
+        return (yield ops.AveragedGradient(gradient, self.parameters, self._clip_average, group, bucket_mb))
+
+    def _clip_average(self) -> None:
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm or math.inf)
+        if not math.isfinite(norm):
+            for gradient in self.gradients:
+                gradient.zero_()
+
+    def compute(self, batch, recorder: Recorder | None = None, clip: bool = True) -> float:
         """This learner's loss and clipped gradient of a minibatch, computed alone; with a
         `recorder`, not clipped: NG-SGD makes every parameter's gradient anew from it (at its own
         norm), so a clip would change nothing but the plain gradient NG-SGD starts from."""
         self.optimizer.zero_grad(set_to_none=False)
         loss, _, _ = ctc_loss(self.model, batch, recorder=recorder)
         loss.backward()
-        if recorder is None:
+        if recorder is None and clip:
             self.clip()
         return loss.item()
 

@@ -320,5 +320,7 @@ class LearnerLoop:
             "learning_rate": {"scale": self.scale, "peak": run.train.lr * self.scale},
             "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
             "process_wall_s": self.wall.summary(),
+            # learner 0's exchanges on real ranks: their bytes over their time (waits for peers included)
+            "exchanges": {"bytes": self.wall.exchanged_bytes, "seconds": self.wall.seconds["exchanges"]},
         }  # fmt: skip
         records.write_outputs(self.shared.out, run, progress, model, facts, self.train_set.tokens.symbols)

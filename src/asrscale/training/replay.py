@@ -100,6 +100,11 @@ class StandIn(Learner):
         yield ops.Gradient(lambda: 0.0, batch.frames, _Job())
         return 0.0
 
+    def averaged_backward(self, batch, group: str, bucket_mb: float):
+        gradient = ops.Gradient(lambda: 0.0, batch.frames, _Job())
+        yield ops.AveragedGradient(gradient, self.parameters, lambda: None, group, bucket_mb)
+        return 0.0
+
     def update(self, lr: float):
         self.steps += 1
         yield ops.Update(lambda: None, None)

@@ -60,7 +60,7 @@ def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConf
         from asrscale.worlds.mpi import MPIWorld
 
         return MPIWorld(servers=servers, node_size=settings.node_size, timeout_s=settings.timeout_s, name=run.algorithm,
-                        collectives=settings.collectives, device=device)  # fmt: skip
+                        transport=settings.transport, device=device)  # fmt: skip
     from asrscale.training.fused import fusers
     from asrscale.worlds.costmodel import CostModel, Hardware
     from asrscale.worlds.devices import resolve_device

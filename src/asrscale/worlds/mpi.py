@@ -4,12 +4,15 @@ Tensors travel through their buffers, never pickled on the hot path. Every reque
 into the rank's `TimeSplit`: collectives and waits as communication, barriers as idle, and the
 compute and data-wait time the learner reports.
 
-Model-sized collectives (allreduce, broadcast) go by one of three `COLLECTIVES`:
-"mpi" through host buffers (a GPU tensor is copied to and from the host), "cuda-aware-mpi" with
-GPU buffers handed to MPI as they are (an MPI built with CUDA support, mpi4py built against it),
-or "torch": torch.distributed set up from the MPI ranks, NCCL on GPUs (Gloo on the CPU). ADPSGD's
-gossip (through host memory, answered by a thread while the learner computes), ASGD's messages to
-its server, barriers and small reductions always go by MPI.
+Every model-sized exchange (SSGD's, KAVG's and MA's averaging, ADPSGD's gossip, ASGD's messages
+to and from its server) goes by one of three `TRANSPORTS` (mpi.transport), the same for every
+algorithm, so that they race on equal terms: "mpi" through host buffers (a GPU tensor is copied
+to and from the host), "cuda-aware-mpi" with GPU buffers handed to MPI as they are (an MPI built
+with CUDA support, mpi4py built against it), or "torch": torch.distributed set up from the MPI
+ranks, NCCL on GPUs (Gloo on the CPU), point to point as well as collectives. MPI keeps what
+torch.distributed cannot do: barriers, small reductions, and a message's envelope (its sender and
+kind), which a receiver that takes whoever comes first (ASGD's server, a learner answering gossip)
+matches before it receives the tensors themselves from that sender.
 """
 
 import ctypes
@@ -33,7 +36,8 @@ from asrscale.worlds.devices import gpu_identity, resolve_device, synchronize
 from asrscale.worlds.ops import flatten, unflatten
 from asrscale.worlds.timing import TimeSplit, WallTimes
 
-COLLECTIVES = ("mpi", "cuda-aware-mpi", "torch")
+TRANSPORTS = ("mpi", "cuda-aware-mpi", "torch")
+ENVELOPE = np.empty(0, np.float32)  # a message's envelope under torch: its sender and tag alone
 GOSSIP, ANSWER, NOTIFY = 11, 12, 13  # point-to-point tags among learners
 
 
@@ -45,27 +49,26 @@ class _Responder:
     computation it has started. So averagings answered together chain as if made one after
     another, and the model the learner computes on may lag them, as lian18 allows."""
 
-    def __init__(self, group, tensors: list[torch.Tensor], peers: list[int]):
-        self.group, self.tensors, self.waiting = group, tensors, set(peers)
-        self.lock, self.owed = threading.Lock(), torch.zeros_like(flatten(tensors), device="cpu")
+    def __init__(self, world: "MPIWorld", group: str, tensors: list[torch.Tensor], peers: list[int]):
+        self.world, self.group, self.tensors, self.waiting = world, group, tensors, set(peers)
+        self.lock, self.owed = threading.Lock(), torch.zeros_like(world.exchanged(flatten(tensors)))
         self.thread = threading.Thread(target=self._answer, daemon=True)
         self.thread.start()
 
     def _answer(self) -> None:
+        self.world.on_device()
         theirs = torch.empty_like(self.owed)
-        status = MPI.Status()
         while self.waiting:
-            self.group.Probe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status)
-            source, tag = status.Get_source(), status.Get_tag()
+            source, tag = self.world.probe(self.group)
             if tag == NOTIFY:
-                self.group.Recv(np.empty(0, np.float32), source=source, tag=NOTIFY)
+                self.world.groups[self.group].Recv(ENVELOPE, source=source, tag=NOTIFY)
                 self.waiting.discard(source)
-            elif tag == GOSSIP:
-                self.group.Recv(theirs.numpy(), source=source, tag=GOSSIP)
-                with self.lock:
-                    mine = flatten(self.tensors).cpu() + self.owed
-                    self.owed += (theirs - mine) / 2
-                self.group.Send(mine.numpy(), dest=source, tag=ANSWER)
+                continue
+            self.world.receive(theirs, self.group, source, GOSSIP)
+            with self.lock:
+                mine = self.world.exchanged(flatten(self.tensors)) + self.owed
+                self.owed += (theirs - mine) / 2
+            self.world.send(mine, source, self.group, ANSWER)
 
     def apply(self) -> None:
         """Add what the served tensors owe (the learner's own thread)."""
@@ -73,6 +76,63 @@ class _Responder:
             owed, self.owed = self.owed, torch.zeros_like(self.owed)
             flat = flatten(self.tensors)
             unflatten(flat + owed.to(flat.device), self.tensors)
+
+
+class _Summing:
+    """An MPI allreduce under way, and what to do once it is done (a GPU tensor's copy back)."""
+
+    def __init__(self, request, then):
+        self.request, self.then = request, then
+
+    def wait(self) -> None:
+        self.request.Wait()
+        self.then()
+
+
+class _Buckets:
+    """SSGD's gradients allreduced while the backward pass runs, as DistributedDataParallel does:
+    the parameters in buckets of about `bucket_mb`, in the reverse of their order (the order a
+    backward pass finishes them); a bucket is launched once its last gradient is in and every
+    bucket before it is launched, so every learner launches them in one order."""
+
+    def __init__(self, world: "MPIWorld", request: ops.AveragedGradient):
+        self.world, self.request = world, request
+        self.buckets, size = [[]], 0
+        for index in reversed(range(len(request.parameters))):
+            if size >= request.bucket_mb * 2**20:
+                self.buckets.append([])
+                size = 0
+            self.buckets[-1].append(index)
+            size += request.parameters[index].nbytes
+        self.bucket_of = {index: b for b, members in enumerate(self.buckets) for index in members}
+        self.missing = [len(members) for members in self.buckets]
+        self.launched: list[tuple[torch.Tensor, object]] = []
+        self.hooks = [parameter.register_post_accumulate_grad_hook(lambda _, index=index: self._in(index))
+                      for index, parameter in enumerate(request.parameters)]  # fmt: skip
+
+    def _in(self, index: int) -> None:
+        self.missing[self.bucket_of[index]] -= 1
+        self._launch_ready()
+
+    def _launch_ready(self, every: bool = False) -> None:
+        while len(self.launched) < len(self.buckets) and (every or self.missing[len(self.launched)] == 0):
+            members = self.buckets[len(self.launched)]
+            flat = flatten([self.request.parameters[index].grad for index in members])
+            self.launched.append((flat, self.world.start_allreduce(flat, self.request.group)))
+            self.world.wall.exchanged_bytes += 2 * flat.nbytes
+
+    def wait(self) -> None:
+        """Launch what the backward pass did not reach, then the averages into the gradients."""
+        self._launch_ready(every=True)
+        learners = self.world.groups[self.request.group].Get_size()
+        for members, (flat, handle) in zip(self.buckets, self.launched):
+            handle.wait()
+            unflatten(flat / learners, [self.request.parameters[index].grad for index in members])
+        synchronize(self.world.device)
+
+    def remove(self) -> None:
+        for hook in self.hooks:
+            hook.remove()
 
 
 def mpi_cuda_support() -> bool | None:
@@ -90,26 +150,26 @@ def mpi_cuda_support() -> bool | None:
     return None
 
 
-def choose_collectives(requested: str, gpus: list[str | None], mpi_cuda: bool | None) -> str:
-    """How model-sized transfers go, given every rank's GPU (`gpu_identity`, None on the CPU).
+def choose_transport(requested: str, gpus: list[str | None], mpi_cuda: bool | None) -> str:
+    """How model-sized exchanges go, given every rank's GPU (`gpu_identity`, None on the CPU).
     auto: NCCL (torch) where every rank has a GPU of its own, else MPI through host memory. A
     choice that cannot work on these ranks stops here, before any training, naming the setting."""
-    if requested not in ("auto", *COLLECTIVES):
-        raise ConfigError(f"mpi.collectives must be auto or one of {COLLECTIVES}, not {requested!r}")
+    if requested not in ("auto", *TRANSPORTS):
+        raise ConfigError(f"mpi.transport must be auto or one of {TRANSPORTS}, not {requested!r}")
     on_gpus = all(g is not None for g in gpus)
     own_gpus = on_gpus and len(set(gpus)) == len(gpus)
     if requested == "auto":
         return "torch" if own_gpus else "mpi"
     if requested == "torch" and on_gpus and not own_gpus:
         raise ConfigError(
-            f"mpi.collectives is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
-            "and NCCL needs a GPU per rank: set mpi.collectives to auto or mpi"
+            f"mpi.transport is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
+            "and NCCL needs a GPU per rank: set mpi.transport to auto or mpi"
         )
     if requested == "cuda-aware-mpi" and any(g is not None for g in gpus) and mpi_cuda is False:
         library = MPI.Get_library_version().splitlines()[0].strip()
         raise ConfigError(
-            f"mpi.collectives is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
-            "set mpi.collectives to auto or mpi"
+            f"mpi.transport is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
+            "set mpi.transport to auto or mpi"
         )
     return requested
 
@@ -125,10 +185,10 @@ class MPIWorld:
     one; a peer that dies ends the job through the MPI launcher.
 
     `device` (train.device) places the rank: on a GPU, the machine's GPU of the rank's index among
-    the ranks there; `collectives` is agreed by every rank (`choose_collectives`)."""
+    the ranks there; `transport` is agreed by every rank (`choose_transport`)."""
 
     def __init__(self, mpi_comm=None, servers: int = 0, node_size: int | None = None,
-                 timeout_s: float | None = None, name: str = "asrscale", collectives: str = "auto",
+                 timeout_s: float | None = None, name: str = "asrscale", transport: str = "auto",
                  device: str = "cpu"):  # fmt: skip
         world = mpi_comm or MPI.COMM_WORLD
         self.world, self.clock, self.wall = world, TimeSplit(), WallTimes()
@@ -165,8 +225,8 @@ class MPIWorld:
         self.device = resolve_device(device, self.local_rank)
         gpus = world.allgather(gpu_identity(self.device))
         mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
-        self.collectives = choose_collectives(collectives, gpus, mpi_cuda)
-        self.torch_groups = self._torch_groups() if self.collectives == "torch" else None
+        self.transport = choose_transport(transport, gpus, mpi_cuda)
+        self.torch_groups = self._torch_groups() if self.transport == "torch" else None
         self._pending: tuple[float, object] | None = None
         self._responder: _Responder | None = None
         if timeout_s:
@@ -183,7 +243,9 @@ class MPIWorld:
         backend = "nccl" if self.device.type == "cuda" else "gloo"
         dist.init_process_group(backend, init_method="tcp://{}:{}".format(*address), rank=self.rank,
                                 world_size=self.size)  # fmt: skip
-        groups = {"world": None}
+        # messages (gossip, a server's) in a group of their own: threads that answer gossip use it
+        # while the learner's own thread takes part in collectives
+        groups = {"world": None, "messages": dist.new_group(list(range(self.size)))}
         for name in ("learners", "node", "leaders"):
             mine = self.groups[name]
             members = tuple(mine.allgather(self.rank)) if mine != MPI.COMM_NULL else ()
@@ -215,7 +277,13 @@ class MPIWorld:
         return prefetch
 
     def description(self) -> dict:
-        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "collectives": self.collectives}
+        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "transport": self.transport_name()}
+
+    def transport_name(self) -> str:
+        """What the exchanges went by: mpi, cuda-aware-mpi, or torch.distributed's nccl or gloo."""
+        if self.transport != "torch":
+            return self.transport
+        return "nccl" if self.device.type == "cuda" else "gloo"
 
     def launch(self, program) -> None:
         """Run this rank's program: `program(layout, serving, clock)` makes it."""
@@ -260,7 +328,7 @@ class MPIWorld:
         """What MPI reads and writes for `flat`: its memory, or a host copy of a GPU tensor."""
         if not flat.is_cuda:
             return flat.numpy()
-        return flat if self.collectives == "cuda-aware-mpi" else flat.cpu().numpy()
+        return flat if self.transport == "cuda-aware-mpi" else flat.cpu().numpy()
 
     def _through_one_buffer(self, request, mpi_transfer, torch_transfer) -> None:
         """The request's tensors flattened into one buffer, transferred in place."""
@@ -274,9 +342,56 @@ class MPIWorld:
             else:
                 buffer = self._buffer(flat)
                 mpi_transfer(group, buffer)
-                if flat.is_cuda and self.collectives == "mpi":
-                    flat.copy_(torch.as_tensor(buffer))
+                self._copy_back(buffer, flat)
             unflatten(flat, request.tensors)
+            self.wall.exchanged_bytes += 2 * flat.nbytes  # its share sent and received, as a ring allreduce moves it
+
+    def _copy_back(self, buffer, flat: torch.Tensor) -> None:
+        """Into a GPU tensor, what MPI wrote into its host copy."""
+        if flat.is_cuda and self.transport == "mpi":
+            flat.copy_(torch.as_tensor(buffer))
+
+    # messages: gossip and a server's, over the transport; their envelopes by MPI under torch
+    def on_device(self) -> None:
+        """A thread of this rank's that exchanges computes on the rank's GPU (threads start on GPU 0)."""
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+
+    def exchanged(self, flat: torch.Tensor) -> torch.Tensor:
+        """Where a message's tensor travels from: where it is under torch and CUDA-aware MPI, the host under MPI."""
+        return flat.cpu() if self.transport == "mpi" else flat
+
+    def _global(self, group: str, rank: int) -> int:
+        """A rank of `group` as the world (and torch.distributed) number it."""
+        return self.groups[group].Get_group().Translate_ranks([rank], self.world.Get_group())[0]
+
+    def send(self, flat: torch.Tensor, to: int, group: str, tag: int) -> None:
+        """A message of `flat` to rank `to` of `group`."""
+        if self.torch_groups is None:
+            self.groups[group].Send(self._buffer(flat), dest=to, tag=tag)
+        else:
+            self.groups[group].Send(ENVELOPE, dest=to, tag=tag)
+            dist.send(flat, dst=self._global(group, to), group=self.torch_groups["messages"])
+        self.wall.exchanged_bytes += flat.nbytes
+
+    def probe(self, group: str, source: int | None = None, tag: int | None = None) -> tuple[int, int]:
+        """Wait for a message of `group` from `source` with `tag` (None: any); its sender and tag."""
+        status = MPI.Status()
+        any_source, any_tag = MPI.ANY_SOURCE if source is None else source, MPI.ANY_TAG if tag is None else tag
+        self.groups[group].Probe(source=any_source, tag=any_tag, status=status)
+        return status.Get_source(), status.Get_tag()
+
+    def receive(self, flat: torch.Tensor, group: str, sender: int, tag: int) -> None:
+        """Into `flat`, the message from `sender` of `group` with `tag`."""
+        comm = self.groups[group]
+        if self.torch_groups is None:
+            buffer = self._buffer(flat)
+            comm.Recv(buffer, source=sender, tag=tag)
+            self._copy_back(buffer, flat)
+        else:
+            comm.Recv(ENVELOPE, source=sender, tag=tag)
+            dist.recv(flat, src=self._global(group, sender), group=self.torch_groups["messages"])
+        self.wall.exchanged_bytes += flat.nbytes
 
     @execute.register
     def _(self, request: ops.Allreduce):
@@ -289,6 +404,31 @@ class MPIWorld:
             flat /= dist.get_world_size(group)
 
         self._through_one_buffer(request, mpi_mean, torch_mean)
+
+    @execute.register
+    def _(self, request: ops.AveragedGradient):
+        if self.groups[request.group].Get_size() == 1:
+            loss = self.execute(request.gradient)
+            request.finish()
+            return loss
+        buckets = _Buckets(self, request)
+        try:
+            with self.clock.measure("compute"), self.wall.measure("arithmetic"):
+                loss = request.gradient.alone()  # buckets launched by its backward pass as they fill
+            with self.clock.measure("communication"), self.wall.measure("exchanges"):
+                buckets.wait()  # the rest, waits for slower learners included
+        finally:
+            buckets.remove()
+        request.finish()
+        return loss
+
+    def start_allreduce(self, flat: torch.Tensor, group: str):
+        """Begin summing `flat` over `group` in place; returns what to `wait()` on."""
+        if self.torch_groups is not None:
+            return dist.all_reduce(flat, group=self.torch_groups[group], async_op=True)
+        buffer = self._buffer(flat)
+        return _Summing(self.groups[group].Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM),
+                        lambda: self._copy_back(buffer, flat))  # fmt: skip
 
     @execute.register
     def _(self, request: ops.Broadcast):
@@ -321,24 +461,28 @@ class MPIWorld:
 
     @execute.register
     def _(self, request: ops.Gossip):
-        group, send = self.groups[request.group], flatten(request.send).cpu()
+        send = self.exchanged(flatten(request.send))
         answer = torch.empty_like(send)
-        thread = threading.Thread(
-            target=group.Sendrecv, args=(send.numpy(), request.peer, GOSSIP, answer.numpy(), request.peer, ANSWER)
-        )
+
+        def exchange():
+            self.on_device()
+            self.send(send, request.peer, request.group, GOSSIP)
+            self.receive(answer, request.group, request.peer, ANSWER)
+
+        thread = threading.Thread(target=exchange)
         thread.start()
         return thread, answer, request.receive
 
     @execute.register
     def _(self, request: ops.Serve):
-        self._responder = _Responder(self.groups[request.group], request.tensors, request.peers)
+        self._responder = _Responder(self, request.group, request.tensors, request.peers)
 
     @execute.register
     def _(self, request: ops.Notify):
         group = self.groups[request.group]
         with self.clock.measure("communication"):
             for peer in request.peers:
-                group.Send(np.empty(0, np.float32), dest=peer, tag=NOTIFY)
+                group.Send(ENVELOPE, dest=peer, tag=NOTIFY)
 
     @execute.register
     def _(self, request: ops.StopServing):
@@ -350,18 +494,16 @@ class MPIWorld:
     @execute.register
     def _(self, request: ops.Send):
         with self.clock.measure("communication"), self.wall.measure("exchanges"):
-            self.world.Send(flatten(request.tensors).cpu().numpy(), dest=request.to, tag=request.tag)
+            self.send(self.exchanged(flatten(request.tensors)), request.to, "world", request.tag)
 
     @execute.register
     def _(self, request: ops.Receive):
-        flat = flatten(request.tensors).cpu()
-        status = MPI.Status()
-        source = MPI.ANY_SOURCE if request.source is None else request.source
-        tag = MPI.ANY_TAG if request.tag is None else request.tag
+        flat = self.exchanged(flatten(request.tensors))
         with self.clock.measure("communication"), self.wall.measure("exchanges"):
-            self.world.Recv(flat.numpy(), source=source, tag=tag, status=status)
+            source, tag = self.probe("world", request.source, request.tag)
+            self.receive(flat, "world", source, tag)
         unflatten(flat, request.tensors)
-        return status.Get_source(), status.Get_tag()
+        return source, tag
 
     @execute.register
     def _(self, request: ops.Gather):

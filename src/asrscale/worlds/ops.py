@@ -53,6 +53,46 @@ class Gradient:
 
 
 @dataclass
+class AveragedGradient:
+    """A learner's `gradient` of its minibatch (computed unclipped into its `parameters`'
+    gradients), averaged over the group's learners as one gradient of all their minibatches, then
+    `finish()`ed (clipped). A world may allreduce it in buckets of about
+    `bucket_mb` as the backward pass produces them, in the order every learner launches them, as
+    DistributedDataParallel does (asrscale.worlds.mpi); `parts()` is the same in turn: compute,
+    wait for every learner, average. Returns the learner's loss."""
+
+    gradient: Gradient
+    parameters: list[torch.Tensor]
+    finish: Callable[[], None]
+    group: str = "learners"
+    bucket_mb: float = 25.0
+
+    @property
+    def gradients(self) -> list[torch.Tensor]:
+        return [parameter.grad for parameter in self.parameters]
+
+    def parts(self):
+        loss = yield self.gradient
+        # the barrier splits waiting for slower learners (idle) from the transfer (communication)
+        yield Barrier(self.group)
+        yield Allreduce(self.gradients, self.group)
+        self.finish()
+        return loss
+
+
+def in_parts(program):
+    """`program` with every request that a world carries out as its parts (`AveragedGradient`)
+    asked for part by part."""
+    result = None
+    while True:
+        try:
+            request = program.send(result)
+        except StopIteration as done:
+            return done.value
+        result = (yield from request.parts()) if isinstance(request, AveragedGradient) else (yield request)
+
+
+@dataclass
 class Update:
     """Apply a learner's optimizer step (its gradient, at its learning rate)."""
 
@@ -208,7 +248,7 @@ def run_alone(program):
     """Run a learner's program by itself, as no world would: its own arithmetic (`WORK`) carried
     out, every other request ignored (timing one learner's work, as calibration and the
     benchmarks do). Returns the program's value."""
-    reply = None
+    program, reply = in_parts(program), None
     try:
         while True:
             request = program.send(reply)

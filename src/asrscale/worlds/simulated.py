@@ -144,7 +144,8 @@ class SimWorld:
     def launch(self, program) -> None:
         """Run every rank's program to its end: `program(layout, serving, clock)` makes each."""
         for rank in self.ranks:
-            rank.program = program(rank.layout, rank.serving, rank.clock)
+            # requests carried out as their parts: its transfers modelled after the computation
+            rank.program = ops.in_parts(program(rank.layout, rank.serving, rank.clock))
             self._resume(rank, 0.0)
         while self._ready:
             _, index = heapq.heappop(self._ready)

@@ -54,6 +54,7 @@ class WallTimes(TimeSplit):
 
     def __init__(self):
         super().__init__(time.perf_counter, self.PHASES)
+        self.exchanged_bytes = 0  # what real ranks' exchanges sent and received (a simulated world's are modelled)
 
     def summary(self) -> dict[str, float]:
         """Seconds by phase since the start, the rest as "other", and the "total"."""
