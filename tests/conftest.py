@@ -1,5 +1,6 @@
 import copy
 import dataclasses
+import getpass
 import json
 import os
 import shutil
@@ -410,3 +411,6 @@ def cluster():
         if os.environ.get("ASRSCALE_REQUIRE_SLURM"):
             raise AssertionError("ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo")
         pytest.skip("needs a SLURM cluster: slurm/local-cluster.sh start")
+    yield
+    # a test that failed mid-run leaves its jobs behind: they would hold the cluster's cores
+    subprocess.run(["scancel", "--user", getpass.getuser()], capture_output=True)

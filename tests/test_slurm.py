@@ -87,17 +87,10 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     command = profile_command(study, *configs, targets=[runs["preempted"] / "model.pt"])
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     snakemake = subprocess.Popen(command, cwd=ROOT, **output)
-    wait_for(lambda: list(run.glob("checkpoints/step*/complete")), "the first checkpoint", snakemake)
-    job = wait_for(lambda: slurm_job("preempted"), "the job in the queue", snakemake)
-    subprocess.run(["scontrol", "requeue", job], check=True)
-    # SLURM holds a requeued job back for a while; let it start now
-    wait_for(lambda: start_now(job), "the requeued job to pend", snakemake)
-    log = study / "logs" / "tiny" / "preempted" / "train" / "mpi" / "ssgd" / "default-P2-seed1.log"
-    wait_for(lambda: resumed_and_checkpointed(run, log), "a checkpoint after resuming", snakemake)
-    assert not (run / "model.pt").exists()
-    subprocess.run(["scancel", wait_for(lambda: slurm_job("preempted"), "the resumed job", snakemake)], check=True)
-    printed, _ = snakemake.communicate(timeout=1800)
-    assert snakemake.returncode == 0, printed[-6000:]
+    try:
+        log = requeue_then_cancel(study, run, snakemake)
+    finally:
+        snakemake.kill()  # nothing left running where a wait gave up (a no-op where it has ended)
     profile_run(study, ROOT / "studies" / "quick.yaml", study / "uninterrupted.yaml",
                 targets=[runs["uninterrupted"] / "model.pt"])  # fmt: skip
 
@@ -112,6 +105,23 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     metrics = [pd.read_csv(study / r / "metrics.tsv", sep="\t") for r in runs.values()]
     assert not metrics[0].duplicated(["kind", "epoch", "step", "rank"]).any()
     assert metrics[0].drop(columns=TIMES).equals(metrics[1].drop(columns=TIMES))
+
+
+def requeue_then_cancel(study: Path, run: Path, snakemake: subprocess.Popen) -> Path:
+    """Requeue the run's job once it has checkpointed, then cancel it once it has resumed and
+    checkpointed again; wait for the workflow's end. Returns the job's log."""
+    wait_for(lambda: list(run.glob("checkpoints/step*/complete")), "the first checkpoint", snakemake)
+    job = wait_for(lambda: slurm_job("preempted"), "the job in the queue", snakemake)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    # SLURM holds a requeued job back for a while; let it start now
+    wait_for(lambda: start_now(job), "the requeued job to pend", snakemake)
+    log = study / "logs" / "tiny" / "preempted" / "train" / "mpi" / "ssgd" / "default-P2-seed1.log"
+    wait_for(lambda: resumed_and_checkpointed(run, log), "a checkpoint after resuming", snakemake)
+    assert not (run / "model.pt").exists()
+    subprocess.run(["scancel", wait_for(lambda: slurm_job("preempted"), "the resumed job", snakemake)], check=True)
+    printed, _ = snakemake.communicate(timeout=1800)
+    assert snakemake.returncode == 0, printed[-6000:]
+    return log
 
 
 def start_now(job: str) -> bool:
