@@ -77,6 +77,11 @@ def test_adpsgd_pairwise_averaging_keeps_the_mean_and_terminates(corpus, learner
 
 
 @pytest.mark.parametrize("transport", ["mpi", "torch"])
+def test_adpsgd_gossip_is_answered_while_the_peer_computes(corpus, transport):
+    check(2, corpus, "adpsgd_answers_while_its_peer_computes", transport=transport)
+
+
+@pytest.mark.parametrize("transport", ["mpi", "torch"])
 def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(corpus, transport):
     check(4, corpus, "asgd_applies_every_gradient_once", transport=transport)
 

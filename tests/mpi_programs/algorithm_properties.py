@@ -102,6 +102,21 @@ elif case == "adpsgd_keeps_the_mean_and_ends":
     torch.testing.assert_close(mean_after, mean_before, atol=1e-5, rtol=1e-5)
     assert spread_after < spread_before / 4, f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
 
+elif case == "adpsgd_answers_while_its_peer_computes":
+    # wait-free: the passive learner's world answers the active one's gossip while it computes
+    world = MPIWorld(transport=TRANSPORT)
+    learner, adpsgd = fresh_learner(), make_algorithm("adpsgd", world.layout)
+    world.run(adpsgd.step(learner, batches[0], lr=0.0))  # the passive learner begins answering
+    if adpsgd.active:
+        start = time.monotonic()
+        for step in range(1, 6):
+            world.run(adpsgd.step(learner, batches[step], lr=0.0))
+        elapsed = time.monotonic() - start
+        assert len(adpsgd.exchanges) == 6 and elapsed < 3, f"{len(adpsgd.exchanges)} averagings in {elapsed:.1f} s"
+    else:
+        time.sleep(4)  # a long computation of its own
+    world.run(adpsgd.epoch_done(learner))
+
 elif case == "asgd_applies_every_gradient_once":
     world = MPIWorld(transport=TRANSPORT, servers=1)
     learner, result = train(world, "asgd")
