@@ -73,7 +73,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
     study = PreparedCorpus.of(work)
     run, train_set, place = study.seq, study.subset("train"), torch.device(device)
-    shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS) / f"shard{r}.tsv") for r in range(LEARNERS)]
+    shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS), r, LEARNERS) for r in range(LEARNERS)]
     batches = [train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards]
     torch.manual_seed(run.seed)
 

@@ -41,7 +41,7 @@ def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
 
     study = PreparedCorpus.of(bench.work)
     config, train_set = study.seq.train, study.subset("train")
-    shards = [read_shard(bench.path(paths.SHARDS, learners=learners) / f"shard{r}.tsv") for r in range(learners)]
+    shards = [read_shard(bench.path(paths.SHARDS, learners=learners), r, learners) for r in range(learners)]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
     seed = study.seq.seed * 1000 + 1  # the first epoch's, as the trainer draws it
     groups = [train_set.batches(shard, config.batch_size, seed, steps, learner=r) for r, shard in enumerate(shards)]
