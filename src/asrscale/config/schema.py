@@ -9,15 +9,17 @@ import jsonschema
 import yaml
 
 from asrscale.config.algorithms import ALGORITHMS
+from asrscale.config.sections import CORPUS_FORMATS
 from asrscale.errors import ConfigError
 
 
 def _load() -> dict:
-    """schema.yaml, with the algorithms and their options spliced in from their one place (the table
-    of algorithms)."""
+    """schema.yaml, with what has one place elsewhere spliced in: the algorithms and their options
+    (the table of algorithms) and the corpus formats' names."""
     schema = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
     schema["$defs"]["algorithm"]["enum"] = list(ALGORITHMS)
     schema["properties"]["algorithms"]["properties"] = {name: spec.schema for name, spec in ALGORITHMS.items()}
+    schema["$defs"]["sources"]["items"]["properties"]["format"]["enum"] = list(CORPUS_FORMATS)
     return schema
 
 

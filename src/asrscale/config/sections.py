@@ -12,6 +12,10 @@ from pathlib import Path
 from asrscale.errors import ConfigError
 from asrscale.io import read_settings
 
+#: the corpus formats a source may have (corpus.subsets' `format`): each an importer in
+#: asrscale.data.corpus.formats, which checks its registry against these names
+CORPUS_FORMATS = ("kaldi", "librispeech", "manifest", "lhotse")
+
 
 @dataclass(frozen=True)
 class SyntheticConfig:

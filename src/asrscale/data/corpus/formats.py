@@ -1,11 +1,11 @@
 """The corpus formats a source of `corpus.subsets` may have: a format is its importer and its
-registry entry here, named as config.yaml's schema names it (checked when this module loads)."""
+registry entry here, named as the configuration names it (checked when this module loads)."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from asrscale.config.schema import SCHEMA
+from asrscale.config.sections import CORPUS_FORMATS
 from asrscale.data.badinput import Skipped
 from asrscale.data.corpus.entry import Entry
 from asrscale.data.corpus.kaldi import import_kaldi, kaldi_listings
@@ -26,9 +26,8 @@ FORMATS = {
     "manifest": Format(import_manifest, manifest_listings),
     "lhotse": Format(import_lhotse, lhotse_listings),
 }
-_NAMED = SCHEMA["$defs"]["sources"]["items"]["properties"]["format"]["enum"]
-if list(FORMATS) != _NAMED:  # a format added on one side only: the schema would let it by, or refuse it
-    raise RuntimeError(f"corpus formats {list(FORMATS)} differ from config/schema.yaml's format enum {_NAMED}")
+if tuple(FORMATS) != CORPUS_FORMATS:  # a format added on one side only: the schema would let it by, or refuse it
+    raise RuntimeError(f"corpus formats {list(FORMATS)} differ from config.sections.CORPUS_FORMATS {CORPUS_FORMATS}")
 
 
 def listings(sources: list[dict]) -> list[Path]:
