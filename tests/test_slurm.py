@@ -71,6 +71,11 @@ def wait_for(condition, what: str, snakemake: subprocess.Popen, timeout: float =
     return result
 
 
+@pytest.mark.xfail(
+    reason="known bug (2026-11-29): a requeued job's ranks fail in MPI_Init under srun --mpi=pmi2 with the PyPI "
+    "MPICH ('Message truncated' in the init allgather) and the job hangs; docs/slurm.md",
+    strict=False,
+)
 def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_model(study):
     """Preemption: SLURM requeues the job, which starts again. Cancellation (or a time limit):
     the job fails and the profile's retries submit it again. Either way the run resumes from its
