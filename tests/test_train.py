@@ -21,7 +21,7 @@ def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
     job's own log must say where it was."""
     crash = (
         "import os\nfrom asrscale import cli\ndef tokens(args):\n    os.abort()\n"
-        "cli.STAGES = [((tokens if f.__name__ == 'tokens' else f), *rest) for f, *rest in cli.STAGES]\n"
+        "cli.COMMANDS = [((tokens if f.__name__ == 'tokens' else f), *rest) for f, *rest in cli.COMMANDS]\n"
     )
     program = crash + "cli.main(['tokens', '--data', 'text', '--out', 'tokens.txt'])"
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)

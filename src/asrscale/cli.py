@@ -238,8 +238,9 @@ def paths(*names: str) -> list:
     return [(f"--{name}", PATH) for name in names]
 
 
-#: every stage the CLI runs: its function (whose name, dashed, names the stage), what it does, its arguments
-STAGES = [
+#: every command of the CLI (the stages' and the tools'): its function (whose name, dashed, names the command),
+#: what it does, its arguments (sections.STAGES are the stages with a settings file)
+COMMANDS = [
     (synth, "synthesise one part of the built-in corpus", [SETTINGS, *PART, *paths("out")]),
     (import_data, "import one subset of your own corpus from its sources", [SETTINGS, *paths("out")]),
     (combine_data, "merge data dirs", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
@@ -291,9 +292,9 @@ STAGES = [
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="asrscale", description=__doc__)
-    stages = top.add_subparsers(dest="stage", required=True)
-    for function, help_text, arguments in STAGES:
-        sub = stages.add_parser(function.__name__.replace("_", "-"), help=help_text)
+    commands = top.add_subparsers(dest="command", required=True)
+    for function, help_text, arguments in COMMANDS:
+        sub = commands.add_parser(function.__name__.replace("_", "-"), help=help_text)
         for name, kwargs in arguments:
             sub.add_argument(name, **kwargs)
         sub.set_defaults(run=function)
