@@ -72,7 +72,7 @@ class Claim:
 #: runs and its wall time (docs/reproductions.md has every run of them); a speed half is decided on GPUs
 STUDIES = {
     "claims-at-4": ("SEQ, KAVG and ASGD at 4 learners, 3 seeds, each run trained until newbob stops it",
-                    "about 1.5 hours on 2 CPU cores"),
+                    "about 2 hours on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds",
                   "about 2 hours on 2 CPU cores"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1.5 hours on 2 CPU cores"),
