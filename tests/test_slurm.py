@@ -71,11 +71,6 @@ def wait_for(condition, what: str, snakemake: subprocess.Popen, timeout: float =
     return result
 
 
-@pytest.mark.xfail(
-    reason="known bug (2026-11-29): a requeued job's ranks fail in MPI_Init under srun --mpi=pmi2 with the PyPI "
-    "MPICH ('Message truncated' in the init allgather) and the job hangs; docs/slurm.md",
-    strict=False,
-)
 def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_model(study):
     """Preemption: SLURM requeues the job, which starts again. Cancellation (or a time limit):
     the job fails and the profile's retries submit it again. Either way the run resumes from its
@@ -105,6 +100,11 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     assert len(re.findall(r"^== attempt ", attempts, re.MULTILINE)) == len(resumed) + 1, attempts
     assert attempts.count("resuming from") == len(resumed), attempts
     assert len(resumed) == 2, (resumed, attempts)  # once after the requeue, once after the cancellation
+    # the requeue started the same job again, whose first step removed the shared memory of the
+    # ranks it killed, which the new ranks would take for their own (asrscale.worlds.shared_memory)
+    jobs = re.findall(r"^== attempt .*, SLURM job (\d+)$", attempts, re.MULTILINE)
+    assert jobs[0] == jobs[1] != jobs[2], attempts
+    assert re.search(rf"^removed /dev/shm/mpich_shm_\w+ on .* SLURM job {jobs[0]} left$", attempts, re.MULTILINE)
     models = [torch.load(study / r / "model.pt", weights_only=False)["model"] for r in runs.values()]
     assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
     metrics = [pd.read_csv(study / r / "metrics.tsv", sep="\t") for r in runs.values()]

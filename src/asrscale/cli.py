@@ -4,6 +4,7 @@ come from the file `--settings` names, which the workflow writes from the config
 
 import argparse
 import faulthandler
+import os
 import sys
 from pathlib import Path
 
@@ -149,6 +150,18 @@ def decode(args):
                       for name, found in scores.items()}))  # fmt: skip
 
 
+def clear_shared_memory(args):
+    import socket
+
+    from asrscale.worlds.shared_memory import clear
+
+    if not args.job:
+        raise UserError("runs inside a SLURM job: SLURM_JOB_ID is unset and --job not given")
+    for path in clear(args.job):
+        print(f"removed {path} on {socket.gethostname()}: MPI shared memory that a killed attempt of SLURM job "
+              f"{args.job} left")  # fmt: skip
+
+
 def gather(args):
     from asrscale.analysis.gather import gather_runs
     from asrscale.config.sections import GatherStage
@@ -268,6 +281,9 @@ COMMANDS = [
         ("--data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"}),
         ("--feats", {"type": Path, "nargs": "+", "required": True, "help": "each test set's features, in that order"}),
         ("--out", {"type": Path, "required": True, "help": "the run's folder: each set's scores in <out>/<set>"})]),
+    (clear_shared_memory, "remove the MPI shared memory that killed ranks of this SLURM job left on this machine, "
+     "which its requeued ranks would take for their own", [
+         ("--job", {"default": os.environ.get("SLURM_JOB_ID"), "help": "the job (default: $SLURM_JOB_ID)"})]),
     (gather, "gather a study's runs into tables", [SETTINGS, *paths("out")]),
     (fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check each "
      "figure out of sample", [

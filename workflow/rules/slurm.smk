@@ -41,13 +41,16 @@ def default_launcher(wildcards):
 
 def launch_line(wildcards, threads, resources):
     """The command a training job's ranks start under: the `launcher` resource with srun's shape
-    of the allocation, or mpiexec's ranks; nothing for one process."""
+    of the allocation, or mpiexec's ranks; nothing for one process. Under srun, one task a node
+    first removes the MPI shared memory a killed attempt of the job left, which the ranks of a
+    requeued job would take for their own (asrscale.worlds.shared_memory)."""
     if ranks(wildcards) == 1:
         return ""
     program = resources.launcher
     if program.split()[0] == "srun":
         return (
-            f"{program} --ntasks={ranks(wildcards)}"
+            f"srun --mpi=none --ntasks={nodes(wildcards)} --ntasks-per-node=1"
+            f" python -m asrscale clear-shared-memory && {program} --ntasks={ranks(wildcards)}"
             f" --ntasks-per-node={ranks_per_node(wildcards)} --cpus-per-task={threads}"
         )
     return f"{program} -n {ranks(wildcards)}"

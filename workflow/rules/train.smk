@@ -81,7 +81,7 @@ rule train:
         # Snakemake empties {log} for each attempt: what a preempted, cancelled or failed attempt
         # printed stays in {params.attempts}, each attempt under a line saying when and where
         'echo "== attempt $(date -Is) on $(uname -n)${{SLURM_JOB_ID:+, SLURM job $SLURM_JOB_ID}}" >> {params.attempts};'
-        " {params.launch} python -m asrscale train --settings {input.settings} --train-data {input.train_data}"
+        " {{ {params.launch} python -m asrscale train --settings {input.settings} --train-data {input.train_data}"
         " --dev-data {input.dev_data} --train-feats {input.train_feats} --dev-feats {input.dev_feats}"
-        " --shards {input.shards} --tokens {input.tokens} --out {params.folder} {params.simulated}"
-        " 2>&1 | tee -a {params.attempts} > {log}"
+        " --shards {input.shards} --tokens {input.tokens} --out {params.folder} {params.simulated};"
+        " }} 2>&1 | tee -a {params.attempts} > {log}"
