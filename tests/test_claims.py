@@ -259,6 +259,20 @@ def test_larger_batch_needs_adpsgd_to_match_seq_at_three_times_the_batch_at_whic
     assert "needs the sweeps at 16 learners or more" in row(runs(SEQ), "ADPSGD converges", at_4).accuracy_why
 
 
+def test_a_batch_where_newbob_stopped_a_run_before_it_transcribed_does_not_converge_but_a_budget_decides_nothing():
+    """SSGD at a global batch of 512 whose one seed newbob ended on CTC's first plateau has failed
+    to converge there, as one that diverged has; a run stopped by its budget is under-trained."""
+    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.20), (32, 2, 1.0), learners=16)
+    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.201), learners=16)
+    plateau = ssgd.assign(converged=ssgd.wer < 1, converged_by=["schedule", "schedule", "untrained"])
+    decided = row(runs(SEQ), "ADPSGD converges", pd.concat([plateau, adpsgd]))
+    assert decided.accuracy == REPRODUCED, decided.accuracy_why
+    assert "512: not reproduced (1 of 2 runs did not converge)" in decided.accuracy_measured
+    budget = plateau.assign(converged_by=["schedule", "schedule", "budget"])
+    late = row(runs(SEQ), "ADPSGD converges", pd.concat([budget, adpsgd]))
+    assert late.accuracy == f"{NOT_DECIDED}: under-trained" and "SSGD at global batch 512 seed 2" in late.accuracy_why
+
+
 def convergence_of(losses: dict, stopped_by: dict | None = None, rates: dict | None = None, ter: dict | None = None,
                    schedule: str = "newbob") -> pd.DataFrame:  # fmt: skip
     """The convergence of runs whose epochs had these dev losses (their last rates a share of a

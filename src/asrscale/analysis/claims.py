@@ -298,21 +298,30 @@ def _su15_speed(ev: Evidence) -> Half:
                                                                     "speedup over MA alone"), f"MA P={p}"))  # fmt: skip
 
 
-def _batch_states(ev: Evidence, swept: pd.DataFrame, seq: pd.DataFrame) -> dict[int, str]:
-    """Each global batch of a sweep: REPRODUCED where it matches SEQ's accuracy, NOT_REPRODUCED where
-    it does not (or diverged: no convergence), else NOT_DECIDED."""
+def _failed(runs: pd.DataFrame) -> pd.Series:
+    """Which runs did not converge at their batch: diverged, or stopped by their schedule before
+    their best model transcribed (newbob halved and ended them on CTC's first plateau). One such
+    seed is enough for a batch not to converge."""
+    return diverged(runs) | (runs.converged_by == "untrained")
+
+
+def _batch_states(ev: Evidence, swept: pd.DataFrame, seq: pd.DataFrame) -> dict[int, tuple[str, str]]:
+    """Each global batch of a sweep: NOT_REPRODUCED where a run failed to converge (`_failed`,
+    said beside it), else whether its runs match SEQ's accuracy."""
     states = {}
     for batch, group in swept.groupby("global_batch"):
-        if diverged(group).all():
-            states[batch] = NOT_REPRODUCED
+        if (failed := _failed(group).sum()) > 0:
+            states[batch] = (NOT_REPRODUCED, f" ({failed} of {len(group)} runs did not converge)")
         else:
-            states[batch] = compare(ev.utterances, group[~diverged(group)], seq, matches()).outcome
+            states[batch] = (compare(ev.utterances, group, seq, matches()).outcome, "")
     return states
 
 
 def _larger_batch(ev: Evidence) -> Half:
     """zhang19b: ADPSGD matches SEQ's accuracy at 3× the largest global batch at which SSGD does,
-    where SSGD does not at a larger batch swept."""
+    where SSGD does not at a larger batch swept. A swept run that did not converge at its batch
+    (`_failed`) is a loss of SEQ's accuracy there, the claim's very "does not converge"; one stopped
+    by its budget leaves the half undecided."""
     ssgd, adpsgd = _swept(ev.points, "ssgd", "train.batch_size"), _swept(ev.points, "adpsgd", "train.batch_size")
     seq = baseline(ev.runs)
     if ssgd.empty or adpsgd.empty or seq.empty:
@@ -323,7 +332,7 @@ def _larger_batch(ev: Evidence) -> Half:
     late = untrained(
         ("SEQ", seq),
         *(
-            (f"{name} at global batch {b}", g[~diverged(g)])
+            (f"{name} at global batch {b}", g[~_failed(g)])
             for name, swept in (("SSGD", ssgd), ("ADPSGD", adpsgd))
             for b, g in swept.groupby("global_batch")
         ),
@@ -332,21 +341,21 @@ def _larger_batch(ev: Evidence) -> Half:
         return late
     states = {"SSGD": _batch_states(ev, ssgd, seq), "ADPSGD": _batch_states(ev, adpsgd, seq)}
     measured = "; ".join(f"{name} by global batch, against SEQ's accuracy: " + ", ".join(
-        f"{b}: {state}" for b, state in found.items()) for name, found in states.items())  # fmt: skip
-    holds = [b for b, state in states["SSGD"].items() if state == REPRODUCED]
+        f"{b}: {state}{note}" for b, (state, note) in found.items()) for name, found in states.items())  # fmt: skip
+    holds = [b for b, (state, _) in states["SSGD"].items() if state == REPRODUCED]
     if not holds:
         return Half(NOT_TESTABLE, "SSGD matches SEQ at no batch swept: sweep smaller batches", measured,
                     "the sweep has no edge")  # fmt: skip
     edge = max(holds)
-    if not any(state == NOT_REPRODUCED for b, state in states["SSGD"].items() if b > edge):
+    if not any(state == NOT_REPRODUCED for b, (state, _) in states["SSGD"].items() if b > edge):
         return Half(NOT_TESTABLE, f"SSGD is not shown to lose SEQ's accuracy above {edge}: sweep larger batches",
                     measured, "the sweep has no edge")  # fmt: skip
     beyond = [b for b in states["ADPSGD"] if b >= 3 * edge]
     if not beyond:
         return Half(NOT_TESTABLE, f"no ADPSGD run at a global batch of {3 * edge} or more", measured,
                     "the sweep has no edge")  # fmt: skip
-    state = states["ADPSGD"][min(beyond)]
-    why = f"SSGD matches SEQ up to a global batch of {edge}; ADPSGD at {min(beyond)}: {state}"
+    state, note = states["ADPSGD"][min(beyond)]
+    why = f"SSGD matches SEQ up to a global batch of {edge}; ADPSGD at {min(beyond)}: {state}{note}"
     return Half(state, why, measured, "" if state != NOT_DECIDED else "the interval spans the threshold")
 
 
@@ -418,7 +427,8 @@ CLAIMS = (
           "ADPSGD P=32's speedup over SEQ for the same epochs, " + SPEED.format(claimed="14.6×"),
           _seq_accuracy("adpsgd", 32), _speed("adpsgd", 32, 14.6), "scaled-32"),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
-          f"sweeps of train.batch_size at {LARGE_BATCH_LEARNERS} learners or more, every run converged or diverged: "
+          f"sweeps of train.batch_size at {LARGE_BATCH_LEARNERS} learners or more, every run converged or failed to "
+          "(diverged, or stopped by newbob before it transcribed: a batch where one run failed does not match SEQ): "
           "the largest global batch at which SSGD matches SEQ (paired bootstrap, 3%), where it does not at a larger "
           "one; ADPSGD matches SEQ at 3× that batch, not reproduced where it does not", "", _larger_batch, None,
           "large-batch"),
