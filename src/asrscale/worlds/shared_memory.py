@@ -1,7 +1,7 @@
 """The shared memory MPICH's killed ranks leave behind, removed before a SLURM job's ranks start.
 
 MPICH 4 (the PyPI wheels') gives the ranks of a node one POSIX shared-memory segment,
-/dev/shm/mpich_shm_<world>_<node> (and mpich_vci_<world>_<node>), named by the 32-bit FNV-1a hash
+/dev/shm/mpich_shm_<id>_<node> (and mpich_vci_<id>_<node>), named by the 32-bit FNV-1a hash
 of its process manager's key-value space, which `srun --mpi=pmi2` names "<job id>.<step id>".
 Ranks that are killed (preempted, past their time limit, cancelled) never unlink it. A job that
 SLURM requeues keeps its id and numbers its steps from 0 again, so its new ranks open the killed
@@ -27,8 +27,8 @@ def fnv1a(text: str) -> int:
     return digest
 
 
-def world(job_id: str, step: int) -> str:
-    """MPICH's name for the ranks of job step `job_id`.`step`: the hash of its PMI key-value space."""
+def segment_id(job_id: str, step: int) -> str:
+    """The id in the names of job step `job_id`.`step`'s segments: the hash of its PMI key-value space."""
     return f"{fnv1a(f'{job_id}.{step}'):x}"
 
 
@@ -49,10 +49,10 @@ def mapped() -> set[Path]:
 
 def stale_segments(job_id: str, folder: Path = SHARED_MEMORY) -> list[Path]:
     """The segments in `folder` of job `job_id`'s steps that no process maps: a killed attempt's."""
-    worlds = {world(job_id, step) for step in range(STEPS)}
+    ids = {segment_id(job_id, step) for step in range(STEPS)}
     candidates = [
         path for path in sorted(folder.glob("mpich_*"))
-        if (match := SEGMENT.fullmatch(path.name)) and match.group(1) in worlds
+        if (match := SEGMENT.fullmatch(path.name)) and match.group(1) in ids
     ]  # fmt: skip
     in_use = mapped() if candidates else set()
     return [path for path in candidates if path not in in_use]
