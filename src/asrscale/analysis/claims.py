@@ -74,7 +74,7 @@ STUDIES = {
     "claims-at-4": ("SEQ, KAVG and ASGD at 4 learners, 3 seeds, each run trained until newbob stops it",
                     "about 2 hours on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds",
-                  "about 2 hours on 2 CPU cores"),
+                  "about 1.25 hours on 2 CPU cores"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1.5 hours on 2 CPU cores"),
     "averaging": ("MA's averaging period and NG-SGD swept at 4 learners, MA at 16 and 32 against MA alone, 3 seeds",
                   "about 2 hours on 2 CPU cores"),
