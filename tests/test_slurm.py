@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from asrscale.worlds.shared_memory import segment_id
 from conftest import LOCAL, ROOT, TIMES, WITHOUT_ACCOUNTING, site_profile
 
 
@@ -60,10 +61,11 @@ def slurm_job(study_name: str) -> str | None:
     return found[0] if found else None
 
 
-def wait_for(condition, what: str, snakemake: subprocess.Popen, timeout: float = 300):
+def wait_for(condition, what: str, snakemake: subprocess.Popen | None = None, timeout: float = 300):
+    """The condition's result once true; an error where `snakemake` ended or time ran out first."""
     deadline = time.monotonic() + timeout
     while not (result := condition()):
-        if snakemake.poll() is not None:
+        if snakemake is not None and snakemake.poll() is not None:
             raise AssertionError(f"snakemake ended before {what}:\n{snakemake.stdout.read()[-6000:]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
@@ -100,16 +102,56 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
     assert len(re.findall(r"^== attempt ", attempts, re.MULTILINE)) == len(resumed) + 1, attempts
     assert attempts.count("resuming from") == len(resumed), attempts
     assert len(resumed) == 2, (resumed, attempts)  # once after the requeue, once after the cancellation
-    # the requeue started the same job again, whose first step removed the shared memory of the
-    # ranks it killed, which the new ranks would take for their own (asrscale.worlds.shared_memory)
+    # where SLURM started the requeued job again (rather than the profile's retry submitting a new
+    # one, which the executor plugin does when it takes the requeue for a failure: timing), its
+    # first step removed the shared memory of the ranks it killed (asrscale.worlds.shared_memory)
     jobs = re.findall(r"^== attempt .*, SLURM job (\d+)$", attempts, re.MULTILINE)
-    assert jobs[0] == jobs[1] != jobs[2], attempts
-    assert re.search(rf"^removed /dev/shm/mpich_shm_\w+ on .* SLURM job {jobs[0]} left$", attempts, re.MULTILINE)
+    cleared = re.search(rf"^removed /dev/shm/mpich_shm_\w+ on .* SLURM job {jobs[0]} left$", attempts, re.MULTILINE)
+    assert bool(cleared) == (jobs[0] == jobs[1]), attempts
     models = [torch.load(study / r / "model.pt", weights_only=False)["model"] for r in runs.values()]
     assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
     metrics = [pd.read_csv(study / r / "metrics.tsv", sep="\t") for r in runs.values()]
     assert not metrics[0].duplicated(["kind", "epoch", "step", "rank"]).any()
     assert metrics[0].drop(columns=TIMES).equals(metrics[1].drop(columns=TIMES))
+
+
+RANKS = """
+import time
+from mpi4py import MPI
+
+world = MPI.COMM_WORLD
+print("rank", world.Get_rank(), "of", world.Get_size(), flush=True)
+world.Barrier()
+time.sleep(8)
+world.Barrier()
+print("done", flush=True)
+"""
+
+
+def test_a_requeued_job_clears_what_its_killed_ranks_left_and_its_ranks_start_again(cluster, tmp_path):
+    """A training job's launch without the workflow around it (its plugin may take a requeue for a
+    failure and submit a new job): one task clears the shared memory the job's killed ranks left,
+    then 2 ranks start. Requeued while they run, the same job starts again and its ranks finish;
+    without the clearing they fail in MPI_Init or hang (docs/slurm.md)."""
+    program, log, script = tmp_path / "ranks.py", tmp_path / "job.log", tmp_path / "job.sh"
+    program.write_text(RANKS)
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --ntasks=2 --requeue --time=3 --output={log} --open-mode=append\n"
+        'echo "== attempt ${SLURM_RESTART_COUNT:-0}"\n'
+        f"srun --mpi=none --ntasks=1 --ntasks-per-node=1 {sys.executable} -m asrscale clear-shared-memory"
+        f" && srun --mpi=pmi2 --ntasks=2 {sys.executable} {program}\n"
+    )
+    submitted = subprocess.run(["sbatch", "--parsable", str(script)], cwd=ROOT, capture_output=True, text=True)
+    job = submitted.stdout.strip().split(";")[0]
+    lines = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
+    wait_for(lambda: sum(line.startswith("rank ") for line in lines()) == 2, "the ranks to start", timeout=60)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    wait_for(lambda: start_now(job), "the requeued job to pend", timeout=60)
+    wait_for(lambda: lines().count("done") == 2, "the requeued job's ranks to finish", timeout=150)
+    text = log.read_text()
+    assert "== attempt 1" in text, text
+    # the killed ranks' step (1: the clearing is step 0), MPICH's segment of its node 0
+    assert f"removed /dev/shm/mpich_shm_{segment_id(job, 1)}_0 on " in text, text
 
 
 def requeue_then_cancel(study: Path, run: Path, snakemake: subprocess.Popen) -> Path:
