@@ -75,7 +75,7 @@ STUDIES = {
                     "about 2 hours on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds",
                   "about 1.25 hours on 2 CPU cores"),
-    "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1.5 hours on 2 CPU cores"),
+    "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1 hour on 2 CPU cores"),
     "averaging": ("MA as Kaldi trained it: its averaging period and NG-SGD swept at 4 learners, at 16 and 32 against "
                   "MA alone, 3 seeds",
                   "about 2 hours on 2 CPU cores"),
