@@ -355,7 +355,8 @@ def test_the_report_of_a_study_whose_every_run_diverged(study, tmp_path):
     page = report_of(study, tmp_path, every_run_diverged)
     assert "No run has a test WER: every run diverged." in page
     assert "SEQ (the baseline) diverged: no speedups or accuracy against SEQ." in page
-    assert "0 of its 7 runs converged" in page and '<table id="confusions">' not in page
+    assert "0 of its 9 runs, sweeps' included, converged" in page and '<table id="confusions">' not in page
+    assert "the others did not (diverged: 9)" in page
     assert page.count("<td><b>diverged</b></td>") == len(pd.read_csv(tmp_path / "runs.tsv", sep="\t"))
 
 
@@ -368,7 +369,9 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     for study in ("claims-at-4", "scaled-32", "scaled-64", "averaging", "averaging-scaled", "large-batch"):
         assert f"--configfile studies/{study}.yaml</code> (" in decides
     assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("claims-at-4.yaml")[1]
-    assert "0 of its 7 runs converged" in page and "<b>no target dev loss</b>: no SEQ run converged" in page
+    assert "0 of its 9 runs, sweeps' included, converged" in page
+    assert "<b>no target dev loss</b>: no SEQ run converged" in page
+    assert "the others did not (stopped by its budget: 8, diverged: 1)" in page  # a sweep's run diverged
     assert "match SEQ's accuracy (converged, paired bootstrap within 3%): none; <b>stopped by their budget</b>" in page
     table = page.split('<table id="claims">')[1].split("</table>")[0]
     assert "reproduced" not in re.sub(r"not[ -]reproduced", "", table)

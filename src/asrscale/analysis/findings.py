@@ -55,8 +55,8 @@ class Findings:
     at_learners: list[AtLearners]
     claims: pd.DataFrame
     trained: int  # the runs trained (not reported under another name), sweeps' included
-    configured: int  # the runs trained as configured (not a sweep's variants)
     converged: int  # of those
+    unconverged: dict[str, int]  # of the others, how many by why not: "budget", "untrained" or "diverged"
     undecided: int  # claims not decided here
     decided: list[str]  # the claims decided here (reproduced or not)
     halves_decided: dict[str, tuple[int, int]]  # accuracy and speed: (halves decided here, halves)
@@ -86,8 +86,7 @@ def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: 
         runs=runs, best=best, best_mean=_best_mean(configured), seq=baseline(configured),
         target_dev_loss=runs.target_dev_loss.iloc[0], grid=grid(configured, tables.utterances),
         at_learners=at_learners(configured, tables.utterances), claims=claims,
-        trained=len(trained(runs)), configured=len(trained(configured)),
-        converged=int(trained(configured).converged.sum()),
+        trained=len(trained(runs)), converged=int(trained(runs).converged.sum()), unconverged=_unconverged(runs),
         undecided=int((~decided).sum()), decided=list(dict.fromkeys(claims[decided].claim)),
         halves_decided={half: (int(claims[half].isin(DECIDED).sum()), int((claims[half] != "").sum()))
                         for half in ("accuracy", "speed")},
@@ -172,6 +171,14 @@ def _sweeps(points: pd.DataFrame) -> list[dict]:
              "runs": ", ".join(f"{a} P={p}" for a, p in group.groupby("algorithm").learners.first().items()),
              "values": ", ".join(dict.fromkeys(group.value.map(json.dumps)))}
             for setting, group in points.groupby("sweep", sort=True)]  # fmt: skip
+
+
+def _unconverged(runs: pd.DataFrame) -> dict[str, int]:
+    """How many of the trained runs did not converge, by why not (a diverged run is diverged
+    whatever its schedule did)."""
+    runs = trained(runs)
+    why_not = runs.converged_by.mask(diverged(runs), "diverged")[~runs.converged]
+    return why_not.value_counts().sort_index().to_dict()
 
 
 def _best_mean(table: pd.DataFrame) -> pd.Series | None:

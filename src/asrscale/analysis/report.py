@@ -87,7 +87,7 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
         test_sets=test_sets,
         margin=WER_MARGIN, confidence=CONFIDENCE, speed_margin=SPEED_MARGIN, speed_seeds=SPEED_SEEDS,
         speedup_tolerance=TOLERANCE, fit=fitted_record(), verdict_class=verdict_class, glance=glance(found.grid),
-        scale=scale(found), sweep_name=sweep_name, diverged=diverged(runs),
+        scale=scale(found), sweep_name=sweep_name, diverged=diverged(runs), not_converged=NOT_CONVERGED,
         verdicts=found.claims.verdict.value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
         runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
