@@ -77,7 +77,7 @@ STUDIES = {
                   "about 1.25 hours on 2 CPU cores"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1 hour on 2 CPU cores"),
     "averaging": ("MA as Kaldi trained it: its averaging period and NG-SGD swept at 4 learners, 3 seeds",
-                  "about 1 hour on 2 CPU cores"),
+                  "about 45 minutes on 2 CPU cores"),
     "averaging-scaled": ("MA as Kaldi trained it at 16 and 32 learners against MA alone, 3 seeds",
                          "about 2 hours on 2 CPU cores"),
     "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds",
