@@ -79,7 +79,7 @@ STUDIES = {
     "averaging": ("MA as Kaldi trained it: its averaging period and NG-SGD swept at 4 learners, 3 seeds",
                   "about 45 minutes on 2 CPU cores"),
     "averaging-scaled": ("MA as Kaldi trained it at 16 and 32 learners against MA alone, 3 seeds",
-                         "about 2 hours on 2 CPU cores"),
+                         "about 1 hour 10 minutes on 2 CPU cores"),
     "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds",
                     "about 1.5 hours on 2 CPU cores"),
 }  # fmt: skip
