@@ -379,6 +379,7 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
 
 def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_bootstrap(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs.assign(converged=True, converged_by="schedule"))
+    assert "9 of its 9 runs, sweeps' included, converged" in page and "the others did not" not in page
     verdicts = re.search(r'<table id="verdicts">.*?</table>', page).group(0)
     asgd = re.search(r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts).group(0)
     assert re.search(r"<b>(reproduced|not reproduced|not decided: the test set is too small)</b>", asgd)
