@@ -1,5 +1,6 @@
-"""The word n-gram language model of decoding: interpolated Kneser-Ney (Chen & Goodman 1999, the
-estimate of KenLM's lmplz and SRILM's `-kndiscount -interpolate`), estimated from the training
+"""The word n-gram language model of decoding: interpolated Kneser-Ney (Chen & Goodman 1999) with
+one discount per order (their "interpolated Kneser-Ney", not the "modified" one with three
+discounts per order that KenLM's lmplz and SRILM's `-kndiscount` estimate), estimated from the training
 transcripts and written as an ARPA file, the form every n-gram toolkit reads and writes; or a
 user's own ARPA file (`decode.lm`, plain or gzipped as openslr ships LibriSpeech's), its words
 folded by the rule the transcripts were (corpus.text: LibriSpeech's LM is in capitals, its
