@@ -1,10 +1,20 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
+from torch import nn
 
+from asrscale.config.schema import profile_defaults
 from asrscale.errors import ConfigError
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.algorithms.adpsgd import neighbours
+from asrscale.training.algorithms.asgd import DONE, GRADIENT
+from asrscale.training.learner import Learner, make_optimizer
+from asrscale.worlds import ops
+from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.ops import Layout
+from asrscale.worlds.simulated import SimWorld
+from conftest import CALIBRATION, GPU
 
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
@@ -119,3 +129,183 @@ def test_an_averaging_shares_the_model_and_the_optimizers_state_or_the_weights_a
         assert sum(t.numel() for t in algorithm.shared(learner)) == values
     with pytest.raises(ConfigError, match=f"algorithms.{name}.averages: 'gradients' is not one of"):
         make_algorithm(name, Layout(rank=0, size=2), {"averages": "gradients"})
+
+
+class GivenGradient(Learner):
+    """A learner of one linear layer (no bias) holding `weights`, under SGD without momentum (a
+    step moves it by -lr × its gradient), whose every minibatch has `gradient` (no loss computed)."""
+
+    def __init__(self, weights: list[float], gradient: list[float]):
+        model = nn.Linear(len(weights), 1, bias=False)
+        with torch.no_grad():
+            model.weight.copy_(torch.tensor([weights]))
+        super().__init__(model, make_optimizer("sgd", 0.0, model), 0.0, "given")
+        self.gradient = torch.tensor([gradient])
+
+    def backward(self, batch, recorder=None):
+        self.parameters[0].grad.copy_(self.gradient)
+        yield from ()
+        return 0.0
+
+    @property
+    def weights(self) -> list[float]:
+        return self.parameters[0].detach().reshape(-1).tolist()
+
+
+def carry_out(program) -> list:
+    """One learner's program alone: its updates carried out as they come, its exchanges answered
+    with nothing (a learner alone has no one to exchange with); returns the requests it made."""
+    requests, result = [], None
+    while True:
+        try:
+            request = program.send(result)
+        except StopIteration:
+            return requests
+        requests.append(request)
+        result = request.alone() if isinstance(request, ops.Update) else None
+
+
+def ma(layout: Layout | None = None, **options):
+    """MA (of one learner alone unless `layout` says) without natural gradient (a linear layer has
+    no recording forward pass), averaging the weights alone."""
+    return make_algorithm("ma", layout or Layout(0, 1), {"natural_gradient": False, "averages": "model", **options})
+
+
+@pytest.mark.parametrize(
+    "cap, expected",
+    [
+        (1.0, [1 - 0.6, 2 - 0.8]),  # a change of 5 scaled to exactly the cap: 1/5 of (-3, -4)
+        (10.0, [1 - 3, 2 - 4]),  # under the cap: untouched
+        (5.0, [1 - 3, 2 - 4]),  # at the cap: untouched (Kaldi scales a change that exceeds it)
+        (0.0, [1 - 3, 2 - 4]),  # 0: no cap
+    ],
+)
+def test_mas_change_cap_scales_a_step_over_it_to_exactly_the_cap(cap, expected):
+    """Kaldi's max-param-change on a known step: the gradient (3, 4) at rate 1 moves the weights
+    (1, 2) by (-3, -4), a change of norm 5."""
+    learner = GivenGradient([1.0, 2.0], [3.0, 4.0])
+    averaging = ma(max_param_change=cap, frames_per_job=10**6)
+    carry_out(averaging.plan(1.0))
+    carry_out(averaging.step(learner, None, lr=1.0))
+    assert learner.weights == pytest.approx(expected, rel=1e-6)
+    change = torch.linalg.vector_norm(torch.tensor(learner.weights) - torch.tensor([1.0, 2.0])).item()
+    assert change == pytest.approx(min(5.0, cap or 5.0), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "frames_per_job, frames_per_step, period",
+    [
+        (600_000, 32_000.0, 19),  # rosc17's 600k frames over steps of 32 utterances of 1,000 frames: 18.75
+        (400_000, 16_000.0, 25),  # Kaldi's default for LSTMs over 16 utterances of 1,000 frames
+        (10_000, 32_000.0, 1),  # less than one step's frames: every step averages
+    ],
+)
+def test_mas_period_is_its_frames_per_job_over_a_steps_frames_in_steps(frames_per_job, frames_per_step, period):
+    averaging = ma(frames_per_job=frames_per_job, max_param_change=0.0)
+    carry_out(averaging.plan(frames_per_step))
+    learner = GivenGradient([0.0], [0.0])
+    steps = [carry_out(averaging.step(learner, None, 0.1)) for _ in range(2 * period)]
+    averaged_at = [step for step, made in enumerate(steps, 1) if any(isinstance(r, ops.Allreduce) for r in made)]
+    assert averaging.period == period and averaged_at == [period, 2 * period]
+
+
+def recorded(program, kinds: list[str]):
+    """`program`'s requests, the kind of each appended to `kinds`."""
+    result = None
+    while True:
+        try:
+            request = program.send(result)
+        except StopIteration as done:
+            return done.value
+        kinds.append(type(request).__name__)
+        result = yield request
+
+
+def averaged_by_ma(models: list[list[float]], reduce: str) -> tuple[list[list[float]], list[list[str]]]:
+    """Each simulated learner's weights after one MA averaging of `models` (learner r's weights
+    models[r]) with `reduce`, and the kinds of request each made for it."""
+    costs = CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION)
+    held = [SimpleNamespace(state=[torch.tensor(weights)]) for weights in models]
+    made = [[] for _ in models]
+
+    def program(layout, serving, clock):
+        averaging = ma(layout, reduce=reduce, frames_per_job=1)
+        yield from averaging.plan(1.0)  # a period of one step
+        yield from recorded(averaging.count_step(held[layout.rank]), made[layout.rank])
+
+    SimWorld(len(models), costs, name="ma").launch(program)
+    return [learner.state[0].tolist() for learner in held], made
+
+
+def test_mas_averaging_gives_every_learner_the_mean_by_allreduce_or_through_learner_0():
+    """rosc17's master rank (learner 0 receives the others' models, averages and sends the average
+    back) ends where one allreduce does: the equal-weight mean of the learners' models."""
+    models = [[1.0, -4.0], [2.0, 0.0], [6.0, 10.0]]
+    for reduce in ("allreduce", "master"):
+        assert averaged_by_ma(models, reduce)[0] == [[3.0, 2.0]] * 3, reduce
+        assert averaged_by_ma([[1.0], [3.0]], reduce)[0] == [[2.0]] * 2, reduce
+    assert averaged_by_ma(models, "allreduce")[1] == [["Barrier", "Allreduce"]] * 3
+    through_master = [["Barrier", "Receive", "Receive", "Send", "Send"]] + [["Barrier", "Send", "Receive"]] * 2
+    assert averaged_by_ma(models, "master")[1] == through_master
+
+
+def serve_pushes(asgd, server: Learner, pushes: list[tuple[int, int, int, float]]) -> list[float]:
+    """ASGD's server driven through `pushes` ((learner, kind, server version it pulled, rate) in
+    the order they arrive; a gradient's values all 1), its updates carried out; returns the rates
+    it updated at."""
+    program, pushes, rates = asgd.serve(server, checkpoint=lambda step: None, roll_back=lambda: None), iter(pushes), []
+    result = None
+    while True:
+        try:
+            request = program.send(result)
+        except StopIteration:
+            return rates
+        result = None  # a reply's send needs no answer
+        if isinstance(request, ops.Update):
+            rates.append(request.job[1])
+            request.alone()
+        elif isinstance(request, ops.Receive):
+            learner, kind, pulled, rate = next(pushes)
+            for gradient in request.tensors[:-1]:
+                gradient.fill_(1.0)
+            request.tensors[-1].copy_(torch.tensor([kind, pulled, rate]))
+            result = (learner + asgd.layout.servers, kind)
+
+
+def asgd_server(options: dict) -> tuple:
+    """ASGD's server of 2 learners, and its model: one weight, 0, under SGD without momentum (a
+    gradient of 1 at rate r takes r off it)."""
+    return make_algorithm("asgd", Layout(rank=0, size=2, servers=1), options), GivenGradient([0.0], [0.0])
+
+
+# learner 0's gradient from version 0, learner 1's from version 0 (one update stale), learner 0's
+# from version 1 (one stale), learner 1's from version 0 (three stale), then both done
+STALE = [(0, GRADIENT, 0, 0.1), (1, GRADIENT, 0, 0.1), (0, GRADIENT, 1, 0.1), (1, GRADIENT, 0, 0.1),
+         (0, DONE, 0, 0.0), (1, DONE, 0, 0.0)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "staleness_lr, rates",
+    [(False, [0.1, 0.1, 0.1, 0.1]), (True, [0.1, 0.1 / 2, 0.1 / 2, 0.1 / 4])],
+)
+def test_asgds_staleness_lr_divides_a_gradients_rate_by_one_plus_its_staleness(staleness_lr, rates):
+    asgd, server = asgd_server({"staleness_lr": staleness_lr})
+    assert serve_pushes(asgd, server, STALE) == pytest.approx(rates)
+    assert server.weights == pytest.approx([-sum(rates)])
+    # (learner, version pulled, version once applied, staleness, applied): staleness is the
+    # server's version at apply minus the version pulled
+    assert asgd.records == [(0, 0, 1, 0, True), (1, 0, 2, 1, True), (0, 1, 3, 1, True), (1, 0, 4, 3, True)]
+
+
+@pytest.mark.parametrize(
+    "bound, applied",
+    [(None, [True] * 4), (3, [True] * 4), (1, [True, True, True, False]), (0, [True, False, True, False])],
+)
+def test_asgds_max_staleness_drops_a_gradient_staler_than_the_bound(bound, applied):
+    """A dropped gradient leaves the model and the server's version as they were (its learner is
+    still answered with the model): with a bound of 0, learner 1's first gradient (one stale) is
+    dropped, so learner 0's second, pulled at version 1, is fresh and applied."""
+    asgd, server = asgd_server({"max_staleness": bound})
+    rates = serve_pushes(asgd, server, STALE)
+    assert [record[-1] for record in asgd.records] == applied and len(rates) == sum(applied)
+    assert server.weights == pytest.approx([-0.1 * sum(applied)]) and asgd.version == sum(applied)
