@@ -3,7 +3,14 @@
 # -> WER -> one HTML report. Edit config.yaml; `snakemake --cores all` runs the study.
 from snakemake.utils import min_version
 
+from asrscale.config.files import read_config_file
+
 min_version("9.0")
+
+# A typo in config.yaml named by its line and column, before Snakemake reads it (Snakemake's own
+# message names neither; a file of --configfile it reads before this line runs).
+if Path("config.yaml").is_file():
+    read_config_file("config.yaml")
 
 
 configfile: "config.yaml"

@@ -150,6 +150,12 @@ def test_a_runs_settings_are_its_run_and_its_world_in_the_shapes_train_reads(wor
     [
         (("study", "hardware", "lab"), r"study.hardware is 'lab', but the profiles are only \['h100', 'this-machine'"),
         (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
+        # the schema's errors name a list's item as the resolver's do, and say where an option goes
+        (("study", "runs", [{"algorithm": "seq"}, {"algorithm": "sgd"}]), r"config: study.runs\[1\].algorithm: 'sgd'"),
+        (("study", "runs", [{"algorithm": "seq"}, {"algorithm": "kavg", "period": 8}]),
+         r"study.runs\[1\]: .*'period' was unexpected\); period: kavg's options are set for all its runs under "
+         r"algorithms.kavg \(algorithms: \{kavg: \{period: ...\}\}\), or varied by a sweep \(study.sweeps: "
+         r"\{algorithm: kavg, learners: ..., vary: period, values: \[...\]\}\), not on an entry"),
         (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "k", "values": [1, 2]}]),
          r"study.sweeps\[0\].vary: kavg has no setting 'k'"),
         (("study", "sweeps", [{"algorithm": "kavg", "learners": 4, "vary": "period", "values": [2, 0]}]),
@@ -183,3 +189,15 @@ def test_a_training_job_takes_the_machine_a_share_of_its_gpu_or_a_core():
     ] == [16, 16, 1]
     config["study"]["runs_per_gpu"] = 4
     assert train_threads(config, "simulated", 16, True) == 4 and train_threads(config, "mpi", 16, True) == 16
+
+
+@pytest.mark.parametrize(
+    "text, line, column",
+    [("model:\n  units: 128\n   layers: 2\n", 3, 10), ("study: {runs: [{algorithm: seq}]\ntrain: {}\n", 2, 1)],
+)
+def test_a_config_file_that_is_not_yaml_is_named_by_its_line_and_column(tmp_path, text, line, column):
+    from asrscale.config.files import read_config_file
+
+    (tmp_path / "mine.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=rf"config: \S+mine.yaml, line {line}, column {column}: not valid YAML: "):
+        read_config_file(tmp_path / "mine.yaml")

@@ -291,6 +291,13 @@ def test_a_wrong_config_stops_before_any_job_naming_the_key(tmp_path, change, me
     assert not (tmp_path / "results").exists()
 
 
+def test_a_typo_in_config_yaml_stops_the_workflow_naming_its_line_and_column(tmp_path):
+    (tmp_path / "config.yaml").write_text("model:\n  units: 128\n   layers: 2\n")
+    result = snakemake(tmp_path, "-n", check=False)
+    assert result.returncode != 0
+    assert "config: config.yaml, line 3, column 10: not valid YAML: mapping values" in result.stdout + result.stderr
+
+
 def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
     configs = [ROOT / "config.yaml", ROOT / "studies" / "algorithms.yaml"]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)

@@ -198,15 +198,15 @@ def replay_published(args):
 
 
 def plan(args):
-    import yaml
     from snakemake.utils import update_config
 
     from asrscale.analysis.plan import plan as price
+    from asrscale.config.files import read_config_file
     from asrscale.io import atomic_write_text
 
     config = {}
     for file in args.configfile:  # each over the ones before, as Snakemake merges them
-        update_config(config, yaml.safe_load(Path(file).read_text()) or {})
+        update_config(config, read_config_file(file))
     table, size, name = price(config, args.hardware)
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))

@@ -10,3 +10,9 @@ class UserError(ValueError):
 
 class ConfigError(UserError):
     """A configuration the schema does not allow, or whose keys disagree."""
+
+
+def key_of(path) -> str:
+    """A configuration's key as every error names it: `study.runs[2].algorithm`, a list's items by
+    their index."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).removeprefix(".")

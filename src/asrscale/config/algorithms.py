@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import jsonschema
 
-from asrscale.errors import ConfigError
+from asrscale.errors import ConfigError, key_of
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class AlgorithmSpec:
         names `algorithms.<name>.<option>` and what it expects."""
         resolved = {**self.options, **(options or {})}
         for error in jsonschema.Draft202012Validator(self.schema).iter_errors(resolved):
-            where = ".".join(["algorithms", self.name, *map(str, error.absolute_path)])
+            where = key_of(["algorithms", self.name, *error.absolute_path])
             raise ConfigError(f"{where}: {error.message}")
         return resolved
 

@@ -10,7 +10,7 @@ import yaml
 
 from asrscale.config.algorithms import ALGORITHMS
 from asrscale.config.sections import CORPUS_FORMATS
-from asrscale.errors import ConfigError
+from asrscale.errors import ConfigError, key_of
 
 
 def _load() -> dict:
@@ -89,14 +89,28 @@ def with_profiles(config: dict) -> dict:
     return {**config, "hardware": merged(PROFILES, config.get("hardware") or {})}
 
 
+def _where_options_go(error: jsonschema.ValidationError) -> str:
+    """An algorithm's option given on an entry of study.runs: where options go instead."""
+    path, entry = list(error.absolute_path), error.instance
+    if error.validator != "additionalProperties" or path[:2] != ["study", "runs"] or len(path) != 3:
+        return ""
+    spec = ALGORITHMS.get(entry.get("algorithm"))
+    if not (options := sorted(set(entry) & set(spec.options if spec else ()))):
+        return ""
+    name, option = spec.name, options[0]
+    return (f"; {', '.join(options)}: {name}'s options are set for all its runs under algorithms.{name} "
+            f"(algorithms: {{{name}: {{{option}: ...}}}}), or varied by a sweep (study.sweeps: "
+            f"{{algorithm: {name}, learners: ..., vary: {option}, values: [...]}}), not on an entry")  # fmt: skip
+
+
 def validate(config: dict) -> dict:
     """Check `config` against the schema, filling in every default (in place); returns it."""
     _moved(config)
     errors = sorted(VALIDATOR.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
     if errors:
         first = errors[0]
-        where = ".".join(str(part) for part in first.absolute_path) or "(top level)"
-        raise ConfigError(f"config: {where}: {first.message}")
+        where = key_of(first.absolute_path) or "(top level)"
+        raise ConfigError(f"config: {where}: {first.message}{_where_options_go(first)}")
     return config
 
 
