@@ -1,0 +1,3 @@
+from benchmarks.mutation import main
+
+main()

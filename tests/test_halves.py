@@ -1,0 +1,152 @@
+"""The rules that decide a claim's half, against answers worked out by hand: each accuracy rule on
+intervals at its edges (an interval decides, never its point estimate), the speed rule's Student's t
+interval over seeds and its thresholds, and how several outcomes make one."""
+
+import pandas as pd
+import pytest
+
+from asrscale.analysis import halves
+from asrscale.analysis.bootstrap import Interval
+from asrscale.analysis.halves import (
+    NOT_DECIDED,
+    NOT_REPRODUCED,
+    NOT_TESTABLE,
+    REPRODUCED,
+    Half,
+    better,
+    combine,
+    matches,
+    reaches,
+    speed_interval,
+    together,
+    untrained,
+    worse,
+)
+
+
+def interval(low: float, high: float, estimate: float | None = None) -> Interval:
+    return Interval((low + high) / 2 if estimate is None else estimate, low, high, 1000)
+
+
+@pytest.mark.parametrize(
+    "low, high, outcome",
+    [(-0.02, 0.029, REPRODUCED), (-0.02, 0.03, NOT_DECIDED), (0.029, 0.05, NOT_DECIDED), (0.03, 0.05, NOT_REPRODUCED),
+     (-0.10, -0.05, REPRODUCED), (0.05, 0.10, NOT_REPRODUCED)],
+)  # fmt: skip
+def test_matching_holds_where_the_whole_interval_lies_below_the_margin_and_fails_where_it_lies_at_or_above(
+    low, high, outcome
+):
+    assert matches().outcome(interval(low, high)) == outcome
+    assert matches().threshold == 0.03 and matches(0.034).threshold == 0.034
+
+
+@pytest.mark.parametrize(
+    "low, high, outcome",
+    [(0.031, 0.08, REPRODUCED), (0.03, 0.08, NOT_DECIDED), (0.0, 0.031, NOT_DECIDED), (-0.02, 0.03, NOT_REPRODUCED)],
+)
+def test_worse_holds_where_the_whole_interval_lies_above_the_margin_and_fails_where_it_lies_at_or_below(
+    low, high, outcome
+):
+    assert worse().outcome(interval(low, high)) == outcome
+
+
+def test_an_interval_decides_not_its_point_estimate():
+    """A point estimate beyond the threshold with an interval across it decides nothing, whichever
+    side the rule is on; an estimate on the other side with the interval beyond decides."""
+    wide = interval(0.01, 0.09, estimate=0.05)  # +5%: beyond 3% for "worse", beyond 3% for "matches"
+    assert worse().outcome(wide) == NOT_DECIDED and matches().outcome(wide) == NOT_DECIDED
+    skewed = interval(0.032, 0.09, estimate=0.02)  # an estimate below 3% whose whole interval is above it
+    assert worse().outcome(skewed) == REPRODUCED and matches().outcome(skewed) == NOT_REPRODUCED
+    assert better().outcome(interval(-0.04, 0.01, estimate=-0.03)) == NOT_DECIDED
+
+
+@pytest.mark.parametrize("low, high, outcome", [(-0.05, -0.001, REPRODUCED), (-0.05, 0.0, NOT_DECIDED),
+                                                (0.0, 0.02, NOT_REPRODUCED), (-0.001, 0.02, NOT_DECIDED)])  # fmt: skip
+def test_better_is_an_interval_wholly_below_zero(low, high, outcome):
+    assert better().outcome(interval(low, high)) == outcome
+    assert better().margin == 0.03  # its power is judged against the 3% margin, though its threshold is 0
+
+
+def test_the_speed_interval_is_students_t_over_the_seeds():
+    """3 seeds of 3, 4 and 5: mean 4, standard deviation 1 (n − 1), t(0.975, 2) = 4.3027, so the
+    half-width is 4.3027 / √3 = 2.4841."""
+    assert speed_interval(pd.Series([3.0, 4.0, 5.0])) == pytest.approx((4.0, 1.5159, 6.4841), abs=1e-4)
+    two = speed_interval(pd.Series([2.0, 4.0]))  # t(0.975, 1) = 12.706, sd √2, half-width 12.706
+    assert two == pytest.approx((3.0, 3.0 - 12.7062, 3.0 + 12.7062), abs=1e-3)
+    mean, low, high = speed_interval(pd.Series([7.0]))
+    assert mean == 7.0 and pd.isna(low) and pd.isna(high)
+
+
+def measured_runs(speedups, learners=4, column="time_speedup", **changes) -> pd.DataFrame:
+    """Runs measured on GPUs, one seed each speedup."""
+    table = pd.DataFrame({"seed": range(1, len(speedups) + 1), column: speedups, "learners": learners,
+                          "world": "mpi", "device": "cuda", "speedup_kind": "measured", "parameters": 2e6,
+                          "gpu": "V100", "hostname": "n1"})  # fmt: skip
+    return table.assign(**{f"{column}_low": table[column], f"{column}_high": table[column]}, **changes)
+
+
+@pytest.mark.parametrize("claimed, outcome", [(3.0, REPRODUCED), (3.06, NOT_DECIDED), (3.1, NOT_DECIDED),
+                                              (3.65, NOT_REPRODUCED), (3.6, NOT_DECIDED)])  # fmt: skip
+def test_a_claimed_speedup_is_reached_where_the_interval_lies_at_or_above_90_percent_of_it(claimed, outcome):
+    """2.9, 3.0 and 3.1: mean 3.0, interval 2.7516-3.2484 (t over 3 seeds). 90% of 3.0 is 2.7 (below
+    the interval: reproduced); of 3.06, 2.754 (inside it, just: a normal interval, ±0.113, or
+    the seeds' spread without n − 1 would have reproduced); of 3.65, 3.285 (above it)."""
+    half = reaches(measured_runs([2.9, 3.0, 3.1]), claimed)
+    assert half.outcome == outcome, half.why
+    assert "3.00× (95% interval 2.75-3.25×) over 3 seeds, 2.00 M parameters on 4 × V100 (n1)" in half.measured
+    assert f"{0.9 * claimed:.3g}×" in half.why
+
+
+def test_a_speed_half_needs_three_seeds_on_gpus_and_a_claim_within_p():
+    assert halves.testable_speed(measured_runs([3.0, 3.1, 3.2]), "time_speedup", 3.2) is None
+    two = halves.testable_speed(measured_runs([3.0, 3.1]), "time_speedup", 3.2)
+    assert (two.outcome, two.reason) == (NOT_DECIDED, "needs 3 seeds")
+    on_cpus = halves.testable_speed(measured_runs([3.0, 3.1, 3.2], device="cpu"), "time_speedup", 3.2)
+    assert on_cpus.reason == "needs GPUs" and "measured on CPU ranks" in on_cpus.why
+    modelled = measured_runs([3.0, 3.1, 3.2], world="simulated", device="cuda", speedup_kind="modelled on v100")
+    assert "these runs are modelled (modelled on v100: 3.10× (band 3.00-3.20×))" in halves.testable_speed(
+        modelled, "time_speedup", 3.2).why  # fmt: skip
+    # 90% of 4.4× is 3.96×, which 4 learners can give; 90% of 4.5× is 4.05×, which they cannot
+    assert halves.testable_speed(measured_runs([4.0, 4.1, 4.2]), "time_speedup", 4.4) is None
+    beyond = halves.testable_speed(measured_runs([4.0, 4.1, 4.2], column="own_speedup"), "own_speedup", 4.5)
+    assert (beyond.outcome, beyond.reason) == (NOT_TESTABLE, "beyond 4 learners")
+    # to a target, fewer epochs can make a speedup beyond P: the bound is for the same epochs alone
+    to_accuracy = measured_runs([6.0, 6.1, 6.2], column="accuracy_speedup")
+    assert halves.testable_speed(to_accuracy, "accuracy_speedup", 6.1) is None
+
+
+@pytest.mark.parametrize(
+    "outcomes, combined",
+    [([REPRODUCED, REPRODUCED], REPRODUCED), ([REPRODUCED, NOT_REPRODUCED], NOT_REPRODUCED),
+     ([NOT_TESTABLE, NOT_REPRODUCED], NOT_REPRODUCED), ([NOT_DECIDED, NOT_REPRODUCED], NOT_REPRODUCED),
+     ([REPRODUCED, NOT_TESTABLE], NOT_DECIDED), ([NOT_TESTABLE, NOT_TESTABLE], NOT_TESTABLE),
+     ([REPRODUCED, NOT_DECIDED], NOT_DECIDED), ([NOT_TESTABLE], NOT_TESTABLE), ([REPRODUCED], REPRODUCED)],
+)  # fmt: skip
+def test_a_claim_is_reproduced_only_where_every_half_is_and_not_where_any_half_fails(outcomes, combined):
+    assert combine(outcomes) == combined
+
+
+def test_halves_together_say_each_half_and_the_reason_of_the_outcome_they_share():
+    at_16 = Half(NOT_DECIDED, "at 16: spans", "MA P=16", "the interval spans the threshold")
+    at_32 = Half(REPRODUCED, "at 32: below", "MA P=32")
+    both = together([at_16, at_32])
+    assert both == Half(NOT_DECIDED, "at 16: spans; at 32: below", "MA P=16; MA P=32",
+                        "the interval spans the threshold")  # fmt: skip
+    failed = together([at_16, Half(NOT_REPRODUCED, "at 32: above", "", "")])
+    assert (failed.outcome, failed.reason, failed.measured) == (NOT_REPRODUCED, "", "MA P=16")
+
+
+def test_untrained_names_each_group_that_diverged_before_any_stopped_by_its_budget():
+    converged = pd.DataFrame({"seed": [1], "converged": [True], "diverged": [""]})
+    late = pd.DataFrame({"seed": [2], "converged": [False], "diverged": [""], "converged_by": ["budget"],
+                         "updates": [312.4], "stopped": ["its 6 epochs done"], "last_epoch_gain": [0.066]})  # fmt: skip
+    gone = pd.DataFrame({"seed": [1, 2], "converged": [False, True], "diverged": ["epoch 2: not finite", ""]})
+    assert untrained(("SEQ", converged)) is None
+    budget = untrained(("SEQ", converged), ("KAVG P=4", late))
+    assert (budget.outcome, budget.reason) == (NOT_DECIDED, "under-trained")
+    assert budget.why == ("KAVG P=4 seed 2 stopped by its budget after 312 updates a learner (its 6 epochs done; its "
+                          "last epoch 6.6% below the best before): train longer (more epochs or data)")  # fmt: skip
+    diverged = untrained(("KAVG P=4", late), ("ASGD P=4", gone))
+    assert diverged == Half(NOT_DECIDED, "ASGD P=4 diverged in 1 of 2 runs: a lower rate", reason="diverged")
+    blank = untrained(("SEQ", late.assign(converged_by="untrained")))
+    assert "its best model does not transcribe" in blank.why

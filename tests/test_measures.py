@@ -1,0 +1,163 @@
+"""The arithmetic behind every speed figure (asrscale.analysis.measures), on small tables whose
+answers are worked out by hand in each test: speedups three ways, efficiency, the speedup over the
+same algorithm alone, bands, time to target, and which runs count."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from asrscale.analysis.measures import (
+    add_speedups,
+    baseline,
+    best_run,
+    by_learners,
+    discount_diverged,
+    learner_hours,
+    mean_spread,
+    modelled_against_measured,
+    target_of,
+    time_to_target,
+    trained,
+)
+
+COLUMNS = ["algorithm", "learners", "seed", "train_s", "epochs", "frames_per_s", "time_to_target_s", "epochs_to_target",
+           "time_to_seq_best_s", "epochs_to_seq_best"]  # fmt: skip
+
+
+def table(*rows, kind: str = "measured", outside_share: float = 0.5) -> pd.DataFrame:
+    """Runs as configured, each row in COLUMNS' order, timed one way (`kind`)."""
+    found = pd.DataFrame(rows, columns=COLUMNS)
+    return found.assign(variant="default", trained_as=found.algorithm, speedup_kind=kind, outside_share=outside_share,
+                        transports="", run=[f"{kind}/{a}/P{p}/seed{s}" for a, p, s in
+                                            zip(found.algorithm, found.learners, found.seed)])  # fmt: skip
+
+
+class FixedBand:
+    """A band of ×0.8 to ×1.5 on every modelled speedup (asrscale.analysis.fitted.Band's interface)."""
+
+    def of(self, speedup, outside_share, transports, gossip):
+        return 0.8 * speedup, 1.5 * speedup
+
+
+#: SEQ's two seeds and KAVG at 4 with three (its seed 3 has no SEQ of its own: SEQ's mean stands
+#: in), KAVG alone with one
+RUNS = (
+    ("seq", 1, 1, 100.0, 10, 1000.0, 80.0, 8, 100.0, 10),
+    ("seq", 1, 2, 120.0, 10, 1100.0, 90.0, 9, 110.0, 11),
+    ("kavg", 4, 1, 30.0, 10, 3800.0, 20.0, 9, 25.0, 12),
+    ("kavg", 4, 2, 36.0, 12, 4000.0, 30.0, 10, 50.0, 12),
+    ("kavg", 4, 3, 33.0, 11, 4200.0, float("nan"), float("nan"), 35.0, 12),
+    ("kavg", 1, 1, 90.0, 10, 1000.0, 70.0, 7, 95.0, 10),
+)
+
+
+def kavg_at_4(found: pd.DataFrame) -> pd.DataFrame:
+    return found[(found.algorithm == "kavg") & (found.learners == 4)].set_index("seed")
+
+
+def test_speedups_are_seqs_over_the_runs_seed_by_seed_with_seqs_mean_for_a_seed_it_lacks():
+    """SEQ's epochs take 10 and 12 s (mean 11), KAVG at 4's 3, 3 and 3 s: time speedups 10/3, 12/3
+    and 11/3, efficiency a quarter of each; throughput 3800/1000, 4000/1100, 4200/1050; to the target
+    80/20, 90/30 and none (never reached), its epochs 9/8, 10/9; to SEQ's accuracy 100/25, 110/50,
+    105/35; over KAVG alone (9 s an epoch, seed 1: its mean for the others) 3 each."""
+    found = kavg_at_4(add_speedups(table(*RUNS), FixedBand()))
+    assert found.time_speedup.tolist() == pytest.approx([10 / 3, 4.0, 11 / 3])
+    assert found.efficiency.tolist() == pytest.approx([10 / 12, 1.0, 11 / 12])
+    assert found.throughput_speedup.tolist() == pytest.approx([3.8, 4000 / 1100, 4.0])
+    assert found.target_speedup.tolist()[:2] == pytest.approx([4.0, 3.0]) and np.isnan(found.target_speedup[3])
+    assert found.target_epochs_ratio.tolist()[:2] == pytest.approx([9 / 8, 10 / 9])
+    assert found.accuracy_speedup.tolist() == pytest.approx([4.0, 2.2, 3.0])
+    assert found.accuracy_epochs_ratio.tolist() == pytest.approx([1.2, 12 / 11, 12 / 10.5])
+    assert found.own_speedup.tolist() == pytest.approx([3.0, 3.0, 3.0])
+    seq = add_speedups(table(*RUNS), FixedBand()).query("algorithm == 'seq'")
+    assert seq.time_speedup.tolist() == [1.0, 1.0] and seq.own_speedup.tolist() == [1.0, 1.0]
+
+
+def test_a_measured_speedup_has_no_band_and_a_modelled_one_its_runs_band():
+    measured = kavg_at_4(add_speedups(table(*RUNS), FixedBand()))
+    assert (measured.time_speedup_low == measured.time_speedup).all()
+    assert (measured.time_speedup_high == measured.time_speedup).all()
+    modelled = kavg_at_4(add_speedups(table(*RUNS, kind="modelled on v100"), FixedBand()))
+    assert modelled.time_speedup_low.tolist() == pytest.approx([0.8 * 10 / 3, 0.8 * 4.0, 0.8 * 11 / 3])
+    assert modelled.own_speedup_high.tolist() == pytest.approx([4.5, 4.5, 4.5])
+    assert modelled.accuracy_speedup_high.tolist() == pytest.approx([6.0, 3.3, 4.5])
+
+
+def test_each_kind_of_timing_is_against_seq_timed_the_same_way():
+    """Measured KAVG against measured SEQ, modelled against modelled: never across (a modelled SEQ
+    ten times slower would make the measured speedup 10× larger)."""
+    slow_seq = table(*(r[:3] + (10 * r[3],) + r[4:] for r in RUNS[:2]), kind="modelled on v100")
+    both = pd.concat([table(*RUNS), slow_seq, table(*RUNS[2:3], kind="modelled on v100")], ignore_index=True)
+    found = add_speedups(both, FixedBand())
+    measured = found[(found.speedup_kind == "measured") & (found.algorithm == "kavg") & (found.learners == 4)]
+    assert measured.time_speedup.tolist() == pytest.approx([10 / 3, 4.0, 11 / 3])
+    modelled = found[(found.speedup_kind != "measured") & (found.algorithm == "kavg")]
+    assert modelled.time_speedup.tolist() == pytest.approx([100 / 3])
+
+
+def test_without_seq_no_speedup_against_it_but_the_speedup_over_the_algorithm_alone():
+    found = add_speedups(table(*RUNS[2:]), FixedBand())
+    assert found.time_speedup.isna().all() and found.efficiency.isna().all()
+    assert kavg_at_4(found).own_speedup.tolist() == pytest.approx([3.0, 3.0, 3.0])
+
+
+def epochs_of(run: str, losses: list[float], step: int = 10, epoch_s: float = 5.0) -> pd.DataFrame:
+    return pd.DataFrame({"run": run, "epoch": range(1, len(losses) + 1), "step": step, "dev_loss": losses,
+                         "time_s": [epoch_s * (e + 1) for e in range(len(losses))]})  # fmt: skip
+
+
+def test_time_to_target_is_the_first_epoch_at_or_below_it_and_the_target_comes_from_seqs_converged_runs():
+    """SEQ's converged seeds end at dev losses 0.40 and 0.44 (mean 0.42): the target is 5% above it,
+    0.441. SEQ seed 1 reaches it in epoch 3 (15 s, 30 updates), KAVG (4 learners, 20 updates an epoch)
+    in epoch 2 (10 s: 4 × 10 / 3600 device-hours, 40 updates); the diverging run's dev loss never
+    reaches it. SEQ's own best (0.42) KAVG reaches in epoch 4."""
+    runs = pd.DataFrame({"run": ["s1", "s2", "k", "late"], "algorithm": ["seq", "seq", "kavg", "seq"],
+                         "variant": ["default", "default", "default", "default"], "learners": [1, 1, 4, 1],
+                         "converged": [True, True, True, False], "diverged": ["", "", "", ""],
+                         "best_dev_loss": [0.40, 0.44, 0.41, 0.30]})  # fmt: skip
+    epochs = pd.concat([epochs_of("s1", [0.6, 0.5, 0.44, 0.40]), epochs_of("s2", [0.7, 0.6, 0.5, 0.44]),
+                        epochs_of("k", [0.5, 0.441, 0.43, 0.41], step=20), epochs_of("late", [0.9, 0.8])])  # fmt: skip
+    assert target_of(runs, None) == pytest.approx(1.05 * 0.42) and target_of(runs, 0.7) == 0.7
+    found = time_to_target(runs, epochs, None).set_index("run")
+    assert found.epochs_to_target.fillna(-1).to_dict() == {"s1": 3, "s2": 4, "k": 2, "late": -1}
+    assert found.time_to_target_s.fillna(-1).to_dict() == {"s1": 15.0, "s2": 20.0, "k": 10.0, "late": -1}
+    assert found.updates_to_target.k == 40 and found.updates_to_target.s1 == 30
+    assert found.device_hours_to_target.k == pytest.approx(4 * 10 / 3600)
+    assert found.epochs_to_seq_best.fillna(-1).to_dict() == {"s1": 4, "s2": -1, "k": 4, "late": -1}
+    assert found.time_to_seq_best_s.k == 20.0
+
+
+def test_baseline_trained_and_best_run_pick_the_runs_a_figure_rests_on():
+    runs = pd.DataFrame({"algorithm": ["seq", "seq", "kavg", "ssgd", "hadpsgd", "adpsgd"],
+                         "trained_as": ["seq", "seq", "seq", "ssgd", "ssgd", "adpsgd"],
+                         "variant": ["default", "lr=1", "default", "default", "default", "default"],
+                         "run": ["a", "b", "a", "c", "c", "d"], "wer": [0.30, 0.25, 0.30, 0.28, 0.28, None],
+                         "learners": [1, 1, 1, 4, 4, 4]})  # fmt: skip
+    assert baseline(runs).run.tolist() == ["a"]  # SEQ as configured, not a sweep's variant
+    assert trained(runs).run.tolist() == ["a", "b", "c", "d"]  # KAVG alone is SEQ's run, H-ADPSGD in a node SSGD's
+    assert best_run(runs).run == "b" and best_run(runs.assign(wer=None)) is None
+    assert mean_spread(pd.Series([0.2, 0.3, 0.25])) == pytest.approx((0.25, 0.05))
+
+
+def test_a_diverged_run_keeps_no_result_and_has_not_converged():
+    runs = pd.DataFrame({"run": ["a", "b"], "converged": [True, True], "diverged": ["", "epoch 2: not finite"],
+                         "wer": [0.2, 0.9], "train_s": [10.0, 5.0]})  # fmt: skip
+    gone = discount_diverged(runs.assign(**{c: 1.0 for c in ("cer", "greedy_wer", "greedy_cer", "frames_per_s",
+                                            "best_dev_loss", "best_dev_ter", "time_to_target_s",
+                                            "device_hours_to_target", "updates_to_target", "epochs_to_target",
+                                            "time_to_seq_best_s", "epochs_to_seq_best")}))  # fmt: skip
+    assert gone.converged.tolist() == [True, False] and gone.wer.tolist()[0] == 0.2 and np.isnan(gone.wer[1])
+    assert np.isnan(gone.train_s[1]) and gone.train_s[0] == 10.0
+
+
+def test_learner_hours_by_learners_and_the_simulators_validation():
+    both = pd.concat([table(*RUNS[:3]), table(*RUNS[:3], kind="modelled on v100")], ignore_index=True).assign(
+        wer=[0.2, 0.22, 0.25] * 2, greedy_wer=0.5, time_speedup=[1.0, 1.0, 3.0] * 2, target_speedup=2.0,
+        device_hours_to_target=0.1, best_dev_loss=0.5, world=["mpi"] * 3 + ["simulated"] * 3)  # fmt: skip
+    hours = learner_hours(both)
+    assert hours.to_dict() == pytest.approx({"measured": (100 + 120 + 4 * 30) / 3600,
+                                             "modelled on v100": (100 + 120 + 4 * 30) / 3600})  # fmt: skip
+    grouped = by_learners(both)
+    assert grouped.loc[("seq", 1)].wer == pytest.approx(0.21) and grouped.loc[("kavg", 4)].speedup == 3.0
+    pairs = modelled_against_measured(both.assign(train_s=[100.0, 120.0, 30.0, 150.0, 120.0, 15.0]))
+    assert pairs.time_ratio.tolist() == pytest.approx([0.5, 1.5, 1.0])  # sorted by algorithm: kavg, seq 1, seq 2
