@@ -219,3 +219,112 @@ def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_pat
     merged = fold_arpa(tmp_path / "mixed.arpa", tmp_path / "mixed-folded.arpa", lambda w: normalise(w, text))
     (original, _), (folded, _) = read_arpa(tmp_path / "mixed.arpa"), read_arpa(tmp_path / "mixed-folded.arpa")
     assert merged["merged"] > 0 and folded[("the", "cat")] == original[("THE", "CAT")]  # "THE" is listed first
+
+
+# the LM weight and word bonus chosen on dev (asrscale.decoding.decode), on hand-made frames decoded
+# by the real beam search and LM, where each pair of the grid gives its own hypotheses
+
+
+def _graded_search(tmp_path) -> LexiconBeamSearch:
+    """A beam search whose LM knows "the cat" well and "a cut", "the cut", "a cat" once each."""
+    write_arpa(tmp_path / "lm.arpa", ["the cat"] * 20 + ["a cut", "the cut", "a cat"], 2)
+    return LexiconBeamSearch(tmp_path / "lm.arpa", Tokens.from_texts(["the cat cut o a"]), beam=16, beam_threshold=25)
+
+
+def _graded_utterances(tokens: Tokens) -> dict[str, np.ndarray]:
+    """Frames of 'the c?t' (acoustics for "cot", then "cut"; the LM says "cat"), 'a cut' (clearly; a
+    heavy LM drops the rare "a"), and 'a? c?t' (the "a" half blank: a word bonus keeps it)."""
+    return {
+        "the c?t": _emissions(tokens, {"t": 0.9}, {"h": 0.9}, {"e": 0.9}, {" ": 0.9}, {"c": 0.9},
+                              {"o": 0.4, "u": 0.33, "a": 0.27}, {"t": 0.9}),
+        "a cut": _emissions(tokens, {"a": 0.9}, {" ": 0.9}, {"c": 0.9}, {"u": 0.9}, {"t": 0.9}),
+        "a? c?t": _emissions(tokens, {"a": 0.5, "<blank>": 0.5}, {"c": 0.9}, {"u": 0.5, "a": 0.45}, {"t": 0.9}),
+    }  # fmt: skip
+
+
+def _outputs(utterances: dict[str, np.ndarray], references: list[str], greedy: list[str]):
+    from asrscale.decoding.decode import Outputs
+
+    return Outputs([f"u{i}" for i in range(len(references))], references, greedy, list(utterances.values()))
+
+
+# dev's references "the cat", "a cut", "cat" (5 words); each pair's hypotheses as the beam search finds them
+DEV_REFERENCES = ["the cat", "a cut", "cat"]
+GRID = {"lm_weights": [0.0, 2.0, 8.0], "word_bonuses": [1.0, -1.0]}
+BEST_FIRST = [
+    {"lm_weight": 2.0, "word_bonus": -1.0, "dev_wer": 0 / 5},  # the cat | a cut | cat
+    {"lm_weight": 2.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | a cut | A cat
+    {"lm_weight": 8.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat (ties: the grid's order)
+    {"lm_weight": 8.0, "word_bonus": -1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat
+    {"lm_weight": 0.0, "word_bonus": -1.0, "dev_wer": 2 / 5},  # the CUT | a cut | CUT
+    {"lm_weight": 0.0, "word_bonus": 1.0, "dev_wer": 3 / 5},  # the CUT | a cut | A CUT
+]
+
+
+def test_the_lm_weight_and_word_bonus_chosen_are_the_best_on_dev_of_the_grid(tmp_path, capsys):
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.decoding.decode import choose_weights
+    from conftest import build
+
+    search = _graded_search(tmp_path)
+    dev = _outputs(_graded_utterances(search.tokens), DEV_REFERENCES, ["the cot", "a cut", "a cut"])
+    tried = choose_weights(search, dev, build(DecodeSettings, "decode", device="cpu", **GRID))
+    # the best is neither the grid's first pair nor its last, nor is the worst
+    assert tried == [{**pair, "dev_wer": pytest.approx(pair["dev_wer"])} for pair in BEST_FIRST]
+    assert capsys.readouterr().out.splitlines()[-1].startswith("dev decodes of the LM weights: 6/6 |")
+
+
+def _saved_model(path, tokens: Tokens) -> None:
+    """An untrained model, saved as training saves one, before features.kaldi_dim and dither were
+    settings (its outputs are not used: the decode's are the hand-made frames)."""
+    from dataclasses import asdict
+
+    from asrscale.models import build_model
+    from conftest import feature_config, model_config
+
+    features = {k: v for k, v in asdict(feature_config()).items() if k not in ("kaldi_dim", "dither")}
+    config = model_config(layers=1, units=8)
+    model = build_model(config, feature_config().dim, len(tokens))
+    torch.save({"tokens": tokens.symbols, "features": features, "model_config": asdict(config),
+                "model": model.state_dict(), "cmvn": "speaker"}, path)  # fmt: skip
+
+
+def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, monkeypatch, capsys):
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.decoding import decode
+    from conftest import build
+
+    search = _graded_search(tmp_path)
+    frames, tokens = _graded_utterances(search.tokens), search.tokens
+    outputs = {  # by data dir: what the model would give
+        "dev": _outputs(frames, DEV_REFERENCES, ["the cot", "a cut", "a cut"]),
+        "test": _outputs({k: frames[k] for k in ("the c?t", "a? c?t")}, ["the cat", "a cat"], ["the cot", "a cut"]),
+        "other": _outputs({"a cut": frames["a cut"]}, ["a dog"], ["a cut"]),
+    }
+    _saved_model(tmp_path / "model.pt", tokens)
+
+    def model_outputs(model, subset):
+        data, feats, train_feats, cmvn, subset_tokens = subset
+        assert not model.training and feats == f"{data}-feats" and train_feats == "train-feats" and cmvn == "speaker"
+        assert subset_tokens.symbols == tokens.symbols
+        return outputs[data]
+
+    monkeypatch.setattr(decode, "Subset", lambda *arguments: arguments)
+    monkeypatch.setattr(decode, "model_outputs", model_outputs)
+    settings = build(DecodeSettings, "decode", device="cpu", beam=16, beam_threshold=25, **GRID)
+    tests = {name: (name, f"{name}-feats") for name in ("test", "other")}
+    found = decode.decode_run(tmp_path / "model.pt", ("dev", "dev-feats"), tests, "train-feats", tmp_path / "lm.arpa",
+                              settings, tmp_path / "out")  # fmt: skip
+    for name in tests:
+        assert found[name] == json.loads((tmp_path / "out" / name / "scores.json").read_text())
+        assert found[name]["tried_on_dev"] == [{**p, "dev_wer": pytest.approx(p["dev_wer"])} for p in BEST_FIRST]
+        assert {key: found[name]["lm"][key] for key in BEST_FIRST[0]} == BEST_FIRST[0]
+        assert found[name]["dev_greedy_wer"] == pytest.approx(3 / 5)  # CUT (for "cot") | | A CUT
+    hypotheses = pd.read_csv(tmp_path / "out" / "test" / "hypotheses.tsv", sep="\t")
+    # the pair best on dev decodes "a? c?t" as "cat"; the grid's last ("a cut") and its second best ("a cat") do not
+    assert hypotheses.to_dict("list") == {"utt": ["u0", "u1"], "reference": ["the cat", "a cat"],
+                                          "lm": ["the cat", "cat"], "greedy": ["the cot", "a cut"]}  # fmt: skip
+    assert found["test"]["lm"]["wer"] == pytest.approx(1 / 4) and found["test"]["greedy"]["wer"] == pytest.approx(2 / 4)
+    assert found["test"]["oov_words"] == 0 and found["test"]["unknown_characters"] == 0
+    assert found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2  # dog: d, g
+    assert "note: other: 2 reference characters are not in the model's token set" in capsys.readouterr().out
