@@ -2,6 +2,8 @@
 every other stage's, with errors that name the key."""
 
 import copy
+import gzip
+import re
 from dataclasses import asdict, fields
 
 import pytest
@@ -201,3 +203,61 @@ def test_a_config_file_that_is_not_yaml_is_named_by_its_line_and_column(tmp_path
     (tmp_path / "mine.yaml").write_text(text)
     with pytest.raises(ConfigError, match=rf"config: \S+mine.yaml, line {line}, column {column}: not valid YAML: "):
         read_config_file(tmp_path / "mine.yaml")
+
+
+def own_corpus(train: dict, dev: dict, test: dict, lm) -> dict:
+    config = copy.deepcopy(merged())
+    config["corpus"] = {"name": "own", "subsets": {"train": [train], "dev": [dev], "test": [test]}}
+    config["decode"] = {"lm": str(lm)}
+    return config
+
+
+def test_every_path_of_a_study_is_checked_at_once_each_for_its_formats_files(tmp_path):
+    """Three wrong paths, an empty folder and a 0-byte LM: one error naming each, before any job."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "lm.arpa").write_bytes(b"")
+    sources = [{"format": "kaldi", "path": str(tmp_path / "no-train")},
+               {"format": "librispeech", "path": str(tmp_path / "empty")},
+               {"format": "manifest", "path": str(tmp_path / "no-test.tsv")}]  # fmt: skip
+    config = own_corpus(*sources, tmp_path / "lm.arpa")
+    with pytest.raises(ConfigError) as error:
+        Study(config)
+    assert str(error.value) == (
+        f"config: 4 paths: corpus.subsets.train[0].path: {tmp_path}/no-train does not exist; "
+        f"corpus.subsets.dev[0].path: {tmp_path}/empty holds no <speaker>/<chapter>/*.trans.txt: not a "
+        f"LibriSpeech directory; corpus.subsets.test[0].path: {tmp_path}/no-test.tsv does not exist; "
+        f"decode.lm: {tmp_path}/lm.arpa is not an ARPA language model (it is empty, where an ARPA file's first "
+        "line is \\data\\), nor 'train'"
+    )
+    assert Study(config, check_paths=False).name == "own"  # a plan of a study made on another machine
+
+
+def test_a_folder_or_file_is_a_source_when_it_holds_its_formats_files(tmp_path):
+    chapter, kaldi, lm = tmp_path / "LibriSpeech" / "19" / "198", tmp_path / "kaldi", tmp_path / "lm.arpa.gz"
+    chapter.mkdir(parents=True)
+    kaldi.mkdir()
+    (chapter / "19-198.trans.txt").write_text("19-198-0000 A WORD\n")
+    (kaldi / "wav.scp").write_text("u1 u1.wav\n")
+    lm.write_bytes(gzip.compress(b"\n\\data\\\nngram 1=1\n"))  # a blank line before \data\, gzipped
+    train, dev = {"format": "kaldi", "path": str(kaldi)}, {"format": "librispeech", "path": str(chapter.parent.parent)}
+    with pytest.raises(ConfigError) as error:
+        Study(own_corpus(train, dev, {"format": "lhotse", "path": str(kaldi / "wav.scp")}, lm))
+    assert re.fullmatch(
+        r"config: 3 paths: corpus.subsets.train\[0\].path: \S+kaldi is not a Kaldi data directory: its text does "
+        r"not exist; corpus.subsets.dev\[0\].path: \S+LibriSpeech is not a LibriSpeech directory: no audio "
+        r"\(\*.flac\) beside 19/198/19-198.trans.txt; corpus.subsets.test\[0\].path: \S+wav.scp is not a lhotse "
+        r"manifest: a lhotse source is a supervisions or a cuts manifest \(its name says which\)",
+        str(error.value),
+    )
+    (kaldi / "text").write_text("u1 a word\n")
+    (chapter / "19-198-0000.flac").write_bytes(b"")
+    test = {"format": "lhotse", "path": str(kaldi / "supervisions.jsonl")}
+    (kaldi / "supervisions.jsonl").write_text("{}\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"^config: corpus.subsets.test\[0\].path: \S+supervisions.jsonl is a "
+        r"supervisions manifest whose recordings manifest \S+recordings.jsonl does not exist$",
+    ):
+        Study(own_corpus(train, dev, test, lm))
+    (kaldi / "recordings.jsonl").write_text("{}\n")
+    assert Study(own_corpus(train, dev, test, lm)).own_language_model == str(lm)

@@ -20,7 +20,26 @@ from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.schema import PROFILES, validate, with_profiles
 from asrscale.config.sections import STAGES, RunConfig, TrainConfig, from_settings, world_of
+from asrscale.data.corpus.formats import source_problem
+from asrscale.decoding.lm import open_arpa
 from asrscale.errors import ConfigError
+
+
+def arpa_problem(path: Path) -> str | None:
+    """Why `path` is not an ARPA language model (plain or gzipped): missing, unreadable, or its
+    first line that is not blank is not `\\data\\`, as KenLM requires; None where it may be one."""
+    if not path.is_file():
+        return "is not a file (an ARPA language model)"
+    try:
+        with open_arpa(path) as lines:
+            first = next((line.strip() for line in lines if line.strip()), None)
+    except (OSError, UnicodeDecodeError, EOFError) as error:
+        return f"cannot be read as an ARPA language model ({error})"
+    if first != "\\data\\":
+        found = "it is empty" if first is None else f"its first line is {first[:40]!r}"
+        return f"is not an ARPA language model ({found}, where an ARPA file's first line is \\data\\)"
+    return None
+
 
 SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
@@ -61,24 +80,19 @@ class Study:
         if kaldi_features != (config["features"]["kaldi_dim"] is not None):
             raise ConfigError("config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
                               "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)")  # fmt: skip
-        for subset in self.subsets if self.imported else []:
-            for index, source in enumerate(self.sources(subset)):
-                name = subset.replace("test-", "test.")  # a test set given by name
-                key = f"config: corpus.subsets.{name}[{index}]"
-                if check_paths and not Path(source["path"]).exists():
-                    raise ConfigError(f"{key}.path: {source['path']} does not exist")
-                if kaldi_features and source["format"] != "kaldi":
-                    raise ConfigError(f"{key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
-                                      f"not {source['format']}")  # fmt: skip
+        for key, source in self._sources():
+            if kaldi_features and source["format"] != "kaldi":
+                raise ConfigError(f"config: {key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
+                                  f"not {source['format']}")  # fmt: skip
+        if check_paths and (problems := self._path_problems()):
+            listed = "; ".join(problems)
+            raise ConfigError(f"config: {listed}" if len(problems) == 1 else f"config: {len(problems)} paths: {listed}")
         node_size, per_node = study["node_size"], config["slurm"]["ranks_per_node"]
         on_ranks = any(entry.get("world", study["world"]) == "mpi" for entry in study["runs"])
         if on_ranks and node_size and node_size != per_node:
             raise ConfigError(f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both say "
                               "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a node's "
                               "GPUs), from which the algorithms' nodes follow")  # fmt: skip
-        lm = config["decode"]["lm"]
-        if check_paths and lm != "train" and not Path(lm).is_file():
-            raise ConfigError(f"config: decode.lm: {lm} is not a file (an ARPA language model), nor 'train'")
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
@@ -99,6 +113,23 @@ class Study:
                     spec.resolve({**self._options(spec.name), sweep["vary"]: value})
                 except ConfigError as error:
                     raise ConfigError(f"{key}.values: {error}") from None
+
+    def _sources(self) -> list[tuple[str, dict]]:
+        """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set by name)."""
+        subsets = self.subsets if self.imported else []
+        return [(f"corpus.subsets.{subset.replace('test-', 'test.')}[{index}]", source)
+                for subset in subsets for index, source in enumerate(self.sources(subset))]  # fmt: skip
+
+    def _path_problems(self) -> list[str]:
+        """Every path the study reads that is not what its key says, each as "<key>: <path> <why>":
+        a source that is not of its format (a folder without its format's files, an empty file) and
+        an LM that is not an ARPA file, all at once, before any job starts."""
+        problems = [f"{key}.path: {source['path']} {problem}"
+                    for key, source in self._sources() if (problem := source_problem(source))]  # fmt: skip
+        lm = self.config["decode"]["lm"]
+        if lm != "train" and (problem := arpa_problem(Path(lm))):
+            problems.append(f"decode.lm: {lm} {problem}, nor 'train'")
+        return problems
 
     def _check_train(self, index: int, entry: dict) -> None:
         """An entry's train settings: train's keys, valid over train:, the same for every entry of

@@ -1,5 +1,6 @@
 """What every importer of a corpus format yields (`Entry`s, each naming the file and line it came
-from), and the Kaldi-style listing that several formats share."""
+from), the Kaldi-style listing that several formats share, and what the formats' checks of a
+source's path share (`not_a_folder`, `not_a_listing`)."""
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,22 @@ class Entry:
     recording: str | None = None  # a segment's recording id; None: the utterance is the recording
     text_where: str | None = None  # "file:line" of its transcript, when not `where`
     feats: str | None = None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
+
+
+def not_a_folder(path: Path, what: str) -> str | None:
+    """Why `path` is not the folder of a source (`what`, for the message); None where it is one."""
+    if path.is_dir():
+        return None
+    return "does not exist" if not path.exists() else f"is a file, not a folder ({what})"
+
+
+def not_a_listing(path: Path) -> str | None:
+    """Why `path` cannot list utterances: it does not exist, is a folder or is empty; None where it can."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is a folder, not a file"
+    return "is empty" if path.stat().st_size == 0 else None
 
 
 def read_listing(path: Path, skipped: Skipped) -> dict[str, tuple[str, str]]:

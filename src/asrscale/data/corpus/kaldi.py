@@ -4,8 +4,8 @@ whose features are used instead of the audio when features.kind is "kaldi"."""
 
 from pathlib import Path
 
-from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.entry import Entry, read_listing
+from asrscale.data.badinput import Skipped
+from asrscale.data.corpus.entry import Entry, not_a_folder, not_a_listing, read_listing
 from asrscale.data.wavspec import is_command
 
 LISTINGS = ("wav.scp", "text", "utt2spk", "segments", "feats.scp")
@@ -16,12 +16,19 @@ def kaldi_listings(folder: Path) -> list[Path]:
     return [folder / name for name in LISTINGS if (folder / name).is_file()]
 
 
-def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
-    """The utterances of a Kaldi data dir. Relative audio paths are taken from the data dir;
-    without utt2spk each utterance is its own speaker (Kaldi's convention)."""
+def kaldi_problem(folder: Path) -> str | None:
+    """Why `folder` is not a Kaldi data dir that lists utterances (its wav.scp and text); None where it is one."""
+    if problem := not_a_folder(folder, "a Kaldi data directory"):
+        return problem
     for required in ("wav.scp", "text"):
-        if not (folder / required).is_file():
-            raise BadInput(f"{folder}: no {required}: not a Kaldi data directory")
+        if problem := not_a_listing(folder / required):
+            return f"is not a Kaldi data directory: its {required} {problem}"
+    return None
+
+
+def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of a Kaldi data dir (`kaldi_problem` says it is one). Relative audio paths are
+    taken from the data dir; without utt2spk each utterance is its own speaker (Kaldi's convention)."""
     wav, text = read_listing(folder / "wav.scp", skipped), read_listing(folder / "text", skipped)
     speakers = read_listing(folder / "utt2spk", skipped) if (folder / "utt2spk").is_file() else {}
     feats = read_listing(folder / "feats.scp", skipped) if (folder / "feats.scp").is_file() else {}

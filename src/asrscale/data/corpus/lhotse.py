@@ -10,8 +10,8 @@ features.channel for every recording, as for the other formats."""
 import math
 from pathlib import Path
 
-from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.entry import Entry
+from asrscale.data.badinput import Skipped
+from asrscale.data.corpus.entry import Entry, not_a_listing
 from asrscale.data.corpus.manifest import json_lines
 
 
@@ -85,15 +85,25 @@ def lhotse_listings(path: Path) -> list[Path]:
     return [path] + ([recordings] if recordings != path and recordings.is_file() else [])
 
 
+def lhotse_problem(path: Path) -> str | None:
+    """Why `path` is not a lhotse manifest of utterances: a supervisions manifest (with its
+    recordings manifest beside it) or a cuts manifest; None where it may be one."""
+    if problem := not_a_listing(path):
+        return problem
+    if "supervisions" not in path.name and "cuts" not in path.name:
+        return "is not a lhotse manifest: a lhotse source is a supervisions or a cuts manifest (its name says which)"
+    recordings = _recordings_manifest(path)
+    if "cuts" not in path.name and (problem := not_a_listing(recordings)):
+        return f"is a supervisions manifest whose recordings manifest {recordings} {problem}"
+    return None
+
+
 def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of a lhotse manifest (`lhotse_problem` says it is one)."""
     name = path.name
-    if "supervisions" not in name and "cuts" not in name:
-        raise BadInput(f"{path}: a lhotse source is a supervisions or a cuts manifest (its name says which)")
     if "cuts" in name:
         return _from_cuts(path, skipped)
     recordings_path = _recordings_manifest(path)
-    if not recordings_path.is_file():
-        raise BadInput(f"{path}: its recordings manifest {recordings_path} does not exist")
     recordings, duplicated = _recordings(recordings_path, skipped)
     entries = []
     for row, where in json_lines(path, skipped):

@@ -3,18 +3,30 @@
 
 from pathlib import Path
 
-from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.entry import Entry, read_listing
+from asrscale.data.badinput import Skipped
+from asrscale.data.corpus.entry import Entry, not_a_folder, read_listing
 
 
 def librispeech_listings(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.trans.txt"))
 
 
+def librispeech_problem(folder: Path) -> str | None:
+    """Why `folder` is not a LibriSpeech subset: no <speaker>/<chapter>/*.trans.txt, or no audio
+    (*.flac) beside the first; None where it is one."""
+    if problem := not_a_folder(folder, "a LibriSpeech subset"):
+        return problem
+    transcript = next(folder.rglob("*.trans.txt"), None)
+    if transcript is None:
+        return "holds no <speaker>/<chapter>/*.trans.txt: not a LibriSpeech directory"
+    if next(transcript.parent.glob("*.flac"), None) is None:
+        return f"is not a LibriSpeech directory: no audio (*.flac) beside {transcript.relative_to(folder)}"
+    return None
+
+
 def import_librispeech(folder: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of a LibriSpeech subset (`librispeech_problem` says it is one)."""
     transcripts = sorted(folder.rglob("*.trans.txt"))
-    if not transcripts:
-        raise BadInput(f"{folder}: no <speaker>/<chapter>/*.trans.txt: not a LibriSpeech directory")
     entries = []
     for transcript in transcripts:
         chapter = transcript.parent

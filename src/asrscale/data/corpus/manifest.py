@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from asrscale.data.badinput import BadInput, Skipped
-from asrscale.data.corpus.entry import Entry
+from asrscale.data.corpus.entry import Entry, not_a_listing
 
 REQUIRED = ("path", "text")
 
@@ -73,6 +73,11 @@ def seconds(value) -> float | None:
 
 def manifest_listings(path: Path) -> list[Path]:
     return [path]
+
+
+def manifest_problem(path: Path) -> str | None:
+    """Why `path` is not a manifest that lists utterances; None where it may be one."""
+    return not_a_listing(path)
 
 
 def import_manifest(path: Path, skipped: Skipped) -> list[Entry]:

@@ -24,7 +24,7 @@ from asrscale.config.sections import FeatureConfig, ImportSettings, TextNormalis
 from asrscale.data.audio import open_audio
 from asrscale.data.badinput import BadInput, Skipped
 from asrscale.data.corpus.entry import Entry
-from asrscale.data.corpus.formats import FORMATS
+from asrscale.data.corpus.formats import FORMATS, source_problem
 from asrscale.data.datadir import DataDir
 from asrscale.data.wavspec import is_command
 
@@ -142,8 +142,8 @@ def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> D
     entries = []
     for index, source in enumerate(sources):
         path, prefix = Path(source["path"]), source.get("prefix", "")
-        if not path.exists():
-            raise BadInput(f"{path} does not exist (source {index} of this subset: {source})")
+        if problem := source_problem(source):
+            raise BadInput(f"{path} {problem} (source {index} of this subset: {source})")
         found = FORMATS[source["format"]].read(path, skipped)
         if settings.speakers:
             kept = set(sorted({e.speaker for e in found})[: settings.speakers])
