@@ -9,10 +9,13 @@ import pandas as pd
 import pytest
 import torch
 
+from asrscale.errors import ConfigError
+from asrscale.training.algorithms import make_algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.run import train
-from asrscale.training.schedule import Decision, Schedule, learning_rate
+from asrscale.training.schedule import Decision, Schedule, learning_rate, lr_scale
 from asrscale.worlds.costmodel import CostModel, Hardware
+from asrscale.worlds.ops import Layout
 from asrscale.worlds.simulated import SimWorld
 from conftest import CALIBRATION, GPU, run_config, run_paths
 
@@ -127,3 +130,45 @@ def test_a_roll_back_takes_the_newest_epochs_end_not_a_checkpoint_within_the_epo
     assert [p.name for p in sorted(tmp_path.iterdir())] == ["step000000010", "step000000015"]
     saved.roll_back("rank0", learner)
     assert torch.equal(model.weight, states[10])
+
+
+def test_the_rate_scale_of_p_learners_is_p_root_p_or_one():
+    assert [lr_scale(rule, 16) for rule in ("linear", "sqrt", "none")] == [16.0, 4.0, 1.0]
+    assert [lr_scale(rule, 1) for rule in ("linear", "sqrt", "none")] == [1.0, 1.0, 1.0]
+    with pytest.raises(ConfigError, match=r"train.lr_scaling must be one of \('none', 'sqrt', 'linear'\), not 'cubic'"):
+        lr_scale("cubic", 4)
+
+
+def rates_of(monkeypatch, algorithm: str) -> dict[int, list[float]]:
+    """The rate the trainer gives `algorithm`'s step, by learner, step by step, once a run has run."""
+    cls = type(make_algorithm(algorithm, Layout(0, 2, servers=int(algorithm == "asgd"))))
+    real_step, rates = cls.step, {}
+
+    def step(self, learner, batch, lr):
+        rates.setdefault(self.layout.rank, []).append(lr)
+        return real_step(self, learner, batch, lr)
+
+    monkeypatch.setattr(cls, "step", step)
+    return rates
+
+
+@pytest.mark.parametrize(
+    "algorithm, scaling, times_lr",
+    [
+        # 4 learners, 3 steps an epoch, a warm-up of half an epoch (1.5 steps): step 1 at 2/3 of
+        # the way from lr to its peak, steps 2 and 3 at the peak, lr × 4, × 2 or × 1
+        ("ssgd", "linear", [1 + 3 * 2 / 3, 4, 4]),
+        ("ssgd", "sqrt", [1 + 1 * 2 / 3, 2, 2]),
+        ("ssgd", "none", [1, 1, 1]),
+        ("asgd", "linear", [1, 1, 1]),  # the server applies each learner's gradient alone: lr itself
+    ],
+)
+def test_each_step_of_p_learners_has_the_rate_scaled_by_p_after_its_warm_up(corpus, tmp_path, monkeypatch, algorithm,
+                                                                            scaling, times_lr):  # fmt: skip
+    rates = rates_of(monkeypatch, algorithm)
+    config = run_config(algorithm, epochs=1, batch_size=8, lr=0.01, lr_scaling=scaling, warmup_epochs=0.5)
+    world = SimWorld(4, CostModel(profile(), CALIBRATION), servers=int(algorithm == "asgd"), name="test")
+    train(config, run_paths(corpus, corpus / "shards" / "P4", tmp_path), world)
+    assert rates == {rank: pytest.approx([0.01 * times for times in times_lr]) for rank in range(4)}
+    record = json.loads((tmp_path / "run.json").read_text())["learning_rate"]
+    assert record == pytest.approx({"scale": times_lr[-1], "peak": 0.01 * times_lr[-1]})
