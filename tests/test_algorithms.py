@@ -14,7 +14,7 @@ from asrscale.worlds import ops
 from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.ops import Layout
 from asrscale.worlds.simulated import SimWorld
-from conftest import CALIBRATION, GPU
+from conftest import CALIBRATION, GPU, run_config, run_paths
 
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
@@ -309,3 +309,26 @@ def test_asgds_max_staleness_drops_a_gradient_staler_than_the_bound(bound, appli
     rates = serve_pushes(asgd, server, STALE)
     assert [record[-1] for record in asgd.records] == applied and len(rates) == sum(applied)
     assert server.weights == pytest.approx([-0.1 * sum(applied)]) and asgd.version == sum(applied)
+
+
+def test_a_runs_ma_period_is_its_frames_per_job_over_the_mean_frames_of_a_step(corpus, tmp_path, monkeypatch):
+    """On the tiny corpus's 96 training utterances, 2 learners of 48 each take 6 steps of 8 an
+    epoch: a step has a twelfth of the corpus's frames on average, and a job of 3 such steps'
+    frames averages every third step."""
+    from asrscale.data.features import read_frame_counts
+    from asrscale.training.algorithms.ma import ModelAveraging
+    from asrscale.training.run import train
+
+    frames = sum(read_frame_counts(corpus / "feats" / "train").values())
+    planned, real_plan = [], ModelAveraging.plan
+
+    def plan(self, frames_per_step):
+        yield from real_plan(self, frames_per_step)
+        planned.append((frames_per_step, self.period))
+
+    monkeypatch.setattr(ModelAveraging, "plan", plan)
+    options = {"frames_per_job": round(3 * frames / 12), "natural_gradient": False}
+    world = SimWorld(2, CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION), name="ma")
+    run = run_config("ma", options=options, epochs=1, batch_size=8)
+    train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path), world)
+    assert planned == [(pytest.approx(frames / 12), 3)] * 2
