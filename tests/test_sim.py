@@ -503,3 +503,33 @@ def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time
 
     assert computed(0.0) == pytest.approx(0.2)
     assert computed(0.5) == pytest.approx(0.2 + 0.5 * 0.016)
+
+
+def test_gossip_gives_both_learners_the_half_and_half_average_and_keeps_the_mean():
+    """Learner 0 serves; learner 1 asks at once, learner 2 after computing 0.1 s, so the second
+    averaging starts from the first's result: 0 and 1 make (0+4)/2, (0+8)/2 = (2, 4), then 0 and
+    2 make (2+8)/2, (4+0)/2 = (5, 2). Each active learner takes the average from the answer (its
+    peer's model before it averaged), as ADPSGD does; the sum 12, 8 of the three is kept."""
+    from asrscale.training.algorithms.adpsgd import average_with
+
+    models = [[torch.tensor([0.0, 0.0])], [torch.tensor([4.0, 8.0])], [torch.tensor([8.0, 0.0])]]
+    answers = {}
+
+    def program(layout, serving, log):
+        mine = models[layout.rank]
+        if layout.rank == 0:
+            yield ops.Serve(mine, [1, 2], "learners")
+            yield ops.StopServing()  # once both have notified
+            return
+        if layout.rank == 2:
+            yield ops.Compute(0, frames=200)
+        theirs = [torch.empty(2)]
+        yield ops.Wait((yield ops.Gossip(mine, theirs, 0, "learners")))
+        answers[layout.rank] = theirs[0].tolist()
+        average_with(mine, theirs)
+        yield ops.Notify([0], "learners")
+
+    launch(world(3), program)
+    assert answers == {1: [0.0, 0.0], 2: [2.0, 4.0]}
+    assert [model[0].tolist() for model in models] == [[5.0, 2.0], [2.0, 4.0], [5.0, 2.0]]
+    assert sum(model[0] for model in models).tolist() == [12.0, 8.0]  # as before: the mean kept
