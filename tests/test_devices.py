@@ -46,7 +46,17 @@ class MetaLearner(Learner):
 
 
 class ValueRead(Exception):
-    """The algorithm reads a value that a meta tensor does not have (e.g. ASGD's reply header)."""
+    """The algorithm reads a value that a meta tensor does not have, other than by `item` or
+    `tolist` (`values_read_as`)."""
+
+
+def values_read_as(monkeypatch, headers: list[list[float]] = ()) -> None:
+    """A world without values answers a meta tensor's `item()` with 0 (ASGD's learner reads the
+    version of the server's reply) and its `tolist()` with `headers` in turn (the requests ASGD's
+    server reads), so that the program goes on to its every request."""
+    real_item, real_tolist, scripted = torch.Tensor.item, torch.Tensor.tolist, iter(headers)
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: 0 if self.is_meta else real_item(self))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: next(scripted) if self.is_meta else real_tolist(self))
 
 
 def answer(request):
@@ -80,8 +90,9 @@ def drive(program):
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
-def test_every_algorithms_requests_keep_to_the_learners_device(algorithm):
+def test_every_algorithms_requests_keep_to_the_learners_device(algorithm, monkeypatch):
     """Two learners' worth of one learner's program: start, steps with every exchange, consensus."""
+    values_read_as(monkeypatch)
     size = 1 if algorithm == "seq" else 2
     for rank in range(size):  # ADPSGD: a passive learner, then an active one
         layout = ops.Layout(rank=rank, size=size, node_size=size)
@@ -90,15 +101,27 @@ def test_every_algorithms_requests_keep_to_the_learners_device(algorithm):
         chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
         lengths = torch.tensor([30, 24])
         batch = Batch(torch.zeros(2, 30, 40), lengths, torch.tensor([1, 2, 3]), torch.tensor([2, 1]), ["a", "b"])
-        try:
-            drive(chosen.start(learner))
-            drive(chosen.plan(50.0))
-            for _ in range(3):
-                drive(chosen.step(learner, batch, 1e-3))
-            drive(chosen.epoch_done(learner))
-            drive(chosen.consensus(learner))
-        except ValueRead:
-            assert algorithm == "asgd"  # a learner reads the version the server replies with
+        drive(chosen.start(learner))
+        drive(chosen.plan(50.0))
+        for _ in range(3):
+            drive(chosen.step(learner, batch, 1e-3))
+        drive(chosen.epoch_done(learner))
+        drive(chosen.consensus(learner))
+
+
+def test_asgds_server_keeps_to_the_learners_device(monkeypatch):
+    """ASGD's server on the meta device: a gradient applied, a pull, a checkpoint's save and a
+    roll-back answered, then its one learner done."""
+    from asrscale.training.algorithms.asgd import DONE, GRADIENT, PULL, ROLL_BACK, SAVE
+
+    values_read_as(monkeypatch, [[GRADIENT, 0, 1e-3], [PULL, 1, 0], [SAVE, 1, 4], [ROLL_BACK, 1, 0], [DONE, 1, 0]])
+    model = build_model(model_config(units=8), 40, 12).to(META)
+    server = MetaLearner(model, make_optimizer("adam", 0.9, model), 5.0, "meta")
+    asgd = make_algorithm("asgd", ops.Layout(rank=0, size=1, servers=1))
+    saved, rolled_back = [], []
+    drive(asgd.serve(server, checkpoint=saved.append, roll_back=lambda: rolled_back.append(True)))
+    # (version pulled, version once applied, staleness, applied) of the one gradient
+    assert [record[1:] for record in asgd.records] == [(0, 1, 0, True)] and saved == [4] and rolled_back == [True]
 
 
 def test_natural_gradient_keeps_to_the_parameters_device():
