@@ -261,3 +261,12 @@ def test_a_folder_or_file_is_a_source_when_it_holds_its_formats_files(tmp_path):
         Study(own_corpus(train, dev, test, lm))
     (kaldi / "recordings.jsonl").write_text("{}\n")
     assert Study(own_corpus(train, dev, test, lm)).own_language_model == str(lm)
+
+
+def test_the_rules_read_the_configuration_only_through_the_study():
+    """No rule reads a setting raw (config["train"]["device"]): the resolver checked and filled
+    every one, and asrscale.jobs answers from it what the rules size jobs by."""
+    rules = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    raw = [f"{path.name}: {line.strip()}" for path in rules for line in path.read_text().splitlines()
+           if re.search(r"config\[", line)]  # fmt: skip
+    assert not raw, raw

@@ -147,5 +147,5 @@ def train_cores(wildcards):
         STUDY.config,
         wildcards.world,
         workflow.cores,
-        uses_gpu(STUDY.config["train"]["device"]),
+        uses_gpu(STUDY.device),
     )

@@ -280,6 +280,11 @@ class Study:
 
     # what the workflow's rules need to know besides settings
     @property
+    def device(self) -> str:
+        """Where learners compute (train.device): "auto", "cpu" or "cuda"."""
+        return self.config["train"]["device"]
+
+    @property
     def synthesis_jobs(self) -> int:
         return self.config["corpus"]["builtin"]["jobs"]
 
@@ -352,7 +357,7 @@ class Study:
     def _decode(self, _) -> dict:
         decode = {key: value for key, value in self.config["decode"].items() if key not in LM_KEYS}
         # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
-        return {**decode, "device": "cpu" if self.config["train"]["device"] == "cpu" else "auto"}
+        return {**decode, "device": "cpu" if self.device == "cpu" else "auto"}
 
     def _gather(self, _) -> dict:
         reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
