@@ -230,11 +230,12 @@ def check_lexicon(lm: Path, source: str, spellable: Callable[[str], bool], dev_t
 
 
 def log10_probability(model: dict, history: tuple[str, ...], word: str) -> float:
-    """log10 P(word | history) by the backoff rule of an ARPA model (`history` at most order - 1)."""
+    """log10 P(word | history) by the backoff rule of an ARPA model (`history` at most order - 1);
+    a word it does not list is <unk>, after the same backoff weights (as KenLM scores it)."""
     weight = 0.0
     while (*history, word) not in model:
         if not history:
-            return model[(UNK,)][0] if (UNK,) in model else -math.inf
+            return weight + model[(UNK,)][0] if (UNK,) in model else -math.inf
         weight += model.get(history, (0.0, 0.0))[1]
         history = history[1:]
     return weight + model[(*history, word)][0]
