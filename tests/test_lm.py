@@ -10,8 +10,20 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from flashlight.lib.text.decoder.kenlm import KenLM
+from flashlight.lib.text.dictionary import Dictionary
 
-from asrscale.decoding.lm import _discount, write_arpa
+from asrscale.decoding.lm import (
+    _discount,
+    check_lexicon,
+    fold_arpa,
+    log10_probability,
+    read_arpa,
+    report,
+    vocabulary,
+    write_arpa,
+)
+from asrscale.errors import UserError
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 
@@ -150,3 +162,129 @@ def test_the_discount_is_neys_from_the_counts_of_counts_kept_inside_its_bounds_o
     assert discount(1, 2, 2, 2, 2, 2) == pytest.approx(0.1)  # 1/11
     assert discount(*[1] * 19, 2) == pytest.approx(0.9)  # 19/21
     assert discount(1, 1, 3) == discount(2, 2, 3) == 0.5  # no n2, or no n1: the formula means nothing
+
+
+# what lm.py reads: its own and others' ARPA files, folded, and scored
+
+
+def _hand_derived_arpa(tmp_path):
+    """The ARPA file of the text derived by hand above, and that text."""
+    texts = ["dogs", "the cat", "the cat"]
+    write_arpa(tmp_path / "lm.arpa", texts, 3)
+    return tmp_path / "lm.arpa", texts
+
+
+def test_statistics_of_one_word_texts_are_those_derived_by_hand(tmp_path):
+    arpa, training = _hand_derived_arpa(tmp_path)
+    found = report(arpa, training, {"known": ["dogs"], "unknown": ["zebra", "zebra"]})
+    assert found["lm"] == str(arpa)
+    # "dogs": P(dogs | <s>) and P(</s> | <s> dogs), each n-gram of it listed (the trigram's 1 of 1)
+    dogs = float(BIGRAMS[(BOS, "dogs")] * TRIGRAMS[(BOS, "dogs", EOS)])
+    assert found["known"] == {"order": 3, "vocabulary": 3, "sentences": 1, "words": 1, "in_training_text": 1,
+                              "perplexity": pytest.approx(dogs ** (-1 / 2)), "oov_rate": 0.0,
+                              "coverage": {"2-grams": 1.0, "3-grams": 1.0}}  # fmt: skip
+    # "zebra" twice: each an OOV, left unscored; each sentence's end backs off to P(</s>), by weights of 1
+    assert found["unknown"] == {"order": 3, "vocabulary": 3, "sentences": 2, "words": 2, "in_training_text": 0,
+                                "perplexity": pytest.approx(float(1 / UNIGRAMS[EOS])), "oov_rate": 1.0,
+                                "coverage": {"2-grams": 0.0, "3-grams": 0.0}}  # fmt: skip
+
+
+def test_the_backoff_rule_of_an_arpa_model(tmp_path):
+    model = {(UNK,): (-2.0, 0.0), ("a",): (-0.5, -0.25), ("b",): (-0.7, -0.1), ("a", "b"): (-0.2, 0.0)}
+    assert log10_probability(model, ("a",), "b") == -0.2
+    assert log10_probability(model, ("b",), "a") == -0.1 + -0.5  # b's backoff weight, then P(a)
+    assert log10_probability(model, ("c", "a"), "a") == -0.25 + -0.5  # c unlisted: a weight of 1
+    assert log10_probability(model, ("a",), "z") == -0.25 + -2.0  # an unknown word is <unk>
+    assert log10_probability({k: v for k, v in model.items() if k != (UNK,)}, (), "z") == -math.inf
+    read, header = read_arpa(_hand_derived_arpa(tmp_path)[0])
+    assert read[("the", "cat", EOS)] == (pytest.approx(math.log10(TRIGRAMS[("the", "cat", EOS)]), abs=1e-6), 0.0)
+    assert header == {"order": 3, "unigrams": 6}
+    # an unknown word after "<s> the", as KenLM scores it: both histories' backoff weights, then P(<unk>)
+    dictionary = Dictionary(["cat", "dogs", "the", BOS, EOS, UNK])
+    kenlm = KenLM(str(tmp_path / "lm.arpa"), dictionary)
+    state, _ = kenlm.score(kenlm.start(False), dictionary.get_index("the"))
+    unknown = kenlm.score(state, dictionary.get_index(UNK))[1]
+    assert log10_probability(read, (BOS, "the"), "zebra") == pytest.approx(unknown, abs=1e-5)
+    assert unknown == pytest.approx(math.log10(BACKOFFS[(BOS, "the")] * BACKOFFS[("the",)] * UNIGRAMS[UNK]), abs=1e-5)
+
+
+def test_unreadable_or_malformed_arpa_files_are_named_with_the_line(tmp_path):
+    broken = tmp_path / "lm.arpa.gz"
+    broken.write_text("not gzip")
+    for read in (vocabulary, read_arpa):
+        with pytest.raises(UserError, match=r"^\S+lm.arpa.gz: cannot read it as an ARPA language model \(.+\)$"):
+            read(broken)
+    (tmp_path / "lm.arpa").write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\tthe\n-1.5\n")
+    with pytest.raises(UserError, match=r"lm.arpa, line 6: expected 'log10-probability<TAB>word', got '-1.5'$"):
+        vocabulary(tmp_path / "lm.arpa")
+    (tmp_path / "lm.arpa").write_text("\\data\\\n\n\\1-grams:\n-1.0\tthe\n\n\\2-grams:\n-1.0\tthe the\nx\tthe a\n")
+    with pytest.raises(UserError, match=r"lm.arpa, line 8: not an ARPA 2-gram line: 'x\\tthe a'$"):
+        read_arpa(tmp_path / "lm.arpa")
+
+
+def test_arpa_words_are_split_by_tabs_where_the_file_has_them_else_by_spaces(tmp_path):
+    # (a word with a no-break space, which str.split() would split, is one word between tabs)
+    (tmp_path / "tabs.arpa").write_text("\\data\\\n\n\\1-grams:\n-1.0\tno\xa0break\t-0.5\n-1.0\t<s>\n\n\\end\\\n")
+    (tmp_path / "spaces.arpa").write_text("\\data\\\n\n\\1-grams:\n-1.0 the -0.5\n-1.0  cat\n\n\\2-grams:\n")
+    assert vocabulary(tmp_path / "tabs.arpa") == ["no\xa0break"]
+    assert vocabulary(tmp_path / "spaces.arpa") == ["the", "cat"]
+
+
+def _folded_by_hand(entries: dict, fold) -> tuple[dict, int, int]:
+    """An ARPA file's n-grams (in its order) with their words folded, as fold_arpa's docstring
+    says: those with a word that folds to nothing or to several left out, the first of those that
+    fold to one kept; with how many were left out and merged."""
+    kept, left_out, merged = {}, 0, 0
+    for ngram, entry in entries.items():
+        words = tuple(word if word in (BOS, EOS, UNK) else fold(word) for word in ngram)
+        if any(not word or " " in word for word in words):
+            left_out += 1
+        elif words in kept:
+            merged += 1
+        else:
+            kept[words] = entry
+    return kept, left_out, merged
+
+
+def test_an_arpa_file_folded_keeps_the_first_of_the_n_grams_that_fold_to_one(tmp_path):
+    def fold(word):  # "--" to nothing, WELL-KNOWN to two words
+        return word.lower().replace("--", "").replace("-", " ")
+
+    texts = ["THE CAT SAT", "The cat --", "a WELL-KNOWN CAT", "the cat sat", "THE dog"]
+    write_arpa(tmp_path / "lm.arpa", texts, 3)
+    found = fold_arpa(tmp_path / "lm.arpa", tmp_path / "folded.arpa", fold)
+    header, entries = arpa_entries(tmp_path / "folded.arpa")
+    expected, left_out, merged = _folded_by_hand(arpa_entries(tmp_path / "lm.arpa")[1], fold)
+    assert entries == expected and list(entries) == list(expected)  # in the file's order
+    assert header == Counter(len(ngram) for ngram in entries)
+    assert found == {"words": 5, "left_out": left_out, "merged": merged}  # a, cat, dog, sat, the
+    assert left_out > 0 and merged > 0  # both happen
+    assert {w for (w, *_) in entries} == {"a", "cat", "dog", "sat", "the", BOS, EOS, UNK}
+
+
+def test_an_arpa_file_that_cannot_be_read_to_its_end_is_named_and_leaves_no_file(tmp_path):
+    (tmp_path / "lm").mkdir()
+    (tmp_path / "lm" / "lm.arpa").write_bytes(b"\\data\\\n\n\\1-grams:\n-1.0\tthe\n-1.0\t\xff\n")
+    with pytest.raises(UserError, match=r"lm.arpa: cannot read it as an ARPA language model \(.*utf-8.*\)$"):
+        fold_arpa(tmp_path / "lm" / "lm.arpa", tmp_path / "lm" / "folded.arpa", str.lower)
+    assert [p.name for p in (tmp_path / "lm").iterdir()] == ["lm.arpa"]
+
+
+def test_the_lexicon_check_names_the_lm_and_what_it_misses(tmp_path):
+    write_arpa(tmp_path / "lm.arpa", ["the cat sat", "a dog"], 2)
+    dev = ["zebra yak gnu", "emu owl zebra", "yak zebra the", "ox"]  # 10 words, 9 missed, 6 of them distinct
+    with pytest.raises(UserError) as raised:
+        check_lexicon(tmp_path / "lm.arpa", "lm.arpa", str.isascii, dev, 0.5)
+    assert str(raised.value) == (
+        "decode.lm: lm.arpa: 90.0% of the dev transcripts' words are not in its lexicon (decode.max_lm_oov_rate: "
+        "0.5), such as ['zebra', 'yak', 'gnu', 'emu', 'owl']: is it the corpus's LM, in the transcripts' case?"
+    )
+    assert check_lexicon(tmp_path / "lm.arpa", "lm.arpa", str.isascii, dev, 0.9) == {
+        "lexicon": 5, "dev_oov_rate": pytest.approx(0.9)}  # fmt: skip
+    assert check_lexicon(tmp_path / "lm.arpa", "lm.arpa", str.isascii, ["ox"], None)["dev_oov_rate"] == 1.0
+    with pytest.raises(UserError) as raised:
+        check_lexicon(tmp_path / "lm.arpa", "lm.arpa", str.isupper, dev, None)
+    assert str(raised.value) == (
+        "decode.lm: lm.arpa: none of its 5 words can be spelled in the training transcripts' characters "
+        "(such as 'a'): is it in the transcripts' case (corpus.text.lowercase)?"
+    )
