@@ -1,4 +1,5 @@
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -328,3 +329,92 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
     assert found["test"]["oov_words"] == 0 and found["test"]["unknown_characters"] == 0
     assert found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2  # dog: d, g
     assert "note: other: 2 reference characters are not in the model's token set" in capsys.readouterr().out
+
+
+def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and_utterances(tmp_path):
+    from asrscale.decoding.decode import CONFUSIONS_KEPT, score
+
+    many = " ".join(f"w{i}" for i in range(CONFUSIONS_KEPT + 1))  # one more confusion than are kept
+    test = _outputs({}, ["the cat sat", "a dog", many], [])
+    decodes = {"lm": ["the cat sat", "a cat", many], "greedy": ["the hat sat on", "dog", many.replace("w", "x")]}
+    scores = score(test, decodes, tmp_path)
+    words, chars = 3 + 2 + CONFUSIONS_KEPT + 1, len("the cat sat") + len("a dog") + len(many)  # spaces too
+    assert scores["utterances"] == 3
+    assert scores["lm"] == {"wer": 1 / words, "cer": 3 / chars, "words": words, "chars": chars,
+                            "confusions": [["dog", "cat", 1]]}  # fmt: skip
+    greedy = scores["greedy"]
+    assert greedy["wer"] == (2 + 1 + CONFUSIONS_KEPT + 1) / words and greedy["words"] == words
+    assert len(greedy["confusions"]) == CONFUSIONS_KEPT and greedy["confusions"][0] == ["cat", "hat", 1]
+    assert (tmp_path / "alignment.lm.txt").read_text().startswith("id: u0\nScores: (#C #S #D #I) 3 0 0 0\n")
+    assert "HYP:  *** dog" in (tmp_path / "alignment.greedy.txt").read_text()
+    assert (tmp_path / "hypotheses.tsv").read_text().splitlines()[:3] == [
+        "utt\treference\tlm\tgreedy",
+        "u0\tthe cat sat\tthe cat sat\tthe hat sat on",
+        "u1\ta dog\ta cat\tdog",
+    ]
+    assert (tmp_path / "utterances.tsv").read_text() == (
+        f"utt\twords\tlm_errors\tgreedy_errors\nu0\t3\t0\t2\nu1\t2\t1\t1\nu2\t{CONFUSIONS_KEPT + 1}\t0\t21\n"
+    )
+
+
+def test_the_forward_passes_run_with_deterministic_kernels_and_leave_the_settings_as_they_were(monkeypatch):
+    from asrscale.decoding.decode import deterministic
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    assert not torch.are_deterministic_algorithms_enabled()
+    with deterministic():
+        assert torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's condition for determinism
+    assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark
+
+
+class _Batch:
+    def __init__(self, features, lengths):
+        self.features, self.lengths = features, lengths
+
+    def to(self, device):
+        assert device == torch.device("cpu")
+        return self
+
+
+class _Subset:
+    """A subset of three utterances whose features are the model's log-probabilities (as
+    asrscale.data.batches.Subset gives them, but batched in reverse order and padded)."""
+
+    tokens = Tokens(["<blank>", " ", "a", "b"])
+    text = {"u1": "a", "u2": "b a", "u3": "b"}
+    paths = {"u1": [2, 2, 0], "u2": [3, 1, 2, 2, 0], "u3": [0, 3]}
+    frames = {utt: len(path) for utt, path in paths.items()}
+
+    def batches(self, utts, size, seed):
+        assert seed is None and sorted(utts) == sorted(self.frames)
+        return [utts[::-1][:2], utts[::-1][2:]]
+
+    def collate(self, group):
+        longest = max(len(self.paths[utt]) for utt in group)
+        padded = [self.paths[utt] + [0] * (longest - len(self.paths[utt])) for utt in group]
+        one_hot = torch.nn.functional.one_hot(torch.tensor(padded), len(self.tokens)).float()
+        return _Batch((one_hot * 0.9 + 0.025).log(), torch.tensor([len(self.paths[utt]) for utt in group]))
+
+
+def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorted_by_utterance(capsys):
+    from asrscale.decoding.decode import model_outputs
+
+    class Model(torch.nn.Module):  # its outputs: its input features, as log-probabilities
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, features, lengths):
+            assert not torch.is_grad_enabled() and torch.are_deterministic_algorithms_enabled()
+            return features.double(), lengths
+
+    subset = _Subset()
+    found = model_outputs(Model(), subset)
+    assert found.utts == ["u1", "u2", "u3"] and found.references == ["a", "b a", "b"]
+    assert found.greedy == ["a", "b a", "b"]
+    assert [scores.shape for scores in found.log_probs] == [(3, 4), (5, 4), (2, 4)]
+    assert all(scores.dtype == np.float32 for scores in found.log_probs)
+    assert np.allclose(np.exp(found.log_probs[1]).argmax(1), subset.paths["u2"])
+    assert capsys.readouterr().out.splitlines()[-1].startswith("forward passes: 3/3 |")
