@@ -79,6 +79,9 @@ def test_adpsgd_pairwise_averaging_keeps_the_mean_and_terminates(corpus, learner
 
 @pytest.mark.parametrize("transport", ["mpi", "torch"])
 def test_adpsgd_gossip_is_answered_while_the_peer_computes(corpus, transport):
+    """Told by an order of events on the passive learner, not by seconds: every averaging the
+    active learner asks for after the passive one began a long computation is answered before
+    that computation ends (algorithm_properties.py)."""
     check(2, corpus, "adpsgd_answers_while_its_peer_computes", transport=transport)
 
 

@@ -1,6 +1,7 @@
 """Run under mpiexec: `algorithm_properties.py CORPUS CASE [ALGORITHM]` asserts, on every rank,
 one defining property of an algorithm on real data. Prints "CASE holds" on success."""
 
+import itertools
 import json
 import os
 import signal
@@ -104,19 +105,47 @@ elif case == "adpsgd_keeps_the_mean_and_ends":
     assert spread_after < spread_before / 4, f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
 
 elif case == "adpsgd_answers_while_its_peer_computes":
-    # wait-free: the passive learner's world answers the active one's gossip while it computes
+    # wait-free: the passive learner's world answers the active one's gossip while the passive
+    # learner computes, told by an order of events, not by seconds. The passive learner logs on one
+    # counter when its computation begins and ends and when each answer leaves; it tells the
+    # active learner to go on once it has begun, and computes (gradients, outside any request to
+    # its world) until the active one says it has had its averagings: every one it asked after
+    # the go must have been answered inside the computation. (A bound of gradients ends the
+    # computation where answers wait for it: they then fall after it, and the check fails.)
+    GO, AVERAGED = 21, 22  # the two learners' own messages, beside the world's
     world = MPIWorld(transport=TRANSPORT)
     learner, adpsgd = fresh_learner(), make_algorithm("adpsgd", world.layout)
+    (peer,) = adpsgd.neighbours
+    order, answered, sent = itertools.count(), [], world.send
+
+    def answer(flat, to, group, tag):
+        answered.append(next(order))  # before it leaves: it cannot have left after the active learner's word
+        sent(flat, to, group, tag)
+
+    if not adpsgd.active:
+        world.send = answer  # what the passive learner's world sends is its answers
     world.run(adpsgd.step(learner, batches[0], lr=0.0))  # the passive learner begins answering
     if adpsgd.active:
-        start = time.monotonic()
+        world.world.recv(source=peer, tag=GO)
         for step in range(1, 6):
             world.run(adpsgd.step(learner, batches[step], lr=0.0))
-        elapsed = time.monotonic() - start
-        assert len(adpsgd.exchanges) == 6 and elapsed < 3, f"{len(adpsgd.exchanges)} averagings in {elapsed:.1f} s"
+        world.world.send(len(adpsgd.exchanges), dest=peer, tag=AVERAGED)
+        world.run(adpsgd.epoch_done(learner))
+        assert len(adpsgd.exchanges) == 6, adpsgd.exchanges
     else:
-        time.sleep(4)  # a long computation of its own
-    world.run(adpsgd.epoch_done(learner))
+        done, began = world.world.irecv(source=peer, tag=AVERAGED), next(order)
+        world.world.send(None, dest=peer, tag=GO)
+        for gradients in range(400):
+            averaged, _ = done.test()
+            if averaged:
+                break
+            learner.compute(batches[gradients % len(batches)])
+        ended = next(order)
+        world.run(adpsgd.epoch_done(learner))
+        if not averaged:
+            done.wait()
+        within = [at for at in answered if began < at < ended]
+        assert len(answered) == 6 and len(within) >= 5, f"answers at {answered}, computing from {began} to {ended}"
 
 elif case == "asgd_applies_every_gradient_once":
     world = MPIWorld(transport=TRANSPORT, servers=1)
