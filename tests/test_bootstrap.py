@@ -4,7 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from asrscale.analysis.bootstrap import error_rate, pooled, relative_difference
+from asrscale.analysis.bootstrap import (
+    RESAMPLES,
+    Interval,
+    _interval,
+    _resampled,
+    error_rate,
+    pooled,
+    relative_difference,
+)
 
 
 def scored(run: str, errors, words, greedy=None) -> pd.DataFrame:
@@ -54,3 +62,29 @@ def test_seeds_are_pooled_per_utterance_and_only_common_utterances_compared():
     assert found.utterances == 3 and found.estimate == pytest.approx(4 / 3 - 1)  # u00003 is the reference's alone
     with pytest.raises(ValueError, match="no utterance scores of the runs"):
         pooled(runs, pd.Series(["missing"]))
+
+
+def test_an_interval_is_described_in_percent_signed_or_not():
+    found = Interval(0.05, -0.01, 0.123, 10)
+    assert found.describe() == "+5.0% (95% interval -1.0% to +12.3%)" and found.half_width == pytest.approx(0.0665)
+    assert Interval(0.2, 0.19, 0.215, 10).describe(signed=False) == "20.0% (95% interval 19.0% to 21.5%)"
+
+
+def test_the_interval_is_the_2_5th_and_97_5th_percentiles_of_resamples_drawn_from_every_utterance():
+    """Of resamples 0.000, 0.001, ..., 1.000 the 95% interval is 0.025 to 0.975; every one of the
+    RESAMPLES draws reaches every utterance (utterance 0 alone errs: some resamples lack it, some
+    hold it twice), and the same tables give the same interval."""
+    found = _interval(0.5, np.arange(1001) / 1000, 7)
+    assert (found.low, found.high, found.utterances) == pytest.approx((0.025, 0.975, 7))
+    assert len(_resampled([np.ones(5)], lambda ones: ones)) == RESAMPLES
+    first_alone = pooled(scored("a", [4] + [0] * 9, 4), pd.Series(["a"]))
+    draws = _resampled([first_alone.lm_errors.to_numpy(float)], lambda errors: errors)
+    assert set(np.unique(draws)) >= {0.0, 4.0, 8.0}
+    again = [error_rate(pooled(scored("a", [3, 1, 0, 2, 5], 5), pd.Series(["a"]))) for _ in range(2)]
+    assert again[0] == again[1] and again[0].low < again[0].high
+
+
+def test_two_systems_scored_on_different_utterances_are_refused():
+    system, reference = (pooled(scored(run, e, 5), pd.Series([run])) for run, e in (("a", [1, 2]), ("b", [0, 1])))
+    with pytest.raises(ValueError, match="^the two systems were scored on no common test utterance$"):
+        relative_difference(system, reference.set_axis(["x", "y"]))

@@ -13,6 +13,7 @@ from asrscale.analysis.halves import (
     NOT_TESTABLE,
     REPRODUCED,
     Half,
+    Rule,
     better,
     combine,
     matches,
@@ -150,3 +151,29 @@ def test_untrained_names_each_group_that_diverged_before_any_stopped_by_its_budg
     assert diverged == Half(NOT_DECIDED, "ASGD P=4 diverged in 1 of 2 runs: a lower rate", reason="diverged")
     blank = untrained(("SEQ", late.assign(converged_by="untrained")))
     assert "its best model does not transcribe" in blank.why
+
+
+def test_each_rule_is_its_side_threshold_margin_and_words():
+    assert matches() == Rule("below", 0.03, 0.03, "matches SEQ's accuracy")
+    assert worse() == Rule("above", 0.03, 0.03, "less accurate than SEQ")
+    assert better() == Rule("below", 0.0, 0.03, "more accurate than SEQ")
+    assert worse(0.05, "poor") == Rule("above", 0.05, 0.05, "poor") and better("x").says == "x"
+
+
+def test_a_speedup_at_exactly_90_percent_of_the_claim_reaches_it_and_each_outcome_says_why():
+    exact = reaches(measured_runs([4.5, 4.5, 4.5], learners=8), 5.0)  # 90% of 5× is 4.5× to the last bit
+    assert (exact.outcome, exact.why) == (REPRODUCED, "the interval reaches 4.5× (90% of 5×)")
+    below = reaches(measured_runs([4.0, 4.1, 4.2], learners=8), 5.0)
+    assert (below.outcome, below.why) == (NOT_REPRODUCED, "the interval is below 4.5× (90% of 5×)")
+    spans = reaches(measured_runs([4.0, 4.5, 5.0], learners=8), 5.0)
+    assert (spans.why, spans.reason) == ("the interval spans 4.5×", "the interval spans the claim")
+    on_hosts = measured_runs([4.5, 4.5, 4.5], learners=8).assign(hostname=["n1", "n2", "n3"])
+    assert reaches(on_hosts, 5.0, what="speedup over MA alone").measured == (
+        "speedup over MA alone 4.50× (95% interval 4.50-4.50×) over 3 seeds, 2.00 M parameters on 8 × V100 (n1)")
+
+
+def test_a_modelled_speedup_is_said_with_its_band_and_a_measured_one_without():
+    runs = measured_runs([3.0, 3.2, 3.4]).assign(time_speedup_low=[2.5, 2.9, 3.1], time_speedup_high=[3.5, 3.6, 4.0])
+    assert halves.modelled(runs, "time_speedup") == "measured: 3.20×"
+    modelled = runs.assign(speedup_kind="modelled on v100")
+    assert halves.modelled(modelled, "time_speedup") == "modelled on v100: 3.20× (band 2.50-4.00×)"

@@ -361,15 +361,16 @@ def _larger_batch(ev: Evidence) -> Half:
     return Half(state, why, measured, "" if state != NOT_DECIDED else "the interval spans the threshold")
 
 
-def verdicts(table: pd.DataFrame, points: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
+def verdicts(table: pd.DataFrame, points: pd.DataFrame, utterances: pd.DataFrame,
+             claims: tuple["Claim", ...] | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per claim (per kind of speedup, when a study has runs timed both ways): the study,
     the claim, each half's rule, what was measured, its verdict and why, and the claim's verdict.
     `table`: every run; `points`: the sweeps' points, each joined with its runs; `utterances`: every
-    run's word errors per test utterance."""
+    run's word errors per test utterance; `claims`: these alone (every claim by default)."""
     rows = []
     for kind, runs in table[table.variant == "default"].groupby("speedup_kind", sort=True):
         ev = Evidence(runs, points[points.speedup_kind == kind], utterances)
-        for claim in CLAIMS:
+        for claim in CLAIMS if claims is None else claims:
             row = {"study": claim.study, "claim": claim.claim, "speedups": kind, "decided_by": claim.decided_by}
             halves = []
             for name, rule, decide in (("accuracy", claim.accuracy_rule, claim.accuracy),
