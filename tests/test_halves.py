@@ -169,7 +169,8 @@ def test_a_speedup_at_exactly_90_percent_of_the_claim_reaches_it_and_each_outcom
     assert (spans.why, spans.reason) == ("the interval spans 4.5×", "the interval spans the claim")
     on_hosts = measured_runs([4.5, 4.5, 4.5], learners=8).assign(hostname=["n1", "n2", "n3"])
     assert reaches(on_hosts, 5.0, what="speedup over MA alone").measured == (
-        "speedup over MA alone 4.50× (95% interval 4.50-4.50×) over 3 seeds, 2.00 M parameters on 8 × V100 (n1)")
+        "speedup over MA alone 4.50× (95% interval 4.50-4.50×) over 3 seeds, 2.00 M parameters on 8 × V100 (n1)"
+    )
 
 
 def test_a_modelled_speedup_is_said_with_its_band_and_a_measured_one_without():
