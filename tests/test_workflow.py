@@ -330,7 +330,7 @@ def test_simulated_runs_on_the_cpu_take_a_core_each_and_runs_on_ranks_the_machin
     configs = [ROOT / "config.yaml", ROOT / "studies" / "validation.yaml", cpu]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
     simulated = re.findall(r"asrscale train .* --calibration \S+ --cores (\d+); \} 2>&1", result.stdout)
-    on_ranks = re.findall(r"wildcards: [^\n]*world=mpi[^\n]*\n\s+threads: (\d+)", result.stdout)
+    on_ranks = re.findall(r"wildcards: [^\n]*cluster=mpi[^\n]*\n\s+threads: (\d+)", result.stdout)
     assert simulated and set(simulated) == {"1"}, result.stdout[-2000:]
     assert on_ranks and set(on_ranks) == {"2"}, result.stdout[-2000:]
 

@@ -36,7 +36,7 @@ wildcard_constraints:
     algorithm="[a-z_]+",
     variant="default|[a-z_.]+=[^/]+",
     learners="[0-9][0-9]*",
-    world="mpi|sim-[A-Za-z0-9_-]+",
+    cluster="mpi|sim-[A-Za-z0-9_-]+",
     seed="[0-9][0-9]*",
     part="[0-9][0-9]*",
     stage="[a-z-]+",
@@ -52,7 +52,7 @@ def fill(template, **fields):
 def run_of(wildcards):
     """The run a rule's wildcards name."""
     return STUDY.run_of(
-        wildcards.world,
+        wildcards.cluster,
         wildcards.algorithm,
         wildcards.variant,
         wildcards.learners,
@@ -90,7 +90,7 @@ def own_lm_file(wildcards):
 
 def simulation_inputs(wildcards):
     """A simulated run needs the machine's calibration; an MPI run nothing more."""
-    if wildcards.world == "mpi":
+    if run_of(wildcards).world == "mpi":
         return {}
     return {
         "calibration": paths.CALIBRATION.format(

@@ -145,7 +145,7 @@ def train_cores(wildcards):
         return job_cores()
     return jobs.train_threads(
         STUDY.config,
-        wildcards.world,
+        run_of(wildcards).world,
         workflow.cores,
         uses_gpu(STUDY.device),
     )

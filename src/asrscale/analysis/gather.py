@@ -15,11 +15,11 @@ from asrscale.worlds.timing import CATEGORIES
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
 
 
-def compute_basis(world: dict) -> str:
+def compute_basis(world_record: dict) -> str:
     """What a simulated run's compute times rest on."""
-    compute = world["hardware"].get("compute")
+    compute = world_record["hardware"].get("compute")
     if compute is None:
-        calibration = world.get("calibration", {})
+        calibration = world_record.get("calibration", {})
         return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
     speed = compute.get("relative_speed", 1.0)
     assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
@@ -47,7 +47,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
     epochs = metrics[metrics.kind == "epoch"].assign(**keys, run=str(run))
     split = metrics[metrics.kind == "interval"][SPLIT_COLUMNS].sum()
     environment, train = record["environment"], record["train"]
-    world = record.get("world", {"kind": "mpi"})
+    world_record = record.get("world", {"kind": "mpi"})
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s"])  # diverged in its first epoch
     best = epochs[epochs.epoch == record["best_epoch"]]
     scored, confusions, utterances = _scores(run, test_sets)
@@ -75,13 +75,13 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
         "device": record["device"].split(":")[0],  # cpu or cuda: a speed claim is decided on GPUs only
-        **_timing(world, environment, record.get("exchanges")),
+        **_timing(world_record, environment, record.get("exchanges")),
         **_environment(environment),
         "trained_as": record["algorithm"],
         "diverged": _divergence(record.get("diverged")),
         "run": str(run),
     }
-    return row, epochs, confusions.assign(**keys), _learners(metrics, world, keys), utterances
+    return row, epochs, confusions.assign(**keys), _learners(metrics, world_record, keys), utterances
 
 
 def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
@@ -113,22 +113,22 @@ def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.Dat
     return row, confusions.sort_values("count", ascending=False, kind="stable"), utterances
 
 
-def _timing(world: dict, environment: dict, exchanges: dict | None) -> dict:
+def _timing(world_record: dict, environment: dict, exchanges: dict | None) -> dict:
     """How a run was timed, as the runs table's columns: measured on real ranks (with what its
     exchanges went by, and the rate learner 0's achieved, waits for peers included), or modelled on
     a hardware profile (with the transports of its links, its stragglers, and what its compute
     rests on)."""
-    if world["kind"] != "simulated":
+    if world_record["kind"] != "simulated":
         rate = exchanges["bytes"] * 8 / exchanges["seconds"] / 1e9 if exchanges and exchanges["seconds"] else None
-        return {"world": world["kind"], "hardware": environment["hostname"], "stragglers": "",
-                "transports": world.get("transport", ""), "exchange_gbps": rate, "speedup_kind": "measured",
+        return {"world": world_record["kind"], "hardware": environment["hostname"], "stragglers": "",
+                "transports": world_record.get("transport", ""), "exchange_gbps": rate, "speedup_kind": "measured",
                 "compute_basis": "measured"}  # fmt: skip
-    stragglers = world["hardware"].get("stragglers", {})
-    name = world["hardware"]["name"]
+    stragglers = world_record["hardware"].get("stragglers", {})
+    name = world_record["hardware"]["name"]
     return {"world": "simulated", "hardware": name, "speedup_kind": f"modelled on {name}", "exchange_gbps": None,
-            "transports": ",".join(sorted(transports(world["hardware"], world["ranks"]))),
+            "transports": ",".join(sorted(transports(world_record["hardware"], world_record["ranks"]))),
             "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
-            "compute_basis": compute_basis(world)}  # fmt: skip
+            "compute_basis": compute_basis(world_record)}  # fmt: skip
 
 
 def transports(hardware: dict, ranks: int) -> set[str]:
@@ -150,13 +150,13 @@ def _environment(environment: dict) -> dict:
             "commit": environment["commit"] or "unknown"}  # fmt: skip
 
 
-def _learners(metrics: pd.DataFrame, world: dict, keys: dict) -> pd.DataFrame:
+def _learners(metrics: pd.DataFrame, world_record: dict, keys: dict) -> pd.DataFrame:
     """Each learner's time split over the run, and its slowdown where the hardware profile makes
     it a straggler (`stragglers:`)."""
-    stragglers = {int(rank): factor for rank, factor in world.get("hardware", {}).get("stragglers", {}).items()}
+    stragglers = {int(rank): factor for rank, factor in world_record.get("hardware", {}).get("stragglers", {}).items()}
     learners = metrics[metrics.kind == "interval"].groupby("rank")[SPLIT_COLUMNS].sum().reset_index()
     slowdown = learners["rank"].map(lambda rank: stragglers.get(rank, 1.0))
-    return learners.assign(**keys, world=world["kind"], slowdown=slowdown)
+    return learners.assign(**keys, world=world_record["kind"], slowdown=slowdown)
 
 
 def _stopped_by(record: dict) -> str:

@@ -19,7 +19,8 @@ STUDY = CORPUS + "/studies/{study}"
 STUDY_SETTINGS = STUDY + "/settings/{stage}.json"
 CALIBRATION = STUDY + "/calibration.json"
 LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of dev and test
-RUN = STUDY + "/runs/{world}/{algorithm}/{variant}/P{learners}/seed{seed}"
+# {cluster}: what a run ran on, "mpi" (real ranks) or "sim-<profile>" (a simulated cluster)
+RUN = STUDY + "/runs/{cluster}/{algorithm}/{variant}/P{learners}/seed{seed}"
 # what decoding writes of a run's test set, in <run>/<test set>/
 SCORES = ("scores.json", "hypotheses.tsv", "utterances.tsv", "alignment.lm.txt", "alignment.greedy.txt")
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables
@@ -30,7 +31,7 @@ PUBLISHED_SPEEDUPS = "results/published-speedups.tsv"  # the cost model replayin
 
 # a run's job of one stage (settings, train, decode), as its log (logs/<job>.log) and benchmark
 # (benchmarks/<job>.tsv) name it
-RUN_JOB = "{corpus}/{study}/{stage}/{world}/{algorithm}/{variant}-P{learners}-seed{seed}"
+RUN_JOB = "{corpus}/{study}/{stage}/{cluster}/{algorithm}/{variant}-P{learners}-seed{seed}"
 
 
 def run_job(stage: str) -> str:

@@ -209,23 +209,24 @@ class Study:
             return self.config["slurm"]["ranks_per_node"]
         return self.config["hardware"][self.hardware]["learners_per_node"]
 
-    def world_folder(self, world: str) -> str:
-        """A run's world names its results folder: "mpi", or "sim-<profile>" when simulated."""
+    def cluster(self, world: str) -> str:
+        """What a run of a world ran on, as its results folder names it (paths.RUN's {cluster}):
+        "mpi" (real ranks), or "sim-<profile>" (a simulated cluster of the study's profile)."""
         return "mpi" if world == "mpi" else f"sim-{self.hardware}"
 
     def folder(self, run: Run) -> str:
         """Where `run` is trained (SEQ's folder for an algorithm that is SEQ alone)."""
         run = self.trained_as(run)
-        return self.at(paths.RUN, world=self.world_folder(run.world), algorithm=run.algorithm, variant=run.variant,
+        return self.at(paths.RUN, cluster=self.cluster(run.world), algorithm=run.algorithm, variant=run.variant,
                        learners=run.learners, seed=run.seed)  # fmt: skip
 
     def at(self, template: str, **fields) -> str:
         """A path of `asrscale.config.paths` in this study's corpus and study, other fields given."""
         return template.format(corpus=self.corpus, study=self.name, **fields)
 
-    def run_of(self, world_folder: str, algorithm: str, variant: str, learners, seed) -> Run:
+    def run_of(self, cluster: str, algorithm: str, variant: str, learners, seed) -> Run:
         """The run a folder's names stand for."""
-        return Run("mpi" if world_folder == "mpi" else "simulated", algorithm, variant, int(learners), int(seed))
+        return Run("mpi" if cluster == "mpi" else "simulated", algorithm, variant, int(learners), int(seed))
 
     def ranks(self, run: Run) -> int:
         """A run's processes: its learners and any server ranks on real ranks; one when simulated."""
@@ -265,16 +266,16 @@ class Study:
                 options[setting] = json.loads(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
-            world = {"kind": "mpi", "transport": config["mpi"]["transport"],
-                     "timeout_s": config["mpi"]["timeout_s"], "node_size": node_size}  # fmt: skip
+            world_settings = {"kind": "mpi", "transport": config["mpi"]["transport"],
+                              "timeout_s": config["mpi"]["timeout_s"], "node_size": node_size}  # fmt: skip
         else:
             profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}
-            world = {"kind": "simulated", "learners": run.learners, "hardware": dict(profile, name=self.hardware),
-                     "node_size": node_size,
-                     "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
+            world_settings = {"kind": "simulated", "learners": run.learners,
+                              "hardware": dict(profile, name=self.hardware), "node_size": node_size,
+                              "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
         settings = {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
                     "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],
-                    "world": world}  # fmt: skip
+                    "world": world_settings}  # fmt: skip
         # in the shape `asrscale train` reads
         return {**asdict(RunConfig.from_settings(settings)), "world": asdict(world_of(settings))}
 
