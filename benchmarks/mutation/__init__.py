@@ -11,7 +11,8 @@ survivor with its diff and its explanation, or none.
 
 Each module runs in a scratch copy of the working tree (its files as git sees them, uncommitted
 ones included), so that nothing here is touched. It writes `benchmarks/mutation.json` and
-`benchmarks/mutation.md`. Outside CI: about 10 to 25 minutes on 2 cores.
+`benchmarks/mutation.md`. Outside CI (mutmut is the `mutation` extra: `pip install -c constraints.txt
+-e '.[mutation]'`).
 """
 
 import argparse
@@ -124,6 +125,8 @@ def main(argv=None):
     parser.add_argument("--children", type=int, default=2, help="mutants tested at once")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks", help="folder for mutation.json/.md")
     args = parser.parse_args(argv)
+    if not MUTMUT.exists():
+        parser.error(f"no mutmut beside this Python ({MUTMUT}): pip install -c constraints.txt -e '.[mutation]'")
     began, results = time.perf_counter(), []
     for module in args.only or MODULES:
         print(f"{module}:", flush=True)
