@@ -176,7 +176,7 @@ def _hand_derived_arpa(tmp_path):
 
 def test_statistics_of_one_word_texts_are_those_derived_by_hand(tmp_path):
     arpa, training = _hand_derived_arpa(tmp_path)
-    found = report(arpa, training, {"known": ["dogs"], "unknown": ["zebra", "zebra"]})
+    found = report(arpa, training, {"known": ["dogs"], "unknown": ["zebra", "zebra"], "one": ["zebra"]})
     assert found["lm"] == str(arpa)
     # "dogs": P(dogs | <s>) and P(</s> | <s> dogs), each n-gram of it listed (the trigram's 1 of 1)
     dogs = float(BIGRAMS[(BOS, "dogs")] * TRIGRAMS[(BOS, "dogs", EOS)])
@@ -187,6 +187,8 @@ def test_statistics_of_one_word_texts_are_those_derived_by_hand(tmp_path):
     assert found["unknown"] == {"order": 3, "vocabulary": 3, "sentences": 2, "words": 2, "in_training_text": 0,
                                 "perplexity": pytest.approx(float(1 / UNIGRAMS[EOS])), "oov_rate": 1.0,
                                 "coverage": {"2-grams": 0.0, "3-grams": 0.0}}  # fmt: skip
+    # one word and one sentence end: the rates' denominators
+    assert found["one"]["oov_rate"] == 1.0 and found["one"]["perplexity"] == pytest.approx(float(1 / UNIGRAMS[EOS]))
 
 
 def test_the_backoff_rule_of_an_arpa_model(tmp_path):
