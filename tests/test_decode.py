@@ -43,6 +43,7 @@ def test_error_counts_in_words_and_characters():
 def test_characters_outside_the_token_set_are_counted_and_scored_as_errors():
     tokens = Tokens.from_texts(["a cab"])
     assert unknown_characters(["a cab", "café à", "b"], tokens) == 3  # f, é, à
+    assert unknown_characters(["a a"], Tokens(["<blank>", "a"])) == 0  # a word's end is no character
     assert error_counts(["café"], ["cab"], "char") == (2, 4)
 
 
@@ -328,7 +329,10 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
     assert found["test"]["lm"]["wer"] == pytest.approx(1 / 4) and found["test"]["greedy"]["wer"] == pytest.approx(2 / 4)
     assert found["test"]["oov_words"] == 0 and found["test"]["unknown_characters"] == 0
     assert found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2  # dog: d, g
-    assert "note: other: 2 reference characters are not in the model's token set" in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()
+    assert "note: other: 2 reference characters are not in the model's token set; they count as errors" in said
+    assert [line.split(" |")[0] for line in said if "decodes with the LM:" in line] == [
+        "test decodes with the LM: 2/2", "other decodes with the LM: 1/1"]  # fmt: skip
 
 
 def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and_utterances(tmp_path):
