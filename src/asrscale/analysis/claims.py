@@ -13,6 +13,7 @@ alone (su15, NG-SGD, the averaging period) rest on MA's runs, not on SEQ's.
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 
@@ -115,29 +116,23 @@ def _against(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFram
     return _said(late or compare(ev.utterances, runs, reference, rule, reference_name), said)
 
 
-def _seq_accuracy(algorithm: str, learners: int, rule=None) -> HalfRule:
-    """`algorithm` at `learners` against SEQ, by `rule` (matching SEQ's accuracy by default)."""
+def _seq_accuracy(algorithm: str, learners: int, ev: Evidence, rule=None) -> Half:
+    """`algorithm` at `learners` against SEQ, by `rule` (matching SEQ's accuracy by default). A
+    claim binds its algorithm and learners (functools.partial), so that the function itself runs
+    when the claim is decided."""
     name = f"{_name(algorithm)} P={learners}"
-
-    def half(ev: Evidence) -> Half:
-        runs, seq = runs_of(ev.runs, algorithm, learners), baseline(ev.runs)
-        if runs.empty or seq.empty:
-            return missing(f"no {name} run, or no SEQ run")
-        return _against(ev, runs, name, seq, "SEQ", rule or matches())
-
-    return half
+    runs, seq = runs_of(ev.runs, algorithm, learners), baseline(ev.runs)
+    if runs.empty or seq.empty:
+        return missing(f"no {name} run, or no SEQ run")
+    return _against(ev, runs, name, seq, "SEQ", rule or matches())
 
 
-def _speed(algorithm: str, learners: int, claimed: float, context: str = "") -> HalfRule:
+def _speed(algorithm: str, learners: int, claimed: float, ev: Evidence, context: str = "") -> Half:
     """`algorithm` at `learners` reaching a claimed speedup over SEQ for the same epochs."""
-
-    def half(ev: Evidence) -> Half:
-        runs = runs_of(ev.runs, algorithm, learners)
-        if runs.empty or baseline(ev.runs).empty:
-            return missing(f"no {_name(algorithm)} run at {learners} learners, or no SEQ run")
-        return _said(reaches(runs, claimed), f"{_name(algorithm)} P={learners}" + context)
-
-    return half
+    runs = runs_of(ev.runs, algorithm, learners)
+    if runs.empty or baseline(ev.runs).empty:
+        return missing(f"no {_name(algorithm)} run at {learners} learners, or no SEQ run")
+    return _said(reaches(runs, claimed), f"{_name(algorithm)} P={learners}" + context)
 
 
 def _asgd_learners(ev: Evidence) -> int | None:
@@ -150,7 +145,7 @@ def _asgd_accuracy(ev: Evidence) -> Half:
     learners = _asgd_learners(ev)
     if learners is None:
         return missing("no ASGD run at 4 learners or more")
-    half = _seq_accuracy("asgd", learners, worse())(ev)
+    half = _seq_accuracy("asgd", learners, ev, worse())
     kavg = runs_of(ev.runs, "kavg", learners)
     return half if kavg.empty else _said(half, f"KAVG P={learners} beside it: {_wers(kavg)}")
 
@@ -400,7 +395,7 @@ CLAIMS = (
           f"ASGD's efficiency (speedup / P), measured on GPUs over 3 seeds: its 95% interval below "
           f"{ASGD_EFFICIENCY:g}, not reproduced where at or above it", _asgd_accuracy, _asgd_overhead, "claims-at-4"),
     Claim("cong17", "KAVG with 4 learners matches SEQ accuracy", "KAVG P=4 against SEQ: " + MATCHES.format(margin=3),
-          "", _seq_accuracy("kavg", 4), None, "claims-at-4"),
+          "", partial(_seq_accuracy, "kavg", 4), None, "claims-at-4"),
     Claim("cong17", "adaptive KAVG scales to 20 learners (6.1×) with better accuracy than SEQ",
           f"KAVG P=20 against SEQ, {SEEDS_TO_BEAT} seeds each: more accurate, the relative WER difference's interval "
           "below 0, not reproduced where at or above 0",
@@ -408,7 +403,7 @@ CLAIMS = (
           + SPEED.format(claimed="6.1×"), _adaptive_kavg_accuracy, _adaptive_kavg_speed, "scaled-32"),
     Claim("zhang13", "ASGD gives 3.2× on 4 GPUs without loss", "ASGD P=4 against SEQ: " + MATCHES.format(margin=3),
           "ASGD P=4's speedup over SEQ for the same epochs, " + SPEED.format(claimed="3.2×"),
-          _seq_accuracy("asgd", 4), _speed("asgd", 4, 3.2), "claims-at-4"),
+          partial(_seq_accuracy, "asgd", 4), partial(_speed, "asgd", 4, 3.2), "claims-at-4"),
     Claim("rosc17", "there is an optimal range of averaging periods",
           "in a sweep of MA's frames_per_job over 3 or more values, every run converged: an inner value more accurate "
           "than both ends (paired bootstrap, below 0), not reproduced where an end is more accurate than every inner "
@@ -428,7 +423,7 @@ CLAIMS = (
     Claim("zhang19", "ADPSGD on 32 GPUs: ~14.6× without loss (one week to 11.5 h on 32 V100)",
           "ADPSGD P=32 against SEQ: " + MATCHES.format(margin=3),
           "ADPSGD P=32's speedup over SEQ for the same epochs, " + SPEED.format(claimed="14.6×"),
-          _seq_accuracy("adpsgd", 32), _speed("adpsgd", 32, 14.6), "scaled-32"),
+          partial(_seq_accuracy, "adpsgd", 32), partial(_speed, "adpsgd", 32, 14.6), "scaled-32"),
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
           f"sweeps of train.batch_size at {LARGE_BATCH_LEARNERS} learners or more, every run converged or failed to "
           "(diverged, or stopped by newbob before it transcribed: a batch where one run failed does not match SEQ): "
@@ -438,7 +433,8 @@ CLAIMS = (
     Claim("zhang19b", "H-ADPSGD on 64 GPUs: 40× without WER loss",
           "H-ADPSGD P=64 against SEQ: " + MATCHES.format(margin=3),
           "H-ADPSGD P=64's speedup over SEQ for the same epochs, " + SPEED.format(claimed="40× (its abstract)"),
-          _seq_accuracy("hadpsgd", 64),
-          _speed("hadpsgd", 64, 40.0, " (its own timings give 32×, one week on one V100, to 37×, 192 h at batch 256)"),
+          partial(_seq_accuracy, "hadpsgd", 64),
+          partial(_speed, "hadpsgd", 64, 40.0,
+                  context=" (its own timings give 32×, one week on one V100, to 37×, 192 h at batch 256)"),
           "scaled-64"),
 )  # fmt: skip
