@@ -52,8 +52,10 @@ def speedup_vs_learners(table, palette):
     """Time, throughput and time-to-target speedups against P, each panel drawn only with runs
     that have its speedup (a panel none has says so, with no legend)."""
     columns = ("time_speedup", "throughput_speedup", "target_speedup")
+    target = table.target_dev_loss.iloc[0]
     explained = {"time": "SEQ's time an epoch / the run's", "throughput": "frames/s ratio",
-                 "time-to-target": f"to dev loss {table.target_dev_loss.iloc[0]:.3g}"}  # fmt: skip
+                 "time-to-target": f"to dev loss {target:.3g}" if target == target else
+                                   "no target (no SEQ run converged)"}  # fmt: skip
     figure, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
     for axis, column, label in zip(axes, columns, explained):
         data = table.dropna(subset=[column])

@@ -109,7 +109,8 @@ def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: 
 def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
     """Every algorithm at every learner count (runs as configured, seeds pooled), per kind of
     timing: its WER with the LM and its 95% interval (paired bootstrap over test utterances), its
-    greedy WER, its time speedup over SEQ (with its band where modelled), whether every seed
+    greedy WER, its time speedup over SEQ (with its band where modelled), what it cost (its
+    learners × training time in device-hours, a seed's mean: `device_hours`), whether every seed
     converged (else why not: "budget", "untrained", "diverged") and whether it is the most
     accurate at its learner count (`best`)."""
     rows = []
@@ -126,6 +127,7 @@ def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
         rows.append(row | {"wer": wer.estimate, "wer_low": wer.low, "wer_high": wer.high,
                            "greedy_wer": live.greedy_wer.mean(), "speedup": live.time_speedup.mean(),
                            "speedup_low": live.time_speedup_low.min(), "speedup_high": live.time_speedup_high.max(),
+                           "device_hours": (live.train_s * live.learners).mean() / 3600,
                            "converged": not len(late), "why_not": why_not})  # fmt: skip
     found = pd.DataFrame(rows)
     if found.empty:

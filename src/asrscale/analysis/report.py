@@ -131,6 +131,8 @@ def _glance_cell(cell: pd.Series) -> tuple[str, str]:
     text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
     if cell.algorithm != "seq" and cell.speedup == cell.speedup:
         text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
+    hours = cell.device_hours
+    text += f" · {hours:.2g} device-hours" if hours < 10 else f" · {hours:,.0f} device-hours"
     text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
     return "best" if cell.best else "", text
 
