@@ -252,12 +252,13 @@ def _outputs(utterances: dict[str, np.ndarray], references: list[str], greedy: l
 
 # dev's references "the cat", "a cut", "cat" (5 words); each pair's hypotheses as the beam search finds them
 DEV_REFERENCES = ["the cat", "a cut", "cat"]
-GRID = {"lm_weights": [0.0, 2.0, 8.0], "word_bonuses": [1.0, -1.0]}
+# the best is the grid's fourth pair of six; the second best differs from it in both
+GRID = {"lm_weights": [8.0, 2.0, 0.0], "word_bonuses": [1.0, -1.0]}
 BEST_FIRST = [
     {"lm_weight": 2.0, "word_bonus": -1.0, "dev_wer": 0 / 5},  # the cat | a cut | cat
-    {"lm_weight": 2.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | a cut | A cat
     {"lm_weight": 8.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat (ties: the grid's order)
     {"lm_weight": 8.0, "word_bonus": -1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat
+    {"lm_weight": 2.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | a cut | A cat
     {"lm_weight": 0.0, "word_bonus": -1.0, "dev_wer": 2 / 5},  # the CUT | a cut | CUT
     {"lm_weight": 0.0, "word_bonus": 1.0, "dev_wer": 3 / 5},  # the CUT | a cut | A CUT
 ]
@@ -300,18 +301,20 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
     frames, tokens = _graded_utterances(search.tokens), search.tokens
     outputs = {  # by data dir: what the model would give
         "dev": _outputs(frames, DEV_REFERENCES, ["the cot", "a cut", "a cut"]),
-        "test": _outputs({k: frames[k] for k in ("the c?t", "a? c?t")}, ["the cat", "a cat"], ["the cot", "a cut"]),
+        "test": _outputs(frames, ["the cat", "a cut", "a cat"], ["the cot", "a cut", "a cut"]),
         "other": _outputs({"a cut": frames["a cut"]}, ["a dog"], ["a cut"]),
     }
     _saved_model(tmp_path / "model.pt", tokens)
 
     def model_outputs(model, subset):
         data, feats, train_feats, cmvn, subset_tokens = subset
-        assert not model.training and feats == f"{data}-feats" and train_feats == "train-feats" and cmvn == "speaker"
+        assert not model.training and next(model.parameters()).device == torch.device("meta")
+        assert feats == f"{data}-feats" and train_feats == "train-feats" and cmvn == "speaker"
         assert subset_tokens.symbols == tokens.symbols
         return outputs[data]
 
     monkeypatch.setattr(decode, "Subset", lambda *arguments: arguments)
+    monkeypatch.setattr(decode, "resolve_device", {"cpu": torch.device("meta")}.get)  # (where the model must go)
     monkeypatch.setattr(decode, "model_outputs", model_outputs)
     settings = build(DecodeSettings, "decode", device="cpu", beam=16, beam_threshold=25, **GRID)
     tests = {name: (name, f"{name}-feats") for name in ("test", "other")}
@@ -323,16 +326,21 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
         assert {key: found[name]["lm"][key] for key in BEST_FIRST[0]} == BEST_FIRST[0]
         assert found[name]["dev_greedy_wer"] == pytest.approx(3 / 5)  # CUT (for "cot") | | A CUT
     hypotheses = pd.read_csv(tmp_path / "out" / "test" / "hypotheses.tsv", sep="\t")
-    # the pair best on dev decodes "a? c?t" as "cat"; the grid's last ("a cut") and its second best ("a cat") do not
-    assert hypotheses.to_dict("list") == {"utt": ["u0", "u1"], "reference": ["the cat", "a cat"],
-                                          "lm": ["the cat", "cat"], "greedy": ["the cot", "a cut"]}  # fmt: skip
-    assert found["test"]["lm"]["wer"] == pytest.approx(1 / 4) and found["test"]["greedy"]["wer"] == pytest.approx(2 / 4)
+    # only the pair best on dev decodes these as "a cut" and "cat": the second best says "cut", the fourth "a cat"
+    # (as would the pair of the best's weight and the second's bonus)
+    assert hypotheses.to_dict("list") == {
+        "utt": ["u0", "u1", "u2"],
+        "reference": ["the cat", "a cut", "a cat"],
+        "lm": ["the cat", "a cut", "cat"],
+        "greedy": ["the cot", "a cut", "a cut"],
+    }
+    assert found["test"]["lm"]["wer"] == pytest.approx(1 / 6) and found["test"]["greedy"]["wer"] == pytest.approx(2 / 6)
     assert found["test"]["oov_words"] == 0 and found["test"]["unknown_characters"] == 0
     assert found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2  # dog: d, g
     said = capsys.readouterr().out.splitlines()
     assert "note: other: 2 reference characters are not in the model's token set; they count as errors" in said
     assert [line.split(" |")[0] for line in said if "decodes with the LM:" in line] == [
-        "test decodes with the LM: 2/2", "other decodes with the LM: 1/1"]  # fmt: skip
+        "test decodes with the LM: 3/3", "other decodes with the LM: 1/1"]  # fmt: skip
 
 
 def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and_utterances(tmp_path):
@@ -393,7 +401,7 @@ class _Subset:
 
     def batches(self, utts, size, seed):
         assert seed is None and sorted(utts) == sorted(self.frames)
-        return [utts[::-1][:2], utts[::-1][2:]]
+        return [utts[::-1][i : i + size] for i in range(0, len(utts), size)]
 
     def collate(self, group):
         longest = max(len(self.paths[utt]) for utt in group)
@@ -415,7 +423,7 @@ def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorte
             return features.double(), lengths
 
     subset = _Subset()
-    found = model_outputs(Model(), subset)
+    found = model_outputs(Model(), subset, batch_size=2)
     assert found.utts == ["u1", "u2", "u3"] and found.references == ["a", "b a", "b"]
     assert found.greedy == ["a", "b a", "b"]
     assert [scores.shape for scores in found.log_probs] == [(3, 4), (5, 4), (2, 4)]
