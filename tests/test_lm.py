@@ -2,7 +2,10 @@
 derived by hand for a text of three sentences, and a reference written from the definition
 (Chen & Goodman 1998, "An empirical study of smoothing techniques for language modeling", their
 interpolated Kneser-Ney: one discount per order, D = n1 / (n1 + 2 n2) from that order's counts of
-counts; the lower orders count distinct left contexts), read from the ARPA file lm.py writes."""
+counts; the lower orders count distinct left contexts), read from the ARPA file lm.py writes. Two
+conventions are KenLM's, not the paper's: an n-gram that starts a sentence keeps its occurrences
+(nothing precedes <s>), and the unigrams are interpolated with the uniform distribution over the
+words, </s> and <unk> (which so gets its probability)."""
 
 import math
 from collections import Counter
