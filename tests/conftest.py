@@ -414,3 +414,28 @@ def cluster():
     yield
     # a test that failed mid-run leaves its jobs behind: they would hold the cluster's cores
     subprocess.run(["scancel", "--user", getpass.getuser()], capture_output=True)
+
+
+def word_errors(reference: str, hypothesis: str) -> int:
+    """The words a hypothesis substitutes, deletes and inserts against its reference at the
+    least: the textbook edit distance, row by row."""
+    ref, hyp = reference.split(), hypothesis.split()
+    row = list(range(len(hyp) + 1))
+    for i, word in enumerate(ref, 1):
+        diagonal, row[0] = row[0], i
+        for j, said in enumerate(hyp, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (word != said))
+    return row[-1]
+
+
+def recomputed_wer(scores: Path, data: Path, decode: str = "lm") -> float:
+    """The WER of a run's `decode` ("lm" or "greedy") recomputed from its hypotheses (`scores`: its
+    test set's folder) against the test set's own transcripts (`data`: its Kaldi data dir), by
+    `word_errors`: a check of a run's scores that shares neither the decode's scoring nor its
+    references. Every test utterance must have been decoded once."""
+    references = read_table(data / "text")
+    header, *rows = [line.split("\t") for line in (scores / "hypotheses.tsv").read_text().splitlines()]
+    hypotheses = {row[0]: row[header.index(decode)] for row in rows}
+    assert len(rows) == len(hypotheses) and hypotheses.keys() == references.keys(), scores
+    errors = sum(word_errors(references[utt], hypothesis) for utt, hypothesis in hypotheses.items())
+    return errors / sum(len(text.split()) for text in references.values())
