@@ -2,6 +2,7 @@
 intervals at its edges (an interval decides, never its point estimate), the speed rule's Student's t
 interval over seeds and its thresholds, and how several outcomes make one."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,6 +17,7 @@ from asrscale.analysis.halves import (
     Rule,
     better,
     combine,
+    compare,
     matches,
     reaches,
     speed_interval,
@@ -178,3 +180,33 @@ def test_a_modelled_speedup_is_said_with_its_band_and_a_measured_one_without():
     assert halves.modelled(runs, "time_speedup") == "measured: 3.20×"
     modelled = runs.assign(speedup_kind="modelled on v100")
     assert halves.modelled(modelled, "time_speedup") == "modelled on v100: 3.20× (band 2.50-4.00×)"
+
+
+def test_an_untestable_speed_half_says_why_in_full():
+    beyond = halves.testable_speed(measured_runs([4.0, 4.1, 4.2]), "time_speedup", 4.5)
+    assert (beyond.why, beyond.measured) == ("4.05× (90% of 4.5×) for the same epochs is beyond what 4 learners can "
+                                             "give", "measured: 4.10×")  # fmt: skip
+    on_cpus = halves.testable_speed(measured_runs([3.0, 3.1, 3.2], device="cpu"), "time_speedup", 3.2)
+    assert (on_cpus.why, on_cpus.measured) == (
+        "a speed claim is decided by 4 GPUs measured (real ranks, wall clock, 3 seeds or more); these runs are "
+        "measured on CPU ranks (measured: 3.10×), shown for information", "measured: 3.10×")  # fmt: skip
+    two = halves.testable_speed(measured_runs([3.0, 3.1]), "time_speedup", 3.2)
+    assert (two.why, two.measured) == ("needs 3 seeds measured, has 2", "measured: 3.05×")
+
+
+def test_an_accuracy_half_says_its_threshold_and_the_side_its_interval_lies_on():
+    """SEQ's errors and a system's 10% more on every utterance: +10% to the last digit, the interval
+    a point; matching fails above +3.0%, "worse" holds above it, and the reference is named."""
+    errors = np.random.default_rng(5).integers(1, 9, 400).astype(float)
+    utterances = pd.DataFrame({"run": ["seq"] * 400 + ["kavg"] * 400, "utt": [f"u{i}" for i in range(400)] * 2,
+                               "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
+                               "greedy_errors": np.concatenate([errors, 1.1 * errors])})  # fmt: skip
+    seq, kavg = pd.DataFrame({"run": ["seq"]}), pd.DataFrame({"run": ["kavg"]})
+    failed = compare(utterances, kavg, seq, matches())
+    assert (failed.outcome, failed.why) == (NOT_REPRODUCED, "not matches SEQ's accuracy: the interval lies above +3.0%")
+    assert failed.measured == ("WER +10.0% (95% interval +10.0% to +10.0%) relative to SEQ's with the LM, +10.0% (95% "
+                               "interval +10.0% to +10.0%) greedily, over 400 test utterances")  # fmt: skip
+    held = compare(utterances, kavg, seq, worse(0.05), "MA alone")
+    assert (held.outcome, held.why) == (REPRODUCED, "less accurate than SEQ: the interval lies above +5.0%")
+    assert "relative to MA alone's with the LM" in held.measured
+    assert compare(utterances, seq, kavg, worse()).why == "not less accurate than SEQ: the interval lies below +3.0%"
