@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from asrscale.analysis import halves
-from asrscale.analysis.bootstrap import Interval
+from asrscale.analysis.bootstrap import Interval, pooled, relative_difference
 from asrscale.analysis.halves import (
     NOT_DECIDED,
     NOT_REPRODUCED,
@@ -210,3 +210,22 @@ def test_an_accuracy_half_says_its_threshold_and_the_side_its_interval_lies_on()
     assert (held.outcome, held.why) == (REPRODUCED, "less accurate than SEQ: the interval lies above +5.0%")
     assert "relative to MA alone's with the LM" in held.measured
     assert compare(utterances, seq, kavg, worse()).why == "not less accurate than SEQ: the interval lies below +3.0%"
+
+
+def test_a_test_set_too_small_says_how_many_utterances_would_narrow_its_interval_to_the_margin():
+    """The half-width shrinks as one over the root of the utterances: n × (half-width / margin)²."""
+    rng = np.random.default_rng(6)
+    errors = rng.integers(0, 6, (2, 80)).astype(float)
+    utterances = pd.DataFrame({"run": ["a"] * 80 + ["b"] * 80, "utt": [f"u{i}" for i in range(80)] * 2, "words": 5,
+                               "lm_errors": errors.reshape(-1), "greedy_errors": errors.reshape(-1)})  # fmt: skip
+    half = compare(utterances, pd.DataFrame({"run": ["a"]}), pd.DataFrame({"run": ["b"]}), matches())
+    system, reference = (pooled(utterances, pd.Series([r])) for r in ("a", "b"))
+    wide = relative_difference(system, reference)
+    assert half.reason == "the test set is too small"
+    assert f"about {80 * (wide.half_width / 0.03) ** 2:,.0f} test utterances would narrow it" in half.why
+
+
+def test_a_speed_half_needs_every_run_on_a_gpu_of_its_own_and_says_the_models_size():
+    mixed = measured_runs([3.0, 3.1, 3.2]).assign(device=["cuda", "cuda", "cpu"])
+    assert halves.testable_speed(mixed, "time_speedup", 3.2).reason == "needs GPUs"
+    assert halves.measured_on(measured_runs([3.0], parameters=1_005_001)) == "1.01 M parameters on 4 × V100 (n1)"

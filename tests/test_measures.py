@@ -161,3 +161,42 @@ def test_learner_hours_by_learners_and_the_simulators_validation():
     assert grouped.loc[("seq", 1)].wer == pytest.approx(0.21) and grouped.loc[("kavg", 4)].speedup == 3.0
     pairs = modelled_against_measured(both.assign(train_s=[100.0, 120.0, 30.0, 150.0, 120.0, 15.0]))
     assert pairs.time_ratio.tolist() == pytest.approx([0.5, 1.5, 1.0])  # sorted by algorithm: kavg, seq 1, seq 2
+
+
+class RecordingBand:
+    """A band that records what each modelled run asked it, and answers ×0.9 to ×1.2."""
+
+    def __init__(self):
+        self.asked = []
+
+    def of(self, speedup, outside_share, transports, gossip):
+        self.asked.append((outside_share, transports, gossip))
+        return 0.9 * speedup, 1.2 * speedup
+
+
+def test_a_modelled_runs_band_is_asked_of_its_share_outside_arithmetic_its_links_and_gossip():
+    runs = table(*RUNS[:3], kind="modelled on v100", outside_share=0.25).assign(
+        transports=["", "nccl", "nccl,tcp"], trained_as=["seq", "seq", "adpsgd"])  # fmt: skip
+    band = RecordingBand()
+    add_speedups(runs, band)
+    assert band.asked == [(0.25, set(), False), (0.25, {"nccl"}, False), (0.25, {"nccl", "tcp"}, True)]
+
+
+def test_efficiency_is_each_runs_speedup_over_its_own_learners_and_seqs_seeds_stand_in_by_their_mean():
+    """SEQ's three seeds take 10, 11 and 15 s an epoch (mean 12, median 11); KAVG at 2 learners
+    (seed 4, which SEQ lacks) 6 s and at 4 (seed 1) 2.5 s: speedups 2 and 4, efficiencies 1 each."""
+    rows = [("seq", 1, s, 100.0 * t, 10, 1000.0, 80.0, 8, 100.0, 10) for s, t in ((1, 1.0), (2, 1.1), (3, 1.5))]
+    rows += [("kavg", 2, 4, 60.0, 10, 2000.0, 40.0, 8, 50.0, 10), ("kavg", 4, 1, 25.0, 10, 4000.0, 20.0, 8, 25.0, 10)]
+    found = add_speedups(table(*rows), FixedBand()).set_index(["algorithm", "learners"])
+    assert found.time_speedup[("kavg", 2)] == pytest.approx(2.0) and found.time_speedup[("kavg", 4)] == 4.0
+    assert found.efficiency[("kavg", 2)] == pytest.approx(1.0) and found.efficiency[("kavg", 4)] == 1.0
+    assert by_learners(table(*rows).assign(wer=[0.1, 0.2, 0.6, 0.3, 0.3], greedy_wer=0.5, time_speedup=1.0,
+                                           target_speedup=1.0, device_hours_to_target=0.1)).loc[("seq", 1)].wer == (
+        pytest.approx(0.3))  # the mean of SEQ's seeds, not their median (0.2)  # fmt: skip
+
+
+def test_a_dev_loss_exactly_at_the_target_reaches_it():
+    runs = pd.DataFrame({"run": ["s"], "algorithm": ["seq"], "variant": ["default"], "learners": [1],
+                         "converged": [True], "diverged": [""], "best_dev_loss": [0.5]})  # fmt: skip
+    found = time_to_target(runs, epochs_of("s", [0.7, 0.6, 0.5]), 0.6).set_index("run")
+    assert found.epochs_to_target.s == 2 and found.epochs_to_seq_best.s == 3  # SEQ reaches its own best, exactly
