@@ -9,6 +9,13 @@ owed or an equivalent mutant (no input can tell it from the original): the equiv
 explained, one line each, in this folder's `*.yaml` (mutant name: why), and the record lists every
 survivor with its diff and its explanation, or none.
 
+What it cannot see: mutmut mutates code inside functions only, so a module's constants (the
+margins, SPEED_SEEDS, RESAMPLES) and the claims table (each claim's learner count and claimed
+speedup) are never mutated; tests/test_claims.py and tests/test_halves.py decide each claim at its
+own learner counts and each rule at its thresholds to cover them instead. An explanation is keyed
+by mutmut's numbered name, which an edit of its function renumbers: re-run a module after editing
+it, and check that each explanation still fits its diff in the record.
+
 Each module runs in a scratch copy of the working tree (its files as git sees them, uncommitted
 ones included), so that nothing here is touched. It writes `benchmarks/mutation.json` and
 `benchmarks/mutation.md`. Outside CI (mutmut is the `mutation` extra: `pip install -c constraints.txt
