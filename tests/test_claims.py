@@ -84,7 +84,7 @@ def test_every_claim_has_a_row_with_its_halves_and_a_study_without_runs_decides_
     assert (table.accuracy != "").sum() == 10 and (table.speed != "").sum() == 7  # rosc17's saving is speed alone
     undecided = table.accuracy[table.accuracy != ""]
     assert undecided.str.startswith(f"{NOT_DECIDED}: not measured in this study").all()
-    assert table.verdict.isin([NOT_DECIDED, NOT_TESTABLE]).all()
+    assert table.verdict.tolist() == [NOT_DECIDED] * 5 + [NOT_TESTABLE] + [NOT_DECIDED] * 5  # rosc17's saving 6th
     assert (table.accuracy_why[table.accuracy != ""].str.len() > 0).all()  # each says which runs it lacks
     saving = table[table.study == "rosc17"].iloc[1]  # speed alone, which asrscale cannot run: untestable
     assert saving.verdict == NOT_TESTABLE and "Kaldi's scripts" in saving.speed_why
