@@ -229,3 +229,50 @@ def test_a_speed_half_needs_every_run_on_a_gpu_of_its_own_and_says_the_models_si
     mixed = measured_runs([3.0, 3.1, 3.2]).assign(device=["cuda", "cuda", "cpu"])
     assert halves.testable_speed(mixed, "time_speedup", 3.2).reason == "needs GPUs"
     assert halves.measured_on(measured_runs([3.0], parameters=1_005_001)) == "1.01 M parameters on 4 × V100 (n1)"
+
+
+def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():
+    late = pd.DataFrame({"seed": [1, 2], "converged": [False, False], "diverged": ["", ""],
+                         "converged_by": ["budget", "untrained"], "updates": [100.0, 200.0],
+                         "stopped": "its 6 epochs done", "last_epoch_gain": [0.05, 0.001]})  # fmt: skip
+    assert untrained(("KAVG P=4", late)).why == (
+        "KAVG P=4 seed 1 stopped by its budget after 100 updates a learner (its 6 epochs done; its last epoch 5.0% "
+        "below the best before); KAVG P=4 seed 2 stopped by its budget after 200 updates a learner (its best model "
+        "does not transcribe; its last epoch 0.1% below the best before): train longer (more epochs or data)"
+    )
+    gone = pd.DataFrame({"seed": [1], "converged": [False], "diverged": ["epoch 2: not finite"]})
+    assert untrained(("ASGD P=4", gone), ("MA P=4", gone)).why == (
+        "ASGD P=4 diverged in 1 of 1 runs; MA P=4 diverged in 1 of 1 runs: a lower rate"
+    )
+
+
+def test_an_accuracy_half_decided_one_way_with_the_lm_and_another_greedily_says_both():
+    """With the LM the system makes 10% more errors on every utterance; greedily the same as SEQ."""
+    errors = np.random.default_rng(7).integers(1, 9, 300).astype(float)
+    utterances = pd.DataFrame({"run": ["seq"] * 300 + ["kavg"] * 300, "utt": [f"u{i}" for i in range(300)] * 2,
+                               "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
+                               "greedy_errors": np.concatenate([errors, errors])})  # fmt: skip
+    half = compare(utterances, pd.DataFrame({"run": ["kavg"]}), pd.DataFrame({"run": ["seq"]}), matches())
+    assert half.why == ("not matches SEQ's accuracy: the interval lies above +3.0%; greedily reproduced (+0.0% (95% "
+                        "interval +0.0% to +0.0%))")  # fmt: skip
+
+
+def test_a_half_width_at_the_margin_is_not_too_small_and_one_beyond_it_says_its_width_in_full():
+    rng = np.random.default_rng(6)
+    errors = rng.integers(0, 6, (2, 80)).astype(float)
+    utterances = pd.DataFrame({"run": ["a"] * 80 + ["b"] * 80, "utt": [f"u{i}" for i in range(80)] * 2, "words": 5,
+                               "lm_errors": errors.reshape(-1), "greedy_errors": errors.reshape(-1)})  # fmt: skip
+    a, b = pd.DataFrame({"run": ["a"]}), pd.DataFrame({"run": ["b"]})
+    wide = relative_difference(*(pooled(utterances, pd.Series([r])) for r in ("a", "b")))
+    at_margin = compare(utterances, a, b, Rule("below", 0.03, wide.half_width, "matches SEQ's accuracy"))
+    assert (at_margin.outcome, at_margin.reason) == (NOT_DECIDED, "the interval spans the threshold")
+    assert at_margin.why == "the interval spans +3.0%"
+    beyond = compare(utterances, a, b, matches())
+    assert beyond.why == (f"the interval spans +3.0%; its half-width {100 * wide.half_width:.1f}% is wider than the "
+                          f"margin 3%: about {80 * (wide.half_width / 0.03) ** 2:,.0f} test utterances would narrow "
+                          "it to the margin")  # fmt: skip
+
+
+def test_a_claim_at_exactly_p_for_the_same_epochs_is_within_reach():
+    """90% of 10× is 9×: 9 learners can give it (a claim beyond P is one above it, not at it)."""
+    assert halves.testable_speed(measured_runs([8.0, 8.1, 8.2], learners=9), "time_speedup", 10.0) is None

@@ -11,7 +11,9 @@ from asrscale.analysis.measures import (
     baseline,
     best_run,
     by_learners,
+    convergence,
     discount_diverged,
+    diverged,
     learner_hours,
     mean_spread,
     modelled_against_measured,
@@ -200,3 +202,96 @@ def test_a_dev_loss_exactly_at_the_target_reaches_it():
                          "converged": [True], "diverged": [""], "best_dev_loss": [0.5]})  # fmt: skip
     found = time_to_target(runs, epochs_of("s", [0.7, 0.6, 0.5]), 0.6).set_index("run")
     assert found.epochs_to_target.s == 2 and found.epochs_to_seq_best.s == 3  # SEQ reaches its own best, exactly
+    assert found.updates_to_target.s == 20
+
+
+def test_trained_keeps_a_run_reported_only_under_another_name_once_and_its_own_row_first_or_not():
+    """KAVG alone listed before SEQ's own row of the same run is still SEQ's run; H-ADPSGD in one node
+    whose SSGD run the study does not list stands for it, once however many names carry it."""
+    runs = pd.DataFrame({"algorithm": ["kavg", "seq", "hadpsgd", "hadpsgd"],
+                         "trained_as": ["seq", "seq", "ssgd", "ssgd"], "run": ["a", "a", "e", "e"]})  # fmt: skip
+    assert trained(runs).index.tolist() == [1, 2]
+
+
+def test_best_run_looks_only_at_the_wer_not_at_gaps_in_other_columns():
+    runs = pd.DataFrame({"algorithm": ["seq", "kavg"], "trained_as": ["seq", "kavg"], "run": ["a", "b"],
+                         "wer": [0.3, 0.2], "time_to_target_s": [10.0, float("nan")]})  # fmt: skip
+    assert best_run(runs).run == "b"
+
+
+def test_a_run_recorded_as_diverged_is_read_from_its_cell_and_a_table_without_the_column_has_none():
+    """An empty cell read back from runs.tsv is NaN: not diverged; a table with no such column
+    (older runs) has no diverged run, row for row on its own index."""
+    recorded = pd.DataFrame({"diverged": ["", float("nan"), "epoch 3: not finite"]})
+    assert diverged(recorded).tolist() == [False, False, True]
+    without = diverged(pd.DataFrame({"run": ["a", "b"]}, index=[5, 7]))
+    assert without.tolist() == [False, False] and without.index.tolist() == [5, 7]
+
+
+def test_without_seq_every_speedup_against_it_is_a_missing_number():
+    found = add_speedups(table(*RUNS[2:]), FixedBand())
+    for column in ("time_speedup", "throughput_speedup", "target_speedup", "target_epochs_ratio", "accuracy_speedup",
+                   "accuracy_epochs_ratio", "efficiency"):  # fmt: skip
+        assert found[column].dtype == float and found[column].isna().all(), column
+
+
+def test_speedups_keep_the_rows_in_the_order_of_the_study_whatever_the_timing():
+    kind = "modelled on v100"
+    both = pd.concat([table(*RUNS[2:3], kind=kind), table(*RUNS), table(*RUNS[:2], kind=kind)], ignore_index=True)
+    assert add_speedups(both, FixedBand()).index.tolist() == both.index.tolist()
+
+
+def test_by_learners_has_every_column_a_summary_reads():
+    summary = by_learners(table(*RUNS).assign(wer=0.2, greedy_wer=0.5, time_speedup=1.0, target_speedup=2.0,
+                                              device_hours_to_target=0.1))  # fmt: skip
+    assert summary.columns.tolist() == ["wer", "greedy_wer", "speedup", "to_target", "hours"]
+    assert summary.loc[("kavg", 4)].tolist() == pytest.approx([0.2, 0.5, 1.0, 2.0, 0.1])
+
+
+def test_the_simulators_validation_compares_time_an_epoch():
+    """Measured SEQ trains 10 epochs in 100 s, modelled 5 in 100 s: 10 s and 20 s an epoch, ratio 2."""
+    both = table(RUNS[0], RUNS[0][:4] + (5,) + RUNS[0][5:]).assign(world=["mpi", "simulated"], best_dev_loss=0.5)
+    pairs = modelled_against_measured(both)
+    assert pairs.epoch_s_measured.tolist() == [10.0] and pairs.time_ratio.tolist() == [2.0]
+
+
+def convergence_of(losses: dict, schedule: str = "exponential", **columns) -> pd.DataFrame:
+    """Runs under `schedule` whose epochs had these dev losses (10 updates each, at a rate of 1 of a
+    peak of 1 unless `columns` say otherwise), judged with a plateau of 1/4 and a dev TER below 0.5."""
+    runs = pd.DataFrame({"run": list(losses), "schedule": schedule, "stopped_by": "budget", "peak_lr": 1.0,
+                         "best_dev_ter": 0.2}).assign(**columns)  # fmt: skip
+    epochs = pd.concat([epochs_of(run, loss).assign(lr=1.0) for run, loss in losses.items()])
+    return convergence(runs, epochs, plateau=0.25, plateau_max_dev_ter=0.5).set_index("run")
+
+
+def test_a_runs_last_epoch_gain_updates_and_rate_worked_by_hand():
+    """One epoch: no gain to judge (infinite); 1.0 then 0.9: a gain of 0.1; a last rate of 0.2 at a
+    peak of 4: 0.05 of it."""
+    found = convergence_of({"one": [1.0], "two": [1.0, 0.9]}, peak_lr=[1.0, 4.0])
+    assert found.last_epoch_gain.one == float("inf") and found.last_epoch_gain.two == pytest.approx(0.1)
+    assert found.updates.tolist() == [10, 20]
+    rated = convergence(pd.DataFrame({"run": ["r"], "schedule": "exponential", "stopped_by": "budget", "peak_lr": 4.0,
+                                      "best_dev_ter": 0.2}), epochs_of("r", [1.0, 0.9]).assign(lr=[0.4, 0.2]),
+                        plateau=0.25, plateau_max_dev_ter=0.5)  # fmt: skip
+    assert rated.last_rate.tolist() == [0.05] and rated.converged_by.tolist() == ["budget"]  # below RATE_FLOOR
+
+
+def test_a_plateau_is_a_gain_below_the_threshold_at_a_rate_still_at_the_floor_and_a_ter_below_its_bound():
+    """Gains of 1/4 (at the plateau: not flat) and 1/5 (flat); a rate of exactly RATE_FLOOR still
+    moves a run; a best dev TER of exactly the bound does not transcribe."""
+    found = convergence_of({"edge": [1.0, 0.75], "flat": [1.0, 0.8], "slow": [1.0, 0.8], "mute": [1.0, 0.8]},
+                           peak_lr=[1.0, 1.0, 10.0, 1.0], best_dev_ter=[0.2, 0.2, 0.2, 0.5])  # fmt: skip
+    assert found.converged_by.to_dict() == {"edge": "budget", "flat": "plateau", "slow": "plateau", "mute": "untrained"}
+    assert found.converged.tolist() == [False, True, True, False]
+
+
+def test_an_epoch_recorded_twice_counts_once_as_it_was_first_recorded():
+    """A run resumed after its epoch 2 was written writes it again: the first record (0.99, short
+    of a target of 0.95) stands, not the second (0.6)."""
+    epochs = pd.concat([epochs_of("r", [1.0, 0.99]), epochs_of("r", [1.0, 0.6]).iloc[1:]]).assign(lr=1.0)
+    runs = pd.DataFrame({"run": ["r"], "algorithm": "seq", "variant": "default", "learners": 1, "schedule": "newbob",
+                         "stopped_by": "budget", "peak_lr": 1.0, "best_dev_ter": 0.2, "converged": True,
+                         "diverged": "", "best_dev_loss": 0.99})  # fmt: skip
+    assert convergence(runs, epochs, 0.25, 0.5).updates.tolist() == [20]
+    found = time_to_target(runs, epochs, 0.95)
+    assert found.updates_to_target.isna().all() and found.target_dev_loss.tolist() == [0.95]

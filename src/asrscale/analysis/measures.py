@@ -153,7 +153,8 @@ def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP)
                if is_modelled else (1.0, 1.0) for run, is_modelled in zip(table.itertuples(), modelled)]  # fmt: skip
     table = table.assign(band_low=[low for low, _ in factors], band_high=[high for _, high in factors])
-    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)])
+    # each kind of timing against its own SEQ, the rows back in the study's order
+    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)]).loc[table.index]
 
 
 def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
