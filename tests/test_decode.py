@@ -247,7 +247,8 @@ def _graded_utterances(tokens: Tokens) -> dict[str, np.ndarray]:
 def _outputs(utterances: dict[str, np.ndarray], references: list[str], greedy: list[str]):
     from asrscale.decoding.decode import Outputs
 
-    return Outputs([f"u{i}" for i in range(len(references))], references, greedy, list(utterances.values()))
+    utts = [f"u{i}" for i in range(len(references))]
+    return Outputs(utts, references, greedy, list(utterances.values()), [f"spk{i // 2}" for i in range(len(utts))])
 
 
 # dev's references "the cat", "a cut", "cat" (5 words); each pair's hypotheses as the beam search finds them
@@ -365,7 +366,8 @@ def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and
         "u1\ta dog\ta cat\tdog",
     ]
     assert (tmp_path / "utterances.tsv").read_text() == (
-        f"utt\twords\tlm_errors\tgreedy_errors\nu0\t3\t0\t2\nu1\t2\t1\t1\nu2\t{CONFUSIONS_KEPT + 1}\t0\t21\n"
+        f"utt\tspeaker\twords\tlm_errors\tgreedy_errors\nu0\tspk0\t3\t0\t2\nu1\tspk0\t2\t1\t1\n"
+        f"u2\tspk1\t{CONFUSIONS_KEPT + 1}\t0\t21\n"
     )
 
 
@@ -396,6 +398,7 @@ class _Subset:
 
     tokens = Tokens(["<blank>", " ", "a", "b"])
     text = {"u1": "a", "u2": "b a", "u3": "b"}
+    utt2spk = {"u1": "s1", "u2": "s1"}  # u3 has none: its own speaker
     paths = {"u1": [2, 2, 0], "u2": [3, 1, 2, 2, 0], "u3": [0, 3]}
     frames = {utt: len(path) for utt, path in paths.items()}
 
@@ -425,7 +428,7 @@ def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorte
     subset = _Subset()
     found = model_outputs(Model(), subset, batch_size=2)
     assert found.utts == ["u1", "u2", "u3"] and found.references == ["a", "b a", "b"]
-    assert found.greedy == ["a", "b a", "b"]
+    assert found.greedy == ["a", "b a", "b"] and found.speakers == ["s1", "s1", "u3"]
     assert [scores.shape for scores in found.log_probs] == [(3, 4), (5, 4), (2, 4)]
     assert all(scores.dtype == np.float32 for scores in found.log_probs)
     assert np.allclose(np.exp(found.log_probs[1]).argmax(1), subset.paths["u2"])

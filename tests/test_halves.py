@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from asrscale.analysis import halves
-from asrscale.analysis.bootstrap import Interval, pooled, relative_difference
+from asrscale.analysis.bootstrap import Interval, relative_difference
 from asrscale.analysis.halves import (
     NOT_DECIDED,
     NOT_REPRODUCED,
@@ -194,35 +194,73 @@ def test_an_untestable_speed_half_says_why_in_full():
     assert (two.why, two.measured) == ("needs 3 seeds measured, has 2", "measured: 3.05×")
 
 
+def seeded(utterances: pd.DataFrame, seeds: int = 3) -> pd.DataFrame:
+    """Each run's scores as those of `seeds` seeds alike (`<run>1`, `<run>2`, ...: no seeds' spread)."""
+    return pd.concat([utterances.assign(run=utterances.run + str(k)) for k in range(1, seeds + 1)])
+
+
+def system(name: str, seeds: int = 3) -> pd.DataFrame:
+    return pd.DataFrame({"run": [f"{name}{k}" for k in range(1, seeds + 1)]})
+
+
 def test_an_accuracy_half_says_its_threshold_and_the_side_its_interval_lies_on():
     """SEQ's errors and a system's 10% more on every utterance: +10% to the last digit, the interval
     a point; matching fails above +3.0%, "worse" holds above it, and the reference is named."""
     errors = np.random.default_rng(5).integers(1, 9, 400).astype(float)
-    utterances = pd.DataFrame({"run": ["seq"] * 400 + ["kavg"] * 400, "utt": [f"u{i}" for i in range(400)] * 2,
-                               "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
-                               "greedy_errors": np.concatenate([errors, 1.1 * errors])})  # fmt: skip
-    seq, kavg = pd.DataFrame({"run": ["seq"]}), pd.DataFrame({"run": ["kavg"]})
+    utterances = seeded(pd.DataFrame({"run": ["seq"] * 400 + ["kavg"] * 400, "utt": [f"u{i}" for i in range(400)] * 2,
+                                      "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
+                                      "greedy_errors": np.concatenate([errors, 1.1 * errors])}))  # fmt: skip
+    seq, kavg = system("seq"), system("kavg")
     failed = compare(utterances, kavg, seq, matches())
     assert (failed.outcome, failed.why) == (NOT_REPRODUCED, "not matches SEQ's accuracy: the interval lies above +3.0%")
     assert failed.measured == ("WER +10.0% (95% interval +10.0% to +10.0%) relative to SEQ's with the LM, +10.0% (95% "
-                               "interval +10.0% to +10.0%) greedily, over 400 test utterances")  # fmt: skip
+                               "interval +10.0% to +10.0%) greedily, over 400 test utterances of 400 speakers, 3 and 3 "
+                               "seeds")  # fmt: skip
     held = compare(utterances, kavg, seq, worse(0.05), "MA alone")
     assert (held.outcome, held.why) == (REPRODUCED, "less accurate than SEQ: the interval lies above +5.0%")
     assert "relative to MA alone's with the LM" in held.measured
     assert compare(utterances, seq, kavg, worse()).why == "not less accurate than SEQ: the interval lies below +3.0%"
 
 
+def test_an_accuracy_half_needs_three_seeds_of_each_system():
+    """With two seeds of SEQ the same 10% decides nothing: training's spread is not measured."""
+    errors = np.random.default_rng(5).integers(1, 9, 400).astype(float)
+    utterances = pd.DataFrame({"run": ["seq"] * 400 + ["kavg"] * 400, "utt": [f"u{i}" for i in range(400)] * 2,
+                               "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
+                               "greedy_errors": np.concatenate([errors, 1.1 * errors])})  # fmt: skip
+    half = compare(seeded(utterances), system("kavg"), system("seq", 2), matches())
+    assert (half.outcome, half.reason) == (NOT_DECIDED, "needs 3 seeds")
+    assert half.why == ("needs 3 seeds of each system, has the system 3, SEQ 2: with fewer, training's spread is not "
+                        "in the interval")  # fmt: skip
+    assert half.measured.endswith("over 400 test utterances of 400 speakers, 3 and 2 seeds")
+
+
+def small_test_set() -> pd.DataFrame:
+    """80 utterances each its own speaker, two systems' errors drawn apart, 3 seeds alike."""
+    errors = np.random.default_rng(6).integers(0, 6, (2, 80)).astype(float)
+    return seeded(pd.DataFrame({"run": ["a"] * 80 + ["b"] * 80, "utt": [f"u{i}" for i in range(80)] * 2, "words": 5,
+                                "lm_errors": errors.reshape(-1), "greedy_errors": errors.reshape(-1)}))  # fmt: skip
+
+
 def test_a_test_set_too_small_says_how_many_utterances_would_narrow_its_interval_to_the_margin():
-    """The half-width shrinks as one over the root of the utterances: n × (half-width / margin)²."""
-    rng = np.random.default_rng(6)
-    errors = rng.integers(0, 6, (2, 80)).astype(float)
-    utterances = pd.DataFrame({"run": ["a"] * 80 + ["b"] * 80, "utt": [f"u{i}" for i in range(80)] * 2, "words": 5,
-                               "lm_errors": errors.reshape(-1), "greedy_errors": errors.reshape(-1)})  # fmt: skip
-    half = compare(utterances, pd.DataFrame({"run": ["a"]}), pd.DataFrame({"run": ["b"]}), matches())
-    system, reference = (pooled(utterances, pd.Series([r])) for r in ("a", "b"))
-    wide = relative_difference(system, reference)
+    """The speakers' part shrinks as one over the root of the speakers: n × (its half-width / margin)²."""
+    utterances = small_test_set()
+    half = compare(utterances, system("a"), system("b"), matches())
+    wide = relative_difference(utterances, system("a").run, system("b").run)
     assert half.reason == "the test set is too small"
-    assert f"about {80 * (wide.half_width / 0.03) ** 2:,.0f} test utterances would narrow it" in half.why
+    assert f"about {80 * (wide.parts['speakers'] / 0.03) ** 2:,.0f} test utterances would narrow it" in half.why
+
+
+def test_an_interval_wide_by_its_seeds_says_more_seeds_would_narrow_it():
+    """Seeds of one system 20% apart in total on a large test set: the test set is not the cause."""
+    errors = np.random.default_rng(10).integers(1, 9, 2000).astype(float)
+    scores = pd.concat([pd.DataFrame({"run": f"a{k}", "utt": [f"u{i}" for i in range(2000)], "words": 10,
+                                      "lm_errors": errors * f, "greedy_errors": errors * f})
+                        for k, f in enumerate((0.9, 1.0, 1.1), 1)])  # fmt: skip
+    scores = pd.concat([scores, seeded(scores[scores.run == "a2"].assign(run="b"))])
+    half = compare(scores, system("a"), system("b"), matches())
+    assert (half.outcome, half.reason) == (NOT_DECIDED, "too few seeds")
+    assert "the seeds' spread makes most of it: more seeds would narrow it to the margin" in half.why
 
 
 def test_a_speed_half_needs_every_run_on_a_gpu_of_its_own_and_says_the_models_size():
@@ -249,28 +287,24 @@ def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():
 def test_an_accuracy_half_decided_one_way_with_the_lm_and_another_greedily_says_both():
     """With the LM the system makes 10% more errors on every utterance; greedily the same as SEQ."""
     errors = np.random.default_rng(7).integers(1, 9, 300).astype(float)
-    utterances = pd.DataFrame({"run": ["seq"] * 300 + ["kavg"] * 300, "utt": [f"u{i}" for i in range(300)] * 2,
-                               "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
-                               "greedy_errors": np.concatenate([errors, errors])})  # fmt: skip
-    half = compare(utterances, pd.DataFrame({"run": ["kavg"]}), pd.DataFrame({"run": ["seq"]}), matches())
+    utterances = seeded(pd.DataFrame({"run": ["seq"] * 300 + ["kavg"] * 300, "utt": [f"u{i}" for i in range(300)] * 2,
+                                      "words": 10, "lm_errors": np.concatenate([errors, 1.1 * errors]),
+                                      "greedy_errors": np.concatenate([errors, errors])}))  # fmt: skip
+    half = compare(utterances, system("kavg"), system("seq"), matches())
     assert half.why == ("not matches SEQ's accuracy: the interval lies above +3.0%; greedily reproduced (+0.0% (95% "
                         "interval +0.0% to +0.0%))")  # fmt: skip
 
 
 def test_a_half_width_at_the_margin_is_not_too_small_and_one_beyond_it_says_its_width_in_full():
-    rng = np.random.default_rng(6)
-    errors = rng.integers(0, 6, (2, 80)).astype(float)
-    utterances = pd.DataFrame({"run": ["a"] * 80 + ["b"] * 80, "utt": [f"u{i}" for i in range(80)] * 2, "words": 5,
-                               "lm_errors": errors.reshape(-1), "greedy_errors": errors.reshape(-1)})  # fmt: skip
-    a, b = pd.DataFrame({"run": ["a"]}), pd.DataFrame({"run": ["b"]})
-    wide = relative_difference(*(pooled(utterances, pd.Series([r])) for r in ("a", "b")))
-    at_margin = compare(utterances, a, b, Rule("below", 0.03, wide.half_width, "matches SEQ's accuracy"))
+    utterances, a, b = small_test_set(), system("a"), system("b")
+    wide = relative_difference(utterances, a.run, b.run)
+    at_margin = compare(utterances, a, b, Rule("below", 0.03, wide.parts["speakers"], "matches SEQ's accuracy"))
     assert (at_margin.outcome, at_margin.reason) == (NOT_DECIDED, "the interval spans the threshold")
     assert at_margin.why == "the interval spans +3.0%"
     beyond = compare(utterances, a, b, matches())
     assert beyond.why == (f"the interval spans +3.0%; its half-width {100 * wide.half_width:.1f}% is wider than the "
-                          f"margin 3%: about {80 * (wide.half_width / 0.03) ** 2:,.0f} test utterances would narrow "
-                          "it to the margin")  # fmt: skip
+                          f"margin 3%: about {80 * (wide.parts['speakers'] / 0.03) ** 2:,.0f} test utterances would "
+                          "narrow it to the margin")  # fmt: skip
 
 
 def test_a_claim_at_exactly_p_for_the_same_epochs_is_within_reach():

@@ -106,10 +106,12 @@ def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.Dat
                             for scores in found.values()])  # fmt: skip
     confusions = confusions.groupby(["reference", "hypothesis"], dropna=False, as_index=False)["count"].sum()
     utterances = pd.concat([
-        pd.read_csv(run / name / "utterances.tsv", sep="\t", dtype={"utt": str}, keep_default_na=False)
+        pd.read_csv(run / name / "utterances.tsv", sep="\t", dtype={"utt": str, "speaker": str}, keep_default_na=False)
         .assign(test_set=name, run=str(run)) for name in test_sets])  # fmt: skip
     if len(test_sets) > 1:
         utterances = utterances.assign(utt=utterances.test_set + "/" + utterances.utt)
+        if "speaker" in utterances:
+            utterances = utterances.assign(speaker=utterances.test_set + "/" + utterances.speaker)
     return row, confusions.sort_values("count", ascending=False, kind="stable"), utterances
 
 

@@ -3,17 +3,20 @@ reproduced, not reproduced, not decided (why, with the numbers) or not testable 
 the arithmetic). A rule is applied only where both of its outcomes can occur for the runs at hand;
 where one cannot, the half is not testable here, never "not decided".
 
-Accuracy: by test WER decoded with the word LM (as the studies scored), through the paired
-bootstrap over test utterances, seeds pooled (asrscale.analysis.bootstrap); the greedy WER (the
-acoustic model alone) is decided beside it, and a disagreement is said in the why. The relative
-WER difference d = WER(runs) / WER(reference) − 1 and its 95% interval [low, high] decide:
+Accuracy: by test WER decoded with the word LM (as the studies scored), through an interval over
+the test set's speakers and training's seeds (asrscale.analysis.bootstrap), over `ACCURACY_SEEDS`
+seeds of each system or more (with fewer, training's spread is not in the interval: not decided);
+the greedy WER (the acoustic model alone) is decided beside it, and a disagreement is said in the
+why. The relative WER difference d = WER(runs) / WER(reference) − 1 and its 95% interval
+[low, high] decide:
 - "matches", "without loss" (non-inferiority within a margin m): reproduced where high < m, not
   reproduced where low ≥ m;
 - "worse" ("poor accuracy"): reproduced where low > m, not reproduced where high ≤ m;
 - "better": reproduced where high < 0, not reproduced where low ≥ 0;
 else not decided: the interval spans the threshold. Where it does and its half-width is wider than
-the margin, the test set is too small to decide at that margin, and the why says about how many
-utterances would narrow it (the half-width shrinks as one over the root of the utterances). An
+the margin, the why says what would narrow it: where the speakers' part alone is wider, the test
+set is too small, and about how many utterances would narrow it (that part shrinks as one over the
+root of the speakers, at the test set's utterances per speaker); else more seeds would. An
 accuracy half rests on converged runs only: a run stopped by its budget (or that diverged) leaves
 it not decided.
 
@@ -32,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from asrscale.analysis.bootstrap import Interval, pooled, relative_difference
+from asrscale.analysis.bootstrap import Interval, relative_difference
 from asrscale.analysis.measures import diverged
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
@@ -42,6 +45,7 @@ NOT_MEASURED = "not measured in this study"  # the reason of a half whose runs t
 WER_MARGIN = 0.03  # relative: "matches" and "without loss", unless the study states its own loss
 SPEED_MARGIN = 0.10  # a measured speedup within 10% of the claimed one reproduces it
 SPEED_SEEDS = 3  # a speed half is decided over this many seeds at least (the wall clock's spread)
+ACCURACY_SEEDS = 3  # an accuracy half over this many seeds of each system at least (training's spread)
 MEASURES = {"wer": "with the LM", "greedy_wer": "greedily"}
 
 
@@ -118,12 +122,14 @@ def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFram
             reference_name: str = "SEQ") -> Half:  # fmt: skip
     """The accuracy half of `runs` against `reference` by `rule`, with the LM (deciding) and
     greedily (beside), each configuration's seeds pooled."""
-    ours, theirs = pooled(utterances, runs.run), pooled(utterances, reference.run)
-    found = {measure: relative_difference(ours, theirs, measure) for measure in MEASURES}
+    found = {measure: relative_difference(utterances, runs.run, reference.run, measure) for measure in MEASURES}
     lm, greedy = found["wer"], found["greedy_wer"]
-    outcome = rule.outcome(lm)
     measured = (f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} greedily, "
-                f"over {lm.utterances:,} test utterances")  # fmt: skip
+                f"over {lm.rests_on()}")  # fmt: skip
+    short = too_few_seeds({"the system": lm.seeds[0], reference_name: lm.seeds[1]})
+    if short:
+        return Half(NOT_DECIDED, short, measured, f"needs {ACCURACY_SEEDS} seeds")
+    outcome = rule.outcome(lm)
     threshold = f"{100 * rule.threshold:+.1f}%"
     why = {REPRODUCED: f"{rule.says}: the interval lies {rule.side} {threshold}",
            NOT_REPRODUCED: f"not {rule.says}: the interval lies {'above' if rule.side == 'below' else 'below'} "
@@ -133,13 +139,28 @@ def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFram
         why += f"; greedily {rule.outcome(greedy)} ({greedy.describe()})"
     reason = ""
     if outcome == NOT_DECIDED:
-        reason = "the interval spans the threshold"
-        if lm.half_width > rule.margin:
-            needed = lm.utterances * (lm.half_width / rule.margin) ** 2
-            reason = "the test set is too small"
+        reason, narrower = "the interval spans the threshold", ""
+        if lm.parts["speakers"] > rule.margin:
+            per_speaker = lm.utterances / lm.speakers
+            needed = per_speaker * lm.speakers * (lm.parts["speakers"] / rule.margin) ** 2
+            reason, narrower = "the test set is too small", f"about {needed:,.0f} test utterances would narrow it"
+        elif lm.half_width > rule.margin:
+            reason, narrower = "too few seeds", "the seeds' spread makes most of it: more seeds would narrow it"
+        if narrower:
             why += (f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin {100 * rule.margin:g}%: "
-                    f"about {needed:,.0f} test utterances would narrow it to the margin")  # fmt: skip
+                    f"{narrower} to the margin")  # fmt: skip
     return Half(outcome, why, measured, reason)
+
+
+def too_few_seeds(seeds: dict[str, int]) -> str:
+    """Why systems of these seeds (by name) cannot decide an accuracy half (fewer than
+    `ACCURACY_SEEDS` of one), or ""."""
+    if min(seeds.values()) >= ACCURACY_SEEDS:
+        return ""
+    has = ", ".join(f"{name} {n}" for name, n in seeds.items())
+    return (
+        f"needs {ACCURACY_SEEDS} seeds of each system, has {has}: with fewer, training's spread is not in the interval"
+    )
 
 
 # speed ---------------------------------------------------------------------------------------

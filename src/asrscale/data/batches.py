@@ -49,8 +49,9 @@ class Subset:
         self.frames = read_frame_counts(feats_dir)
         self.tokens = tokens
         self._reader = kaldiio.load_scp(str(Path(feats_dir) / "feats.scp"), max_cache_fd=8)  # ark files stay open
-        utt2spk = read_table(Path(data_dir) / "utt2spk")
-        self._normalise = Normaliser(cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz", utt2spk)
+        self.utt2spk = read_table(Path(data_dir) / "utt2spk")
+        self._normalise = Normaliser(cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz",
+                                     self.utt2spk)  # fmt: skip
 
     def collate(self, utts: list[str]) -> Batch:
         feats = [self._normalise(u, self._reader[u]) for u in utts]

@@ -30,12 +30,14 @@ CONFUSIONS_KEPT = 20
 
 @dataclass
 class Outputs:
-    """A subset's utterances (sorted), references, greedy hypotheses and log-probabilities."""
+    """A subset's utterances (sorted), references, greedy hypotheses and log-probabilities, and
+    each utterance's speaker (the analysis's intervals draw a speaker's utterances together)."""
 
     utts: list[str]
     references: list[str]
     greedy: list[str]
     log_probs: list[np.ndarray]
+    speakers: list[str]
 
 
 def unknown_characters(references: list[str], tokens: Tokens) -> int:
@@ -74,7 +76,8 @@ def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
                 by_utt[utt] = (text, scores[:length])
     ticker(len(by_utt))
     utts = sorted(by_utt)
-    return Outputs(utts, [subset.text[u] for u in utts], [by_utt[u][0] for u in utts], [by_utt[u][1] for u in utts])
+    return Outputs(utts, [subset.text[u] for u in utts], [by_utt[u][0] for u in utts], [by_utt[u][1] for u in utts],
+                   [subset.utt2spk.get(u, u) for u in utts])  # fmt: skip
 
 
 def wer(references: list[str], hypotheses: list[str]) -> float:
@@ -99,7 +102,7 @@ def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSett
 def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
     """Each decode's (`decodes`: its hypotheses by name) WER, CER and most frequent confusions, with
     its alignments, every hypothesis (hypotheses.tsv) and each utterance's word errors
-    (utterances.tsv: what the paired bootstrap of the analysis resamples) written to `out_dir`."""
+    (utterances.tsv, with its speaker: what the analysis's intervals resample) written to `out_dir`."""
     scores, errors = {"utterances": len(test.utts)}, {}
     for name, hypotheses in decodes.items():
         word_errors, words = error_counts(test.references, hypotheses, "word")
@@ -112,10 +115,11 @@ def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
     rows = zip(test.utts, test.references, *decodes.values())
     atomic_write_text(out_dir / "hypotheses.tsv", "\t".join(["utt", "reference", *names]) + "\n"
                       + "".join("\t".join(row) + "\n" for row in rows))  # fmt: skip
-    rows = zip(test.utts, test.references, *errors.values())
-    atomic_write_text(out_dir / "utterances.tsv", "\t".join(["utt", "words", *(f"{n}_errors" for n in names)]) + "\n"
-                      + "".join("\t".join([utt, str(len(ref.split())), *map(str, counts)]) + "\n"
-                                for utt, ref, *counts in rows))  # fmt: skip
+    rows = zip(test.utts, test.speakers, test.references, *errors.values())
+    header = ["utt", "speaker", "words", *(f"{n}_errors" for n in names)]
+    atomic_write_text(out_dir / "utterances.tsv", "\t".join(header) + "\n"
+                      + "".join("\t".join([utt, speaker, str(len(ref.split())), *map(str, counts)]) + "\n"
+                                for utt, speaker, ref, *counts in rows))  # fmt: skip
     return scores
 
 
