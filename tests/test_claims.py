@@ -497,3 +497,207 @@ def test_a_plateau_counts_at_a_tenth_of_the_peak_rate_and_not_below():
     losses = {"at_floor": [0.50, 0.45, 0.449], "below": [0.50, 0.45, 0.449]}
     table = convergence_of(losses, rates={"at_floor": 0.1, "below": 0.099}, schedule="exponential")
     assert table.converged.to_dict() == {"at_floor": True, "below": False}
+
+
+def test_a_study_of_seq_alone_says_in_each_half_which_runs_it_lacks():
+    """Every half of a study with SEQ alone, word for word (a claim without a half says nothing of
+    it), and each row's columns; su15 lacks all three of its MA counts."""
+    table = found(runs(SEQ))
+    assert list(table.columns) == ["study", "claim", "speedups", "decided_by", "accuracy_rule", "accuracy",
+                                   "accuracy_measured", "accuracy_why", "speed_rule", "speed", "speed_measured",
+                                   "speed_why", "verdict"]  # fmt: skip
+    assert table.speedups.eq("modelled on x").all() and table.decided_by.tolist() == [c.decided_by for c in CLAIMS]
+    ma = "no MA run at 1 learner and 16 learners and 32 learners (su15's baseline is MA alone)"
+    assert list(zip(table.accuracy_why, table.speed_why)) == [
+        ("no ASGD run at 4 learners or more", "no ASGD run at 4 learners or more, or no SEQ run"),
+        ("no KAVG P=4 run, or no SEQ run", ""),
+        ("no KAVG run at 20 learners, or no SEQ run", "no KAVG run at 20 learners, or no SEQ run"),
+        ("no ASGD P=4 run, or no SEQ run", "no ASGD run at 4 learners, or no SEQ run"),
+        ("needs a sweep of ma frames_per_job over 3 or more values (study.sweeps)", ""),
+        ("", table.speed_why[5]),  # rosc17's saving: speed alone, its why in test_a_half_whose_sweep_lacks_a_side
+        ("needs a sweep of ma natural_gradient with it on and off (study.sweeps)", ""),
+        (ma, ma),
+        ("no ADPSGD P=32 run, or no SEQ run", "no ADPSGD run at 32 learners, or no SEQ run"),
+        ("needs sweeps of train.batch_size for ssgd and adpsgd (study.sweeps), and SEQ", ""),
+        ("no H-ADPSGD P=64 run, or no SEQ run", "no H-ADPSGD run at 64 learners, or no SEQ run"),
+    ]
+    assert (table.accuracy_measured == "").all() and (table.speed_measured == "").all()
+    assert table.speed.tolist()[:2] == [f"{NOT_DECIDED}: not measured in this study", ""] and table.accuracy[5] == ""
+
+
+def test_a_study_timed_both_ways_has_a_row_per_kind_of_speedup_in_the_order_of_their_names():
+    """SEQ modelled, then SEQ measured: 'measured' sorts before 'modelled on x' whatever the order."""
+    both = found(pd.concat([runs(SEQ), runs(SEQ, measured=True)]), claims=CLAIMS[:1])
+    assert both.speedups.tolist() == ["measured", "modelled on x"]
+
+
+def test_a_configurations_wers_are_said_with_the_spread_of_its_seeds_and_one_seed_without():
+    """One seed each: 'WER 20.1% (greedy 40.2%)', no spread (and not decided: 3 seeds needed);
+    KAVG's seeds at 20%, 22% and 24.08% (greedy 40%, 42%, 46.08%): mean 22.0% (0.6608 / 3), half
+    their range 2.04 points (greedy 42.7%, 3.04 points)."""
+    one = row(runs(("seq", 1, 1, 0.20, 1.0), ("kavg", 4, 1, 0.201, 3.9), alike=1), "KAVG with 4")
+    assert one.accuracy == f"{NOT_DECIDED}: needs 3 seeds"
+    assert one.accuracy_measured.startswith("KAVG P=4 WER 20.1% (greedy 40.2%); SEQ WER 20.0% (greedy 40.0%); WER ")
+    kavg = runs(("kavg", 4, 1, 0.20, 3.9, 0.40), ("kavg", 4, 2, 0.22, 3.9, 0.42), ("kavg", 4, 3, 0.2408, 3.9, 0.4608),
+                alike=1)  # fmt: skip
+    spread = row(pd.concat([runs(SEQ), kavg]), "KAVG with 4")
+    assert spread.accuracy_measured.startswith(
+        "KAVG P=4 WER 22.0% ± 2.0 (greedy 42.7% ± 3.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
+        "seeds; WER ")  # fmt: skip
+
+
+def test_asgds_overhead_at_exactly_0_75_has_none_and_each_outcome_says_its_efficiency():
+    """3 seeds measured alike at 3.0× on 4 learners: efficiency 0.75 with no spread, at the
+    threshold: not reproduced ('at or above'). Modelled at 3.6×: not testable, the efficiency 0.90
+    said beside the model's 3.60× (band 2.88-4.50×, 0.8 and 1.25 of it). 2.96× ± 2% (0.74, its
+    interval 0.74 ± 4.303 · 0.0148 / √3 = 0.70-0.78) spans it. Without KAVG nothing is said beside."""
+    edge = row(runs(SEQ, ("asgd", 4, 1, 0.30, 3.0), measured=True), "ASGD's overhead")
+    assert edge.speed == NOT_REPRODUCED
+    assert edge.speed_why == "the interval lies at or above 0.75: no significant overhead"
+    assert edge.speed_measured == "ASGD P=4: efficiency 0.75 (95% interval 0.75-0.75) over 3 seeds"
+    assert edge.accuracy_measured.startswith("ASGD P=4 WER 30.0% ± 0.0 (greedy 60.0% ± 0.0) over 3 seeds; SEQ WER")
+    modelled = row(runs(SEQ, ("asgd", 4, 1, 0.30, 3.6)), "ASGD's overhead")
+    assert modelled.speed == f"{NOT_TESTABLE}: needs GPUs"
+    assert modelled.speed_measured == "ASGD P=4, efficiency 0.90; modelled on x: 3.60× (band 2.88-4.50×)"
+    seq = seeds("seq", 1, 0.20, 1.0, measured=True)
+    spans = row(pd.concat([seq, seeds("asgd", 4, 0.30, 2.96, measured=True)]), "ASGD's overhead")
+    assert spans.speed_measured == "ASGD P=4: efficiency 0.74 (95% interval 0.70-0.78) over 3 seeds"
+    same_epochs = row(pd.concat([seq, seeds("asgd", 4, 0.20, 3.5, measured=True)]), "ASGD gives")
+    assert same_epochs.speed_measured == (  # 3.5 ± 4.303 · 0.07 / √3 = 3.33-3.67
+        "ASGD P=4; speedup 3.50× (95% interval 3.33-3.67×) over 3 seeds, 0.66 M parameters on 4 × H100 (node1)"
+    )
+
+
+def test_adaptive_kavgs_speed_half_says_its_context_whichever_way_it_goes():
+    """KAVG at 20 modelled (8×, band 6.4-10×) is not testable before anything else is asked, even
+    with SEQ stopped by its budget or no speedup to SEQ's accuracy; measured, SEQ under-trained or
+    a KAVG that never reached SEQ's best dev loss each say so, beside the same context."""
+    context = "KAVG P=20, to SEQ's best dev loss in 1× SEQ's epochs"
+    band = "modelled on x: 8.00× (band 6.40-10.00×)"
+    modelled = runs(SEQ, ("kavg", 20, 1, 0.18, 8.0))
+    for table in (modelled, modelled.assign(converged=[False] * 3 + [True] * 3, converged_by=["budget"] * 3 + [""] * 3),
+                  modelled.assign(accuracy_speedup=[1.0] * 3 + [float("nan")] * 3)):  # fmt: skip
+        decided = row(table, "adaptive KAVG")
+        assert decided.speed == f"{NOT_TESTABLE}: needs GPUs" and decided.speed_measured.startswith(context + "; ")
+    decided = row(modelled, "adaptive KAVG")
+    assert decided.speed_measured == f"{context}; {band}" and decided.speed_why == (
+        f"a speed claim is decided by 20 GPUs measured (real ranks, wall clock, 3 seeds or more); these runs are "
+        f"modelled ({band}), shown for information")  # fmt: skip
+    assert decided.accuracy_measured.startswith(
+        "KAVG P=20 WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
+        "seeds; WER ") and "relative to SEQ's with the LM" in decided.accuracy_measured  # fmt: skip
+    seq, fast = seeds("seq", 1, 0.20, 1.0, measured=True), seeds("kavg", 20, 0.18, 8.0, measured=True)
+    seq_late = row(pd.concat([seq.assign(converged=False, converged_by="budget"), fast]), "adaptive KAVG")
+    assert (seq_late.speed, seq_late.speed_why, seq_late.speed_measured) == (
+        f"{NOT_DECIDED}: under-trained",
+        "SEQ did not converge: it has no accuracy to reach",
+        context,
+    )
+    never = row(pd.concat([seq, fast.assign(accuracy_speedup=float("nan"))]), "adaptive KAVG")
+    assert (never.speed, never.speed_why, never.speed_measured) == (
+        NOT_REPRODUCED,
+        "KAVG at 20 never reached SEQ's best dev loss",
+        context,
+    )
+
+
+def test_an_optimal_periods_half_says_its_sweep_and_why_in_each_outcome():
+    """rosc17's sweep of MA's frames per job (12500, 50000, 200000) in words: an end lowest beyond
+    the interval (19%), an inner value lowest within it (a flat 20%), an end lowest within it (20%
+    against 20.2%), a sweep stopped by its budget (its values' WERs unsaid), one seed of each."""
+
+    def period(*wers, below=1000, **options):  # seeds below `below` alone
+        points = sweep("ma", "frames_per_job", *((v, 1, w) for v, w in zip((12500, 50000, 200000), wers)), **options)
+        return row(runs(SEQ), "there is an optimal", points[points.seed < below])
+
+    said = "MA P=4, WER by frames per job: 12500: "
+    end = period(0.19, 0.22, 0.25)
+    assert (end.accuracy, end.accuracy_why) == (NOT_REPRODUCED, "the end 12500 is more accurate than every inner value")
+    assert end.accuracy_measured.startswith(said + "19.1% (95% interval ") and end.accuracy_measured.endswith(
+        "; lowest at 12500")  # fmt: skip
+    flat = period(0.20, 0.20, 0.20)
+    assert (flat.accuracy, flat.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
+        "the inner value 50000 is not more accurate than both ends beyond the interval")  # fmt: skip
+    assert flat.accuracy_measured.startswith(said) and flat.accuracy_measured.endswith("; lowest at 50000")
+    near = period(0.20, 0.202, 0.25)
+    assert (near.accuracy, near.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
+        "the end 12500 is not more accurate than every inner value beyond the interval")  # fmt: skip
+    assert near.accuracy_measured.startswith(said) and near.accuracy_measured.endswith("; lowest at 12500")
+    late = period(0.25, 0.20, 0.24, converged=False)
+    assert late.accuracy_measured == "MA P=4, WER by frames per job" and late.accuracy_why.startswith(
+        "MA at 12500 frames per job seed 1 stopped by its budget after 1000 updates a learner (its 9 epochs done; "
+        "its last epoch 5.0% below the best before); MA at 12500 frames per job seed 101")  # fmt: skip
+    one = period(0.25, 0.20, 0.24, below=100)
+    assert one.accuracy == f"{NOT_DECIDED}: needs 3 seeds" and one.accuracy_why == (
+        "needs 3 seeds of each system, has MA at 12500 1, MA at 50000 1, MA at 200000 1: with fewer, training's "
+        "spread is not in the interval")  # fmt: skip
+    assert one.accuracy_measured.startswith(said) and one.accuracy_measured.endswith("; lowest at 50000")
+
+
+def test_ng_sgd_and_su15_say_their_own_baselines_and_rules_in_words():
+    """NG-SGD against MA without it ('without'), su15 against 'MA alone' within its own 3.4% at
+    both counts; su15's speedups over MA alone, 9.5× and 17× ± 2% over 3 seeds: 9.5 ± 4.303 ·
+    0.19 / √3 = 9.03-9.97×, 17 ± 4.303 · 0.34 / √3 = 16.16-17.84×."""
+    ng = row(runs(SEQ), "NG-SGD", sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25)))
+    assert ng.accuracy_why == "more accurate with NG-SGD: the interval lies below +0.0%"
+    assert ng.accuracy_measured.startswith(
+        "MA P=4 with NG-SGD WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; without WER 25.0% ± 0.0 (greedy "
+        "50.0% ± 0.0) over 3 seeds; WER ") and "relative to without's with the LM" in ng.accuracy_measured  # fmt: skip
+    su15 = row(pd.concat([runs(SEQ), ma_at((1, 0.147, 1.0), (16, 0.145, 12.0), (32, 0.145, 22.0))]), "model averaging")
+    assert su15.accuracy_why == "; ".join(
+        ["within su15's own loss (3.4%) of MA alone: the interval lies below +3.4%"] * 2)  # fmt: skip
+    at_16, at_32 = su15.accuracy_measured.split("; MA P=32 ")
+    for said in (at_16.removeprefix("MA P=16 "), at_32):
+        assert "relative to MA alone's with the LM" in said
+        assert said.startswith("WER 14.5% ± 0.0 (greedy 29.0% ± 0.0) over 3 seeds; MA alone WER 14.7% ± 0.0 (greedy "
+                               "29.4% ± 0.0) over 3 seeds; WER ")  # fmt: skip
+    table = pd.concat([seeds("seq", 1, 0.20, 1.0, measured=True), measured_ma(1, 0.15, 1.0),
+                       measured_ma(16, 0.15, 9.5), measured_ma(32, 0.15, 17.0)])  # fmt: skip
+    assert row(table, "model averaging").speed_measured == (
+        "MA P=16; speedup over MA alone 9.50× (95% interval 9.03-9.97×) over 3 seeds, 0.66 M parameters on 16 × H100 "
+        "(node1); MA P=32; speedup over MA alone 17.00× (95% interval 16.16-17.84×) over 3 seeds, 0.66 M parameters "
+        "on 32 × H100 (node1)")  # fmt: skip
+
+
+def test_zhang19bs_batch_half_says_each_batchs_state_and_why_no_edge_decides():
+    """SSGD and ADPSGD at 16 learners (global batches 16 × 8 = 128, 16 × 32 = 512, ...) in words:
+    a sweep of one alone is missing; SSGD matching at no batch, at every batch, or an ADPSGD swept
+    below 3 × 128 = 384 leaves no edge; ADPSGD spanning the margin at 1,536 (20.7%) is not decided
+    there; SEQ, or one ADPSGD point, stopped by its budget is under-trained, named."""
+
+    def batch(*ssgd, adpsgd=((8, 1, 0.20), (96, 1, 0.201)), seq=None):
+        points = [sweep(a, "train.batch_size", *p, learners=16) for a, p in (("ssgd", ssgd), ("adpsgd", adpsgd)) if p]
+        return row(runs(SEQ) if seq is None else seq, "ADPSGD converges", pd.concat(points))
+
+    needs = "needs sweeps of train.batch_size for ssgd and adpsgd (study.sweeps), and SEQ"
+    assert batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=()).accuracy_why == batch().accuracy_why == needs
+    said = "; ADPSGD by global batch, against SEQ's accuracy: 128: reproduced, "
+    none = batch((8, 1, 0.26), (32, 1, 0.26))
+    assert (none.accuracy, none.accuracy_why, none.accuracy_measured) == (
+        f"{NOT_TESTABLE}: the sweep has no edge", "SSGD matches SEQ at no batch swept: sweep smaller batches",
+        "SSGD by global batch, against SEQ's accuracy: 128: not reproduced, 512: not reproduced" + said + "1536: "
+        "reproduced")  # fmt: skip
+    every = batch((8, 1, 0.20), (32, 1, 0.20))
+    assert (every.accuracy, every.accuracy_why, every.accuracy_measured) == (
+        f"{NOT_TESTABLE}: the sweep has no edge", "SSGD is not shown to lose SEQ's accuracy above 512: sweep larger "
+        "batches", "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: reproduced" + said + "1536: "
+        "reproduced")  # fmt: skip
+    small = batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=((8, 1, 0.20), (16, 1, 0.20)))
+    assert (small.accuracy, small.accuracy_why, small.accuracy_measured) == (
+        f"{NOT_TESTABLE}: the sweep has no edge",
+        "no ADPSGD run at a global batch of 384 or more",
+        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced" + said + "256: reproduced",
+    )
+    spans = batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=((8, 1, 0.20), (96, 1, 0.207)))
+    assert (spans.accuracy, spans.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
+        "SSGD matches SEQ up to a global batch of 128; ADPSGD at 1536: not decided")  # fmt: skip
+    budget = "stopped by its budget after 1000 updates a learner (its 9 epochs done; its last epoch 5.0% below the best"
+    late = batch((8, 1, 0.20), (32, 1, 0.26), seq=runs(SEQ, converged=False, alike=1))
+    assert (late.accuracy, late.accuracy_why, late.accuracy_measured) == (f"{NOT_DECIDED}: under-trained",
+        f"SEQ seed 1 {budget} before): train longer (more epochs or data)", "")  # fmt: skip
+    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.26), learners=16)
+    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), learners=16)
+    stopped = sweep("adpsgd", "train.batch_size", (96, 1, 0.201), learners=16, converged=False)
+    late = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd, stopped]))
+    each = [f"ADPSGD at global batch 1536 seed {s} {budget} before)" for s in (1, 101, 201)]
+    assert late.accuracy_why == "; ".join(each) + ": train longer (more epochs or data)"
