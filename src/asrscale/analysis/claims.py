@@ -414,8 +414,8 @@ CLAIMS = (
           partial(_seq_accuracy, "asgd", 4), partial(_speed, "asgd", 4, 3.2), "claims-at-4"),
     Claim("rosc17", "there is an optimal range of averaging periods",
           "in a sweep of MA's frames_per_job over 3 or more values, every run converged: an inner value more accurate "
-          "than both ends (over speakers and seeds, below 0), not reproduced where an end is more accurate than every inner "
-          "value", "", _optimal_period, None, "averaging"),
+          "than both ends (over speakers and seeds, below 0), not reproduced where an end is more accurate than every "
+          "inner value", "", _optimal_period, None, "averaging"),
     Claim("rosc17", "MPI ranks with data loading overlapped cut training time by 54.9% (against Kaldi's scripts)",
           "", "against Kaldi's own scripts on the same GPUs, which asrscale does not run: not testable here",
           None, _overlap_saving, "averaging"),
@@ -435,8 +435,8 @@ CLAIMS = (
     Claim("zhang19b", "ADPSGD converges at 3× the SSGD global batch",
           f"sweeps of train.batch_size at {LARGE_BATCH_LEARNERS} learners or more, every run converged or failed to "
           "(diverged, or stopped by newbob before it transcribed: a batch where one run failed does not match SEQ): "
-          "the largest global batch at which SSGD matches SEQ (over speakers and seeds, 3%), where it does not at a larger "
-          "one; ADPSGD matches SEQ at 3× that batch, not reproduced where it does not", "", _larger_batch, None,
+          "the largest global batch at which SSGD matches SEQ (over speakers and seeds, 3%), where it does not at a "
+          "larger one; ADPSGD matches SEQ at 3× that batch, not reproduced where it does not", "", _larger_batch, None,
           "large-batch"),
     Claim("zhang19b", "H-ADPSGD on 64 GPUs: 40× without WER loss",
           "H-ADPSGD P=64 against SEQ: " + MATCHES.format(margin=3),
