@@ -701,3 +701,16 @@ def test_zhang19bs_batch_half_says_each_batchs_state_and_why_no_edge_decides():
     late = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd, stopped]))
     each = [f"ADPSGD at global batch 1536 seed {s} {budget} before)" for s in (1, 101, 201)]
     assert late.accuracy_why == "; ".join(each) + ": train longer (more epochs or data)"
+
+
+def test_one_seed_of_three_that_newbob_stopped_before_it_transcribed_is_enough_for_a_batch_not_to_converge():
+    """SSGD at a global batch of 512 (16 × 32): seeds 2 and 102 converged at 20%, seed 202 ended on
+    CTC's first plateau: 1 of its 3 runs did not converge, so 512 is SSGD's edge above 128."""
+    ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 2, 0.20), learners=16)
+    plateau = (ssgd.global_batch == 512) & (ssgd.seed == 202)
+    ssgd = ssgd.assign(converged=~plateau, converged_by=np.where(plateau, "untrained", "schedule"))
+    adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.201), learners=16)
+    decided = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd]))
+    assert decided.accuracy == REPRODUCED and decided.accuracy_measured.startswith(
+        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced (1 of 3 runs did not "
+        "converge); ADPSGD")  # fmt: skip
