@@ -12,6 +12,7 @@ from asrscale.analysis.bootstrap import (
     _interval,
     _resampled,
     error_rate,
+    interval_of,
     pooled,
     relative_difference,
 )
@@ -128,29 +129,27 @@ def test_the_seeds_spread_widens_the_interval_and_a_shared_test_set_does_not_cou
     assert found.parts["seeds"] == 0 and found.parts["speakers"] > 0
 
 
-def simulated_study(rng, speakers: int, seed_sd: float, seeds: int = 3, words: int = 250) -> pd.DataFrame:
-    """Two systems' scores (a: 22% WER, b: 20%) on a test set of `speakers` speakers (one row each,
-    `words` words, a difficulty of mean 1 and a tilt of system a's of 10% (log) either way), each
-    run of `seeds` with a training factor of `seed_sd` (log) on every speaker, errors Poisson. Over
-    speakers and seeds the true difference is 0.22 / 0.2 × e^(0.1² / 2) − 1."""
+def simulated_study(rng, speakers: int, seed_sd: float, seeds: int = 3, words: int = 250):
+    """Two systems' errors (a: 22% WER, b: 20%; speakers × seeds each) on a test set of `speakers`
+    speakers (`words` words each, a difficulty of mean 1 and a tilt of system a's of 10% (log)
+    either way), each run of `seeds` with a training factor of `seed_sd` (log) on every speaker,
+    errors Poisson. Over speakers and seeds the true difference is 0.22 / 0.2 × e^(0.1² / 2) − 1."""
     difficulty, tilt = rng.gamma(4.0, 0.25, speakers), np.exp(rng.normal(0, 0.1, speakers))
-    names = [f"s{i}" for i in range(speakers)]
-    frames = [pd.DataFrame({"run": f"{system}{seed}", "utt": names, "speaker": names, "words": words,
-                            "lm_errors": rng.poisson(words * rate * difficulty * lean * np.exp(rng.normal(0, seed_sd))),
-                            "greedy_errors": 0})
-              for system, rate, lean in (("a", 0.22, tilt), ("b", 0.20, 1.0)) for seed in range(seeds)]  # fmt: skip
-    return pd.concat(frames)
+    training = np.exp(rng.normal(0, seed_sd, (2, 1, seeds)))
+    mean = words * difficulty[:, None] * np.array([0.22 * tilt, 0.20 * np.ones(speakers)])[:, :, None]
+    return rng.poisson(mean * training).astype(float)
 
 
 def test_the_interval_covers_the_true_difference_95_percent_of_the_time_over_speakers_and_seeds():
-    """500 simulated studies in each of three regimes: seeds' spread dominant (30 speakers, 6%),
+    """600 simulated studies in each of three regimes: seeds' spread dominant (30 speakers, 6%),
     both (60, 3%), speakers' alone (200, none). Counted once each, the two parts cover 93-97% of
     the time together; the speaker bootstrap alone (the seeds' part left out) would not."""
     truth, rng, covered, narrow = 0.22 / 0.2 * np.exp(0.1**2 / 2) - 1, np.random.default_rng(7), {}, []
     for speakers, seed_sd in ((30, 0.06), (60, 0.03), (200, 0.0)):
         hits = []
-        for _ in range(500):
-            found = relative_difference(simulated_study(rng, speakers, seed_sd), ["a0", "a1", "a2"], ["b0", "b1", "b2"])
+        for _ in range(600):
+            ours, theirs = simulated_study(rng, speakers, seed_sd)
+            found = interval_of(ours, theirs, speakers)
             hits.append(found.low <= truth <= found.high)
             if seed_sd == 0.06:
                 speakers_only = found.estimate + np.array([-1, 1]) * found.parts["speakers"]
@@ -159,3 +158,14 @@ def test_the_interval_covers_the_true_difference_95_percent_of_the_time_over_spe
     assert 0.93 <= np.mean(list(covered.values())) <= 0.97, covered
     assert all(0.91 <= share <= 0.98 for share in covered.values()), covered
     assert np.mean(narrow) < 0.85
+
+
+def test_the_interval_of_a_table_is_that_of_its_speakers_errors():
+    """relative_difference reads utterances.tsv's rows into speakers × seeds and no more."""
+    ours, theirs = simulated_study(np.random.default_rng(11), 20, 0.03)
+    names = [f"s{i:02d}" for i in range(20)]  # in the order speaker_errors sorts them
+    rows = [pd.DataFrame({"run": f"{system}{k}", "utt": names, "speaker": names, "words": 250,
+                          "lm_errors": errors[:, k], "greedy_errors": 0.0})
+            for system, errors in (("a", ours), ("b", theirs)) for k in range(3)]  # fmt: skip
+    found = relative_difference(pd.concat(rows), ["a0", "a1", "a2"], ["b0", "b1", "b2"])
+    assert found == interval_of(ours, theirs, 20)

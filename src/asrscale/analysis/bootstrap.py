@@ -138,17 +138,23 @@ def relative_difference(utterances: pd.DataFrame, runs, reference, measure: str 
     table, common = speaker_errors(utterances, runs + reference, MEASURES[measure])
     if table.empty:
         raise ValueError("the two systems were scored on no common test utterance")
-    ours, theirs = table[runs].to_numpy(float), table[reference].to_numpy(float)
+    return interval_of(table[runs].to_numpy(float), table[reference].to_numpy(float), common)
+
+
+def interval_of(ours: np.ndarray, theirs: np.ndarray, utterances: int) -> Interval:
+    """The relative difference of two systems' errors (speakers × seeds each, the same speakers in
+    the same order) with its interval over speakers and seeds (see the module)."""
     totals = ours.mean(1), theirs.mean(1)
+    speakers = len(ours)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = totals[0].sum() / totals[1].sum()
         drawn = np.log(_resampled(list(totals), np.divide))
         parts = {
-            "speakers": drawn.var(ddof=1) if len(table) > 1 else 0.0,
+            "speakers": drawn.var(ddof=1) if speakers > 1 else 0.0,
             "seeds": _seed_variance(ours) / totals[0].sum() ** 2 + _seed_variance(theirs) / totals[1].sum() ** 2,
         }
-        freedom = {"speakers": len(table) - 1, "seeds": _seed_freedom(ours, theirs, totals)}  # fmt: skip
-    return _t_interval(ratio, parts, freedom, common, len(table), (len(runs), len(reference)))
+        freedom = {"speakers": speakers - 1, "seeds": _seed_freedom(ours, theirs, totals)}  # fmt: skip
+    return _t_interval(ratio, parts, freedom, utterances, speakers, (ours.shape[1], theirs.shape[1]))
 
 
 def _seed_freedom(ours: np.ndarray, theirs: np.ndarray, totals) -> float:
