@@ -20,7 +20,11 @@ def compute_basis(world_record: dict) -> str:
     compute = world_record["hardware"].get("compute")
     if compute is None:
         calibration = world_record.get("calibration", {})
-        return f"this machine's calibrated rates ({calibration.get('device_name', 'cpu')})"
+        said = [calibration.get("device_name", "cpu")]
+        if calibration.get("spread"):  # (older calibrations timed each rate once)
+            said.append(f"repeats at most {max(calibration['spread'].values()):.2f}× apart")
+        said += calibration.get("slower_with_more_threads", [])
+        return f"this machine's calibrated rates ({'; '.join(said)})"
     speed = compute.get("relative_speed", 1.0)
     assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""
     return f"compute measured on {compute['measured_on']}{assumed}"
