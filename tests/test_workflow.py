@@ -70,7 +70,8 @@ def test_every_run_is_gathered_with_real_scores_and_the_diverged_one_with_none(s
 
 
 def test_each_run_scores_every_test_utterance_for_the_bootstrap(study):
-    """Each run's alignments, and its word errors per test utterance, which add up to its WERs."""
+    """Each run's alignments, and its word errors per test utterance, which add up to its WERs,
+    each with the speaker the test set's utt2spk names (the intervals draw a speaker's together)."""
     runs, utterances = table(study, "runs"), table(study, "utterances")
     for run in runs[runs.diverged.isna()].itertuples():
         alignment = (study / run.run / "test" / "alignment.lm.txt").read_text()
@@ -78,6 +79,8 @@ def test_each_run_scores_every_test_utterance_for_the_bootstrap(study):
         scored = utterances[utterances.run == run.run]
         assert len(scored) == 24 and scored.lm_errors.sum() / scored.words.sum() == pytest.approx(run.wer)
         assert scored.greedy_errors.sum() / scored.words.sum() == pytest.approx(run.greedy_wer)
+        utt2spk = dict(line.split() for line in (study / "results/tiny/data/test/utt2spk").read_text().splitlines())
+        assert scored.set_index("utt").speaker.to_dict() == {utt: utt2spk[utt] for utt in scored.utt}
 
 
 def test_a_straggler_makes_ssgds_fast_learner_wait(study):
@@ -425,7 +428,28 @@ def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_boot
     assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
 
+def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, tmp_path):
+    """The tiny study times SSGD at 2 learners both ways: each summary line is of one clock, its
+    fastest the mean of that clock's runs alone (never a mean of a measured and a modelled one). A
+    modelled SSGD made 19× at P=2 (as a busy calibration made it) is flagged, with its cause, and
+    ranked nowhere."""
+    runs, page = table(study, "runs"), page_of(study)
+    for kind in runs.speedup_kind.unique():
+        line = re.search(rf"<li>P=2, {re.escape(kind)}: .*?</li>", page).group(0)
+        algorithm, shown = re.search(r"fastest in time an epoch (\w+) \(([\d.]+)×\)", line).groups()
+        of_kind = runs[(runs.speedup_kind == kind) & (runs.learners == 2) & (runs.variant == "default")]
+        assert float(shown) == pytest.approx(of_kind[of_kind.algorithm == algorithm].time_speedup.mean(), abs=0.005)
+    modelled = (runs.world == "simulated") & (runs.algorithm == "ssgd") & (runs.learners == 2)
+    made = {column: runs[column].mask(modelled, 19.0 * factor) for column, factor in
+            (("time_speedup", 1.0), ("time_speedup_low", 0.9), ("time_speedup_high", 1.25))}  # fmt: skip
+    page = report_of(study, tmp_path, lambda runs: runs.assign(**made))
+    line = re.search(r"<li>P=2, modelled on [^:]*: .*?</li>", page).group(0)
+    assert "<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere (modelled on this machine" in line
+    assert "a calibration timed while another process held the cores" in line and "(19.00×)" not in line
+    assert re.search(r"calibrated rates \([^;]*; repeats at most [\d.]+× apart", line)  # the calibration's spread
+
+
 def test_the_report_of_a_study_without_seq(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs[runs.trained_as != "seq"])
     assert "No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs)." in page
-    assert "P=2:" not in page and re.search(r'<table id="runs">.*?</table>', page)
+    assert "<li>P=2, " not in page and re.search(r'<table id="runs">.*?</table>', page)

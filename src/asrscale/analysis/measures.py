@@ -33,6 +33,9 @@ TARGET_MARGIN = 0.05  # the target dev loss: this much above SEQ's best
 #: to say it has converged (a schedule with no stop of its own: exponential)
 RATE_FLOOR = 0.1
 SPEEDUPS = ("time_speedup", "target_speedup", "accuracy_speedup", "own_speedup")  # each with a band where modelled
+#: a time speedup for the same epochs above P by more than this share is impossible work for P
+#: learners (flagged with its cause, ranked nowhere: a busy calibration makes one)
+BEYOND_P = 0.05
 GOSSIP = ("adpsgd", "hadpsgd")  # whose passive learners serve exchanges: their band depends on it too
 
 
@@ -196,6 +199,11 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
         )
     return table.assign(**{f"{s}_{edge}": table[s] * table[f"band_{edge}"] for s in SPEEDUPS
                            for edge in ("low", "high")})  # fmt: skip
+
+
+def beyond_p(speedup: float, learners: int) -> bool:
+    """Whether a time speedup for the same epochs is more than P learners can give (`BEYOND_P`)."""
+    return bool(speedup > learners * (1 + BEYOND_P))
 
 
 def by_learners(table: pd.DataFrame) -> pd.DataFrame:
