@@ -48,7 +48,7 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):
         plan(config_of("config.yaml"), "this-machine")
-    with pytest.raises(ConfigError, match="--hardware 'nowhere' is not a profile"):
+    with pytest.raises(ConfigError, match="^--hardware 'nowhere' is not a profile: .*docs/gpus.md: a hardware profile"):
         plan(config_of("config.yaml"), "nowhere")
 
 

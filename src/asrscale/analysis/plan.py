@@ -117,9 +117,12 @@ def price_on(study: Study, hardware: str) -> pd.DataFrame:
     """`price` on the profile named `hardware`; a ConfigError where it cannot price the study."""
     profiles = study.config["hardware"]
     if hardware not in profiles:
-        raise ConfigError(f"asrscale plan: --hardware {hardware!r} is not a profile: one of {sorted(profiles)}")
+        raise ConfigError(
+            f"--hardware {hardware!r} is not a profile: one of {sorted(profiles)}, or one of your "
+            "own under hardware: in a config file (docs/gpus.md: a hardware profile of your own GPU)"
+        )
     profile = Hardware.from_config(hardware, profiles[hardware])
     if profile.device != "dedicated":
-        raise ConfigError(f"asrscale plan: --hardware {hardware}: a plan needs a profile whose devices state their "
+        raise ConfigError(f"--hardware {hardware}: a plan needs a profile whose devices state their "
                           "compute (device: dedicated), as h100's do")  # fmt: skip
     return price(study, profile, corpus_size(study), Band.fitted())
