@@ -3,6 +3,8 @@ per test utterance, by its written rules: each half reaches each of its outcomes
 reproduced, not decided, not testable here) in a fabricated study made to reach it, and a claim's
 verdict follows from its halves."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,6 +38,7 @@ def runs(
         accuracy_epochs_ratio=1.0, efficiency=table.time_speedup / table.learners, diverged="",
         speedup_kind="measured" if measured else "modelled on x", world="mpi" if measured else "simulated",
         device="cuda" if measured else "cpu", parameters=660_000, gpu="H100", hostname="node1",
+        global_batch=32 * table.learners,
         run=[f"runs/{a}/P{p}/seed{s}/{w}" for a, p, s, w in zip(table.algorithm, table.learners, table.seed,
                                                                   table.wer)],
     )  # fmt: skip
@@ -403,7 +406,8 @@ def test_a_claims_row_says_what_was_measured_and_why_in_full():
         "KAVG P=4 beside it: WER 21.0% ± 0.0 (greedy 42.0% ± 0.0) over 3 seeds; ASGD P=4 WER 30.0% ± 0.0 (greedy "
         "60.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds; WER +51.1% (95% interval "
         "+48.9% to +53.2%) relative to SEQ's with the LM, +50.4% (95% interval +48.9% to +52.0%) greedily, over 2,000 "
-        "test utterances of 2,000 speakers, 3 and 3 seeds")  # fmt: skip
+        "test utterances of 2,000 speakers, 3 and 3 seeds; no control (SSGD at 4 learners and global batch 128): the "
+        "gap is not split into the global batch's share and ASGD P=4's own")  # fmt: skip
     assert asgd.accuracy_why == "less accurate than SEQ: the interval lies above +3.0%"
     assert asgd.speed_measured == "ASGD P=4: efficiency 0.50 (95% interval 0.48-0.52) over 3 seeds"
     assert asgd.speed_why == "the interval lies below 0.75"
@@ -714,3 +718,26 @@ def test_one_seed_of_three_that_newbob_stopped_before_it_transcribed_is_enough_f
     assert decided.accuracy == REPRODUCED and decided.accuracy_measured.startswith(
         "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced (1 of 3 runs did not "
         "converge); ADPSGD")  # fmt: skip
+
+
+def test_a_gap_against_seq_is_split_by_the_ssgd_control_at_the_same_learners_and_global_batch():
+    """KAVG at 4 22% WER, SSGD at 4 (the same global batch, 128) 21%, SEQ 20%: about +5% of the
+    gap is the global batch's (SSGD against SEQ) and about +4.8% KAVG's own (against SSGD), each
+    with its interval over seeds; without SSGD, or with SSGD at another batch, the gap is not split."""
+    kavg, ssgd = ("kavg", 4, 1, 0.22, 3.9), ("ssgd", 4, 1, 0.21, 3.5)
+    split = row(runs(SEQ, kavg, ssgd), "KAVG with 4").accuracy_measured
+    shares = re.search(r"the gap split by the control \(SSGD at 4 learners and global batch 128\): the global "
+                       r"batch's share ([+-][\d.]+)% \(95% interval .*?\) \(SSGD against SEQ, over 2,000 test "
+                       r"utterances of 2,000 speakers, 3 and 3 seeds\), KAVG P=4's own ([+-][\d.]+)% .*\(against "
+                       r"SSGD, over", split)  # fmt: skip
+    assert shares, split
+    assert float(shares[1]) == pytest.approx(5.0, abs=1.0) and float(shares[2]) == pytest.approx(4.8, abs=1.0)
+    one_seed = row(runs(SEQ, kavg, alike=1), "KAVG with 4")
+    assert one_seed.accuracy_why == ("needs 3 seeds of each system, has KAVG P=4 1, SEQ 1: with fewer, training's "
+                                     "spread is not in the interval")  # fmt: skip
+    alone = row(runs(SEQ, kavg), "KAVG with 4").accuracy_measured
+    assert alone.endswith("no control (SSGD at 4 learners and global batch 128): the gap is not split into the "
+                          "global batch's share and KAVG P=4's own")  # fmt: skip
+    other_batch = runs(SEQ, kavg, ssgd)
+    other_batch.loc[other_batch.algorithm == "ssgd", "global_batch"] = 256
+    assert "no control" in row(other_batch, "KAVG with 4").accuracy_measured

@@ -112,10 +112,34 @@ def _said(half: Half, measured: str) -> Half:
 
 def _against(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFrame, reference_name: str,
              rule) -> Half:  # fmt: skip
-    """An accuracy half of `runs` against `reference` by `rule`, on converged runs only."""
+    """An accuracy half of `runs` against `reference` by `rule`, on converged runs only; against
+    SEQ, with the gap split by the SSGD control (`_control`)."""
     said = f"{name} {_wers(runs)}; {reference_name} {_wers(reference)}"
     late = untrained((reference_name, reference), (name, runs))
-    return _said(late or compare(ev.utterances, runs, reference, rule, reference_name), said)
+    half = _said(late or compare(ev.utterances, runs, reference, rule, reference_name, name), said)
+    if reference_name != "SEQ" or late or (runs.algorithm == "ssgd").all():
+        return half
+    return dataclasses.replace(half, measured=f"{half.measured}; {_control(ev, runs, name, reference)}")
+
+
+def _control(ev: Evidence, runs: pd.DataFrame, name: str, seq: pd.DataFrame) -> str:
+    """The gap between `runs` and SEQ split in two by SSGD at the same learners and global batch
+    (the control, as configured): the global batch's share (SSGD against SEQ) and the algorithm's
+    own (the runs against SSGD), each with its interval; or that the study has no control."""
+    learners, batch = int(runs.learners.iloc[0]), runs.global_batch.iloc[0]
+    control = runs_of(ev.runs, "ssgd", learners)
+    control = control[control.global_batch == batch]
+    at = f"SSGD at {learners} learners and global batch {batch:,.0f}"
+    if control.empty:
+        return f"no control ({at}): the gap is not split into the global batch's share and {name}'s own"
+    if diverged(control).any() or not control.converged.all():
+        return f"the control ({at}) did not converge: the gap is not split"
+    by_batch = relative_difference(ev.utterances, control.run, seq.run)
+    own = relative_difference(ev.utterances, runs.run, control.run)
+    return (
+        f"the gap split by the control ({at}): the global batch's share {by_batch.describe()} (SSGD against "
+        f"SEQ, over {by_batch.rests_on()}), {name}'s own {own.describe()} (against SSGD, over {own.rests_on()})"
+    )
 
 
 def _seq_accuracy(algorithm: str, learners: int, ev: Evidence, rule=None) -> Half:

@@ -119,14 +119,14 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
 
 
 def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFrame, rule: Rule,
-            reference_name: str = "SEQ") -> Half:  # fmt: skip
+            reference_name: str = "SEQ", name: str = "the system") -> Half:  # fmt: skip
     """The accuracy half of `runs` against `reference` by `rule`, with the LM (deciding) and
     greedily (beside), each configuration's seeds pooled."""
     found = {measure: relative_difference(utterances, runs.run, reference.run, measure) for measure in MEASURES}
     lm, greedy = found["wer"], found["greedy_wer"]
     measured = (f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} greedily, "
                 f"over {lm.rests_on()}")  # fmt: skip
-    short = too_few_seeds({"the system": lm.seeds[0], reference_name: lm.seeds[1]})
+    short = too_few_seeds({name: lm.seeds[0], reference_name: lm.seeds[1]})
     if short:
         return Half(NOT_DECIDED, short, measured, f"needs {ACCURACY_SEEDS} seeds")
     outcome = rule.outcome(lm)
