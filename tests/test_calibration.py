@@ -2,11 +2,11 @@
 and are timed again or refused by name, never kept (asrscale.training.calibration)."""
 
 import multiprocessing
-import os
 import time
 
 import pytest
 
+from asrscale.provenance import available_cores
 from asrscale.training import calibration
 from asrscale.training.calibration import (
     BUSY_FACTOR,
@@ -15,6 +15,7 @@ from asrscale.training.calibration import (
     disagreement,
     never_slower_with_more_threads,
 )
+from conftest import run_config
 
 
 def test_repeats_that_agree_are_this_machines_own():
@@ -56,8 +57,10 @@ def test_busy_rates_are_timed_again_then_refused_by_name(monkeypatch, capsys):
     assert capsys.readouterr().out.count("the machine is busy; timing again") == 2
 
 
-def spin(seconds: float) -> None:
+def spin(seconds: float, spinning) -> None:
+    """Hold a core for `seconds`, saying so (`spinning`) once it does."""
     end = time.monotonic() + seconds
+    spinning.set()
     while time.monotonic() < end:
         pass
 
@@ -68,21 +71,23 @@ def test_a_calibration_on_a_loaded_machine_keeps_rates_near_a_quiet_ones_or_says
     attempts again are the test above's)."""
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
-    from tests.test_sim import QUICK
 
+    quick = run_config("asgd", epochs=1, batch_size=4)  # test_sim's calibration
     train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global",
                        Tokens.read(corpus / "tokens.txt"))  # fmt: skip
     try:
-        quiet = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
+        quiet = calibrate(quick.train, quick.model, quick.features, train_set, batches=3)
     except BusyMachine as busy:  # the suite runs alone in CI: only a machine shared with other work gets here
         pytest.skip(f"the machine was busy before this test loaded it: {busy}")
     monkeypatch.setattr(calibration, "ATTEMPTS", 1)
-    spinners = [multiprocessing.get_context("spawn").Process(target=spin, args=(120.0,))
-                for _ in range(os.cpu_count())]  # fmt: skip
-    for process in spinners:
-        process.start()
+    context = multiprocessing.get_context("spawn")
+    spinning = [context.Event() for _ in range(available_cores())]
+    spinners = [context.Process(target=spin, args=(120.0, event)) for event in spinning]
     try:
-        loaded = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
+        for process in spinners:
+            process.start()
+        assert all(event.wait(60) for event in spinning)  # every core held before the timing starts
+        loaded = calibrate(quick.train, quick.model, quick.features, train_set, batches=3)
     except BusyMachine as busy:
         assert "the machine is busy" in str(busy)
         return

@@ -123,18 +123,17 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
     calibration["preconditioned"] = {"utterances": len(preconditioned.utts), "frames": preconditioned.frames}
     repeats = _agreed(thread_counts, lambda: _learner(train, model, features.dim, tokens, device),
                       (minibatches, train.lr, policy_sized, preconditioned), device.type == "cpu")  # fmt: skip
-    threads = thread_counts[-1]
-    learner = _learner(train, model, features.dim, tokens, device)
     fastest = {t: max(runs, key=lambda r: r["frames_per_s"]) for t, runs in repeats.items()}
     calibration["by_threads"], calibration["slower_with_more_threads"] = never_slower_with_more_threads(fastest)
     calibration["repeats"] = {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}
     calibration["spread"] = {t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()}
     calibration["cpu_share"] = {t: [r["cpu_share"] for r in runs] for t, runs in repeats.items()}
     calibration["model"] = {"flops_per_frame": flops_per_frame(model, features.dim, tokens),
-                            "parameters": sum(p.numel() for p in learner.parameters)}  # fmt: skip
+                            "parameters": sum(p.numel() for p in _learner(train, model, features.dim, tokens,
+                                                                          device).parameters)}  # fmt: skip
     # the other widths at the policy's batch size, net of a batch's fixed cost (which does not
     # grow with the width: the same kernels are launched)
-    fixed_s = calibration["by_threads"][str(threads)]["backward_s_per_batch"]
+    fixed_s = calibration["by_threads"][str(thread_counts[-1])]["backward_s_per_batch"]
     calibration["by_size"] = []
     for scale in WIDTH_SCALES if len(policy_sized) > 2 else ():  # a corpus of two batches times no width
         width = replace(model, units=max(1, round(model.units * scale)))
