@@ -120,8 +120,8 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
 
 def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFrame, rule: Rule,
             reference_name: str = "SEQ", name: str = "the system") -> Half:  # fmt: skip
-    """The accuracy half of `runs` against `reference` by `rule`, with the LM (deciding) and
-    greedily (beside), each configuration's seeds pooled."""
+    """The accuracy half of `runs` (`name`) against `reference` by `rule`, with the LM (deciding)
+    and greedily (beside), by the interval over speakers and seeds (`ACCURACY_SEEDS` of each)."""
     found = {measure: relative_difference(utterances, runs.run, reference.run, measure) for measure in MEASURES}
     lm, greedy = found["wer"], found["greedy_wer"]
     measured = (f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} greedily, "
