@@ -35,6 +35,34 @@ def test_repeats_apart_or_a_thread_short_of_its_core_are_a_busy_machines():
     assert disagreement({"1": [75_825.0] * 3}, {"1": [0.5, 0.6, 0.67]}) is None
 
 
+def test_cores_held_by_others_in_every_repeat_are_a_busy_machines():
+    """Two spinners on a 2-core machine held 50-67% of its cores; one repeat of a third is tolerated."""
+    rates = {"1": [80_000.0] * 3, "2": [60_000.0] * 3}  # agreeing, and each thread's share was full
+    assert disagreement(rates, {"1": [0.7] * 3}, {"1": [0.02] * 3, "2": [0.67, 0.5, 0.52]}) == (
+        "at 2 threads other processes held 50% of this process's cores"
+    )
+    assert disagreement(rates, {"1": [0.7] * 3}, {"1": [0.34] * 3}) == (
+        "at 1 threads other processes held 34% of this process's cores"
+    )
+    assert disagreement(rates, {"1": [0.7] * 3}, {"1": [0.333] * 3, "2": [0.9, 0.8, 0.01]}) is None
+
+
+def test_a_quiet_machines_cores_are_its_own(monkeypatch):
+    """This process alone, its timing sleeping then spinning: no other process's time, and its own
+    share of the spinning thread's wall time is near half (the core idled while it slept)."""
+
+    def sleep_then_spin():
+        time.sleep(0.3)
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        return {}
+
+    timed = calibration._shared(1, sleep_then_spin)
+    assert 0.3 <= timed["cpu_share"] <= 0.6, timed
+    assert 0 <= timed["held_by_others"] <= 0.2, timed  # the suite runs alone: the test's own noise only
+
+
 def test_more_threads_are_never_modelled_slower_than_fewer():
     """The quick trial's calibration on a 2-core machine running a test suite: 2,533 frames/s at 2
     threads against 75,825 at 1 (which made a modelled SSGD at 2 learners 19× SEQ): 2 threads are

@@ -11,15 +11,21 @@ timed `REPEATS` times and the fastest kept (the least disturbed), and the two fa
 (within `AGREEMENT`); where they do not, everything is timed again, up to `ATTEMPTS` times,
 before a `BusyMachine` error that names the rates. More threads are never modelled slower than fewer
 (`slower_with_more_threads` says where they ran slower, and at which rates they are modelled):
-SEQ on all cores would otherwise be modelled slower than one learner on one. On a CPU a machine
-busy on every core shows at once in the process's own share of one thread's time on a core (its
-CPU time over wall time): a repeat in which it had less than 1 / `BUSY_FACTOR` of it is not this
-machine's rate either. The repeats are recorded (`repeats`, `spread`, `cpu_share`)."""
+SEQ on all cores would otherwise be modelled slower than one learner on one. On a CPU, a busy machine
+shows directly in two shares of each repeat: other processes' time on the cores this process may run
+on (over wall time and cores: where they held more than 1 - 1 / `BUSY_FACTOR` of them, threads on
+every core could run `BUSY_FACTOR` times slower; a 2-core machine with a process spinning on each
+core gave one thread 67% of its core, and 2 threads rates 1.7× too slow that agreed), and the
+process's own share of one thread's time on a core (its CPU time over wall time, below 1 /
+`BUSY_FACTOR` where a quota throttles it). A machine where either held in every repeat of a thread
+count is busy. The repeats are recorded (`repeats`, `spread`, `cpu_share`, `held_by_others`)."""
 
+import os
 import time
 from dataclasses import replace
 
 import numpy as np
+import psutil
 import torch
 
 from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
@@ -41,7 +47,7 @@ BATCH_SCALES = (0.25, 1.0, 4.0)
 # efficiency curve along which a dedicated profile carries its compute to another model.
 WIDTH_SCALES = (0.5, 2.0)
 REPEATS = 3  # timings of each thread count's rates, whose fastest is kept
-BUSY_FACTOR = 1.5  # one thread with less than 1 / this of its core's time shares it with another process
+BUSY_FACTOR = 1.5  # the slowdown the shares of a busy machine admit (others' time, one thread's own)
 AGREEMENT = 2.0  # the two fastest repeats within this factor (a busy machine's were 2-30× apart)
 ATTEMPTS = 3  # times everything is timed before a machine whose rates disagree is called busy
 
@@ -50,12 +56,18 @@ class BusyMachine(UserError):
     """The calibration's rates disagree as they do where another process holds the cores."""
 
 
-def disagreement(frames_per_s: dict[str, list[float]], cpu_shares: dict[str, list[float]] | None = None) -> str | None:
+def disagreement(frames_per_s: dict[str, list[float]], cpu_shares: dict[str, list[float]] | None = None,
+                 held_by_others: dict[str, list[float]] | None = None) -> str | None:  # fmt: skip
     """Why repeated rates (frames/s by thread count, each timed `REPEATS` times) cannot be this
-    machine's own, or None where they can: the process had less than 1 / `BUSY_FACTOR` of its
-    thread's time on a core in its best repeat (`cpu_shares`: its CPU time over wall time, of one
-    thread on a CPU device), or its two fastest repeats more than `AGREEMENT` apart (one disturbed
-    repeat is tolerated: the fastest are the least disturbed, as timeit reads its repeats)."""
+    machine's own, or None where they can: in every repeat other processes held more than 1 - 1 /
+    `BUSY_FACTOR` of the cores this process may run on (`held_by_others`: their CPU time on those
+    cores over wall time and cores), the process had less than 1 / `BUSY_FACTOR` of its thread's
+    time on a core in its best repeat (`cpu_shares`: its CPU time over wall time, of one thread on a
+    CPU device), or its two fastest repeats are more than `AGREEMENT` apart (one disturbed repeat is
+    tolerated: the fastest are the least disturbed, as timeit reads its repeats)."""
+    for threads, held in (held_by_others or {}).items():
+        if min(held) * BUSY_FACTOR > BUSY_FACTOR - 1:
+            return f"at {threads} threads other processes held {min(held):.0%} of this process's cores"
     for threads, shares in (cpu_shares or {}).items():
         if BUSY_FACTOR * max(shares) < 1:
             return f"at {threads} thread the process had {max(shares):.0%} of its thread's time on a core"
@@ -127,7 +139,8 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
     calibration["by_threads"], calibration["slower_with_more_threads"] = never_slower_with_more_threads(fastest)
     calibration["repeats"] = {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}
     calibration["spread"] = {t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()}
-    calibration["cpu_share"] = {t: [r["cpu_share"] for r in runs] for t, runs in repeats.items()}
+    for share in ("cpu_share", "held_by_others"):
+        calibration[share] = {t: [r[share] for r in runs] for t, runs in repeats.items()}
     calibration["model"] = {"flops_per_frame": flops_per_frame(model, features.dim, tokens),
                             "parameters": sum(p.numel() for p in _learner(train, model, features.dim, tokens,
                                                                           device).parameters)}  # fmt: skip
@@ -159,7 +172,8 @@ def _agreed(thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True
             repeats[str(threads)] = [_shared(threads, lambda: _time_learner(learner(), *timed)) for _ in range(REPEATS)]
             # one thread's share alone: many threads may leave some idle where the model is too small to split
             shares = {"1": [r["cpu_share"] for r in repeats["1"]]} if on_cpu and "1" in repeats else None
-            why = disagreement({t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}, shares)
+            held = {t: [r["held_by_others"] for r in runs] for t, runs in repeats.items()} if on_cpu else None
+            why = disagreement({t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}, shares, held)
             if why:
                 break
         if why is None:
@@ -171,10 +185,27 @@ def _agreed(thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True
 
 
 def _shared(threads: int, timing) -> dict:
-    """`timing()`'s rates, with the share of its `threads`' wall time the process spent on the cores."""
-    wall, cpu = time.perf_counter(), time.process_time()
+    """`timing()`'s rates, with the share of its `threads`' wall time the process spent on the cores
+    and the share of the cores it may run on that other processes held meanwhile."""
+    wall, cpu, busy = time.perf_counter(), time.process_time(), _cores_busy_s()
     rates = timing()
-    return rates | {"cpu_share": (time.process_time() - cpu) / ((time.perf_counter() - wall) * threads)}
+    wall, cpu, busy = time.perf_counter() - wall, time.process_time() - cpu, _cores_busy_s() - busy
+    cores = len(_own_cores())
+    return rates | {"cpu_share": cpu / (wall * threads), "held_by_others": max(0.0, busy - cpu) / (wall * cores)}
+
+
+def _own_cores() -> list[int]:
+    """The cores this process may run on (its affinity; on a system without one, every core)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(psutil.cpu_count()))
+
+
+def _cores_busy_s() -> float:
+    """Seconds since boot that this process's cores spent busy, for whichever process (a guest's
+    time is in user time already)."""
+    idle = ("idle", "iowait", "guest", "guest_nice")
+    per_core = psutil.cpu_times(percpu=True)
+    return sum(sum(getattr(per_core[core], field) for field in per_core[core]._fields if field not in idle)
+               for core in _own_cores())  # fmt: skip
 
 
 def _learner(train: TrainConfig, model: ModelConfig, dim: int, tokens: int, device) -> Learner:
