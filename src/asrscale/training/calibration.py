@@ -137,10 +137,9 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
                       (minibatches, train.lr, policy_sized, preconditioned), device.type == "cpu")  # fmt: skip
     fastest = {t: max(runs, key=lambda r: r["frames_per_s"]) for t, runs in repeats.items()}
     calibration["by_threads"], calibration["slower_with_more_threads"] = never_slower_with_more_threads(fastest)
-    calibration["repeats"] = {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}
+    for key, field in (("repeats", "frames_per_s"), ("cpu_share", "cpu_share"), ("held_by_others", "held_by_others")):
+        calibration[key] = {t: [r[field] for r in runs] for t, runs in repeats.items()}
     calibration["spread"] = {t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()}
-    for share in ("cpu_share", "held_by_others"):
-        calibration[share] = {t: [r[share] for r in runs] for t, runs in repeats.items()}
     calibration["model"] = {"flops_per_frame": flops_per_frame(model, features.dim, tokens),
                             "parameters": sum(p.numel() for p in _learner(train, model, features.dim, tokens,
                                                                           device).parameters)}  # fmt: skip
