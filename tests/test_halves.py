@@ -269,6 +269,24 @@ def test_a_speed_half_needs_every_run_on_a_gpu_of_its_own_and_says_the_models_si
     assert halves.measured_on(measured_runs([3.0], parameters=1_005_001)) == "1.01 M parameters on 4 × V100 (n1)"
 
 
+def test_a_configuration_tuned_at_its_grids_edge_decides_nothing_after_one_that_diverged():
+    """A better rate may lie beyond the edge: the half is not decided, each such group named."""
+    converged = pd.DataFrame({"seed": [1, 2], "converged": [True, True], "diverged": ["", ""],
+                              "tuning": ["tuned at the edge (its highest rate)"] * 2})  # fmt: skip
+    inside = converged.assign(tuning="tuned")
+    assert untrained(("SEQ", inside), ("KAVG P=4", inside.assign(tuning="not tuned"))) is None
+    edge = untrained(("SEQ", inside), ("KAVG P=4", converged), ("ASGD P=4", converged.assign(
+        tuning="tuned at the edge (its lowest rate)")))  # fmt: skip
+    assert edge == Half(NOT_DECIDED, "KAVG P=4 was tuned at the edge (its highest rate); ASGD P=4 was tuned at the "
+                        "edge (its lowest rate): a wider grid (study.tuning.lr_factors)",
+                        reason="tuned at the edge")  # fmt: skip
+    gone = converged.assign(diverged=["epoch 2: not finite", ""])
+    assert untrained(("KAVG P=4", gone)).reason == "diverged"
+    late = inside.assign(converged=False, converged_by="budget", updates=9.0, stopped="its 6 epochs done",
+                         last_epoch_gain=0.1)  # fmt: skip
+    assert untrained(("KAVG P=4", converged), ("SEQ", late)).reason == "tuned at the edge"
+
+
 def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():
     late = pd.DataFrame({"seed": [1, 2], "converged": [False, False], "diverged": ["", ""],
                          "converged_by": ["budget", "untrained"], "updates": [100.0, 200.0],

@@ -41,7 +41,7 @@ def own_study(corpus, tmp_path_factory):
         "bad_input": {"max_fraction": 0.2},
     }
     config["study"].update(
-        runs=[{"algorithm": "seq", "learners": [1]}, {"algorithm": "ssgd", "learners": [2]}], sweeps=[]
+        runs=[{"algorithm": "seq", "learners": [1]}, {"algorithm": "ssgd", "learners": [2]}], sweeps=[], tuning={}
     )
     config["report"]["title"] = "own corpus"
     # your own language model: an ARPA file of the words of the corpus's commands

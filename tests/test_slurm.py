@@ -18,11 +18,13 @@ import yaml
 from asrscale.worlds.shared_memory import segment_id
 from conftest import LOCAL, ROOT, TIMES, WITHOUT_ACCOUNTING, site_profile
 
+UNTUNED = ROOT / "tests" / "untuned.yaml"  # each of the tiny study's jobs a SLURM job: without its grids
+
 
 def profile_command(workdir, *configfiles, targets=()):
     profile = site_profile(Path(workdir), **LOCAL)
     return [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(workdir),
-            "--configfile", *map(str, configfiles), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
+            "--configfile", *map(str, configfiles), str(UNTUNED), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
 
 
 def profile_run(workdir, *configfiles, targets=()):

@@ -187,9 +187,38 @@ def test_adpsgd_records_every_averaging_with_a_neighbour_on_its_graph(study):
     assert exchanges.step.tolist() == list(range(1, len(exchanges) + 1)) and set(exchanges.peer) == {0, 2}
 
 
+def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_first_seed(study):
+    """quick.yaml's 6 configurations as trained (SSGD alone is SEQ's), each over 3 rates at seed 1:
+    the lowest best dev loss chose; the chosen run is the configuration's at seed 1, and SEQ's
+    seed 2 trained at its choice; the report shows each grid."""
+    tuning, runs = table(study, "tuning"), table(study, "runs")
+    grids = tuning.groupby(["world", "algorithm", "learners"])
+    assert len(grids) == 6 and grids.size().eq(3).all() and grids.chosen.sum().eq(1).all()
+    assert set(tuning.lr) == {0.0015, 0.003, 0.006} and tuning.diverged.isna().all()
+    for (world, algorithm, learners), grid in grids:
+        chosen = grid[grid.chosen].iloc[0]
+        assert chosen.best_dev_loss == grid.best_dev_loss.min()
+        edge = {0.0015: "lowest", 0.006: "highest"}.get(chosen.lr)
+        assert (chosen.at_edge if isinstance(chosen.at_edge, str) else None) == edge
+        configured = runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)
+                          & (runs.variant == "default")]  # fmt: skip
+        for run in configured.itertuples():
+            assert run.lr == chosen.lr and run.tuning == (f"tuned at the edge (its {edge} rate)" if edge else "tuned")
+            settings = json.loads((study / run.run / "settings.json").read_text())
+            assert settings["train"]["lr"] == chosen.lr and settings["seed"] == run.seed
+        first = configured[configured.seed == 1].iloc[0]
+        assert (study / first.run / "model.pt").read_bytes() == (study / chosen.run / "model.pt").read_bytes()
+    assert len(runs[(runs.algorithm == "seq") & (runs.world == "simulated")]) == 2  # seeds 1 and 2
+    assert set(runs[runs.variant != "default"].tuning) == {"not tuned"}  # the sweeps' other points
+    page = page_of(study)
+    assert len(re.findall(r"<tr>", re.search(r'<table id="tuning-grids">.*?</table>', page).group(0))) == 1 + 6
+    assert '<figure id="tuning">' in page
+
+
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
     records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json"))
-    assert len(records) == 9  # SSGD with one learner is SEQ's run; the diverged run has its record too
+    # 6 configurations' grids of 3 and their chosen runs adopted, SEQ's seed 2, the sweeps' 2 others
+    assert len(records) == 6 * 3 + 6 + 1 + 2  # the diverged run has its record too
     for record in records:
         text = record.read_text()
         assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
@@ -200,14 +229,14 @@ def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_a
     """Training's output goes through a pipeline (tee): the job must still fail by its exit status."""
     workdir = tmp_path / "study"
     shutil.copytree(study, workdir, symlinks=True)
-    run = Path("results/tiny/studies/tiny/runs/mpi/seq/default/P1/seed1")
+    run = Path("results/tiny/studies/tiny/runs/mpi/seq/train.lr=0.003/P1/seed1")  # a grid's
     (workdir / run / "settings.json").write_text("{ not the workflow's")
     result = snakemake(workdir, "--forcerun", "train", run / "model.pt", check=False)
     printed = result.stdout + result.stderr
     assert result.returncode != 0 and "returned non-zero exit status 1" in printed, printed[-3000:]
-    log = workdir / "logs/tiny/tiny/train/mpi/seq/default-P1-seed1"
-    assert "not a settings file the workflow wrote" in log.with_suffix(".log").read_text()
-    attempts = log.with_suffix(".attempts.log").read_text()
+    log = f"{workdir}/logs/tiny/tiny/train/mpi/seq/train.lr=0.003-P1-seed1"
+    assert "not a settings file the workflow wrote" in Path(f"{log}.log").read_text()
+    attempts = Path(f"{log}.attempts.log").read_text()
     assert attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
 
 

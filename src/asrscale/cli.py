@@ -162,12 +162,24 @@ def clear_shared_memory(args):
               f"{args.job} left")  # fmt: skip
 
 
+def tune(args):
+    from asrscale.training.tuning import tune as choose_in_grid
+
+    choose_in_grid(args.runs, args.out)
+
+
+def adopt(args):
+    from asrscale.training.tuning import adopt as adopt_chosen
+
+    adopt_chosen(args.choice, args.settings, args.out)
+
+
 def gather(args):
     from asrscale.analysis.gather import gather_runs
     from asrscale.config.sections import GatherStage
 
     settings = read_settings_of(GatherStage, args.settings)
-    gather_runs(settings.runs, settings.sweeps, settings.test_sets, args.out, settings.convergence)
+    gather_runs(settings.runs, settings.sweeps, settings.test_sets, args.out, settings.convergence, settings.tunings)
 
 
 def fit_cost_model(args):
@@ -281,6 +293,10 @@ COMMANDS = [
         ("--data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"}),
         ("--feats", {"type": Path, "nargs": "+", "required": True, "help": "each test set's features, in that order"}),
         ("--out", {"type": Path, "required": True, "help": "the run's folder: each set's scores in <out>/<set>"})]),
+    (tune, "choose a configuration's settings among its grid's runs by their best dev loss (study.tuning)", [
+        *paths("out"), ("--runs", {"type": Path, "nargs": "+", "required": True, "help": "the grid's run folders"})]),
+    (adopt, "the chosen grid run as its configuration's tuned run at the tuning seed (trained once)", [
+        ("--choice", PATH), ("--settings", {**PATH, "help": "the tuned run's settings"}), *paths("out")]),
     (clear_shared_memory, "remove the MPI shared memory that killed ranks of this SLURM job left on this machine, "
      "which its requeued ranks would take for their own", [
          ("--job", {"default": os.environ.get("SLURM_JOB_ID"), "help": "the job (default: $SLURM_JOB_ID)"})]),

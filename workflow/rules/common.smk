@@ -1,11 +1,13 @@
 import functools
+import json
 import math
 import os
 import sys
+from dataclasses import replace
 
 from asrscale import jobs
 from asrscale.config import paths
-from asrscale.config.study import Study
+from asrscale.config.study import TUNED, Study
 from asrscale.data.corpus.formats import listings
 from asrscale.io import atomic_write_json, atomic_write_text
 
@@ -34,7 +36,7 @@ wildcard_constraints:
     subset="|".join(STUDY.subsets),
     test_set="|".join(STUDY.test_sets),
     algorithm="[a-z_]+",
-    variant="default|[a-z_.]+=[^/]+",
+    variant="default|tuned|[a-z_.]+=[^/]+",
     learners="[0-9][0-9]*",
     cluster="mpi|sim-[A-Za-z0-9_-]+",
     seed="[0-9][0-9]*",
@@ -99,7 +101,35 @@ def simulation_inputs(wildcards):
     }
 
 
+def tuning_choice(wildcards):
+    """A tuned run's settings need its configuration's choice (study.tuning); others nothing."""
+    if wildcards.variant != TUNED:
+        return {}
+    return {
+        "choice": STUDY.tuning_file(replace(run_of(wildcards), seed=STUDY.tuning_seed))
+    }
+
+
+def grid_records(wildcards):
+    """A configuration's grid runs, as trained (study.tuning), which its tuning chooses among."""
+    tuned = STUDY.run_of(
+        wildcards.cluster,
+        wildcards.algorithm,
+        TUNED,
+        wildcards.learners,
+        STUDY.tuning_seed,
+    )
+    return [f"{STUDY.folder(run)}/run.json" for run in STUDY.grid(tuned)]
+
+
 def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)
     atomic_write_text(log, f"wrote {path}\n")
+
+
+def write_run_settings(wildcards, input, path, log):
+    """A run's settings file: a tuned run's with the train settings its grid chose."""
+    choice = input.choice if "choice" in input.keys() else None
+    chosen = json.loads(Path(choice).read_text())["chosen"] if choice else None
+    write_settings(path, log, STUDY.run_settings(run_of(wildcards), chosen))

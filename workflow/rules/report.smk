@@ -19,6 +19,7 @@ rule gather:
             ],
         ),
         settings=fill(paths.STUDY_SETTINGS, stage="gather"),
+        tunings=[STUDY.tuning_file(tuned) for tuned in STUDY.tunings()],
     output:
         runs=report(
             fill(paths.TABLE, table="runs"),

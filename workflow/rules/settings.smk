@@ -30,7 +30,11 @@ rule study_settings:
         write_settings(output[0], log[0], params.settings)
 
 
+# A tuned run's settings are those its grid chose (its tuning's file, once the grid has trained);
+# its settings as configured (params) rewrite it where the configuration changes.
 rule run_settings:
+    input:
+        unpack(tuning_choice),
     output:
         f"{paths.RUN}/settings.json",
     log:
@@ -38,4 +42,4 @@ rule run_settings:
     params:
         settings=lambda wildcards: STUDY.run_settings(run_of(wildcards)),
     run:
-        write_settings(output[0], log[0], params.settings)
+        write_run_settings(wildcards, input, output[0], log[0])

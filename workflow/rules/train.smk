@@ -1,5 +1,7 @@
 localrules:
     replay_published,
+    tune,
+    adopt,
 
 
 rule replay_published:
@@ -41,6 +43,46 @@ rule calibrate:
 
 
 TRAIN_JOB = paths.run_job("train")
+# the tuned run at the tuning seed is its configuration's chosen grid run (trained once)
+ADOPTED = fill(paths.RUN, variant=TUNED, seed=STUDY.tuning_seed)
+
+
+ruleorder: adopt > train
+
+
+# study.tuning: a configuration's grid, trained, chosen among by the best dev loss
+rule tune:
+    input:
+        grid_records,
+    output:
+        paths.TUNING,
+    log:
+        "logs/{corpus}/{study}/tune/{cluster}/{algorithm}-P{learners}.log",
+    conda:
+        "../../envs/train.yaml"
+    params:
+        runs=lambda wildcards, input: [Path(record).parent for record in input],
+    shell:
+        "python -m asrscale tune --runs {params.runs} --out {output} > {log} 2>&1"
+
+
+rule adopt:
+    input:
+        choice=paths.TUNING,
+        settings=f"{ADOPTED}/settings.json",
+    output:
+        model=f"{ADOPTED}/model.pt",
+        metrics=f"{ADOPTED}/metrics.tsv",
+        record=f"{ADOPTED}/run.json",
+    log:
+        f"logs/{fill(paths.run_job('adopt'), variant=TUNED, seed=STUDY.tuning_seed)}.log",
+    conda:
+        "../../envs/train.yaml"
+    params:
+        folder=lambda wildcards, output: Path(output.model).parent,
+    shell:
+        "python -m asrscale adopt --choice {input.choice} --settings {input.settings} --out {params.folder}"
+        " > {log} 2>&1"
 
 
 rule train:

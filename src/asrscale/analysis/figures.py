@@ -17,6 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from asrscale.analysis.claims import NAMES
 from asrscale.analysis.measures import trained
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
@@ -244,6 +245,31 @@ def sweep(points, palette):
     return figure
 
 
+def configuration_names(tuning: pd.DataFrame) -> pd.Series:
+    """Each grid point's configuration, in words: "SEQ P=1, simulated"."""
+    names = tuning.algorithm.map(lambda a: NAMES.get(a, a.upper()))
+    return names + " P=" + tuning.learners.astype(str) + ", " + tuning.world
+
+
+def tuning(points: pd.DataFrame):
+    """Each tuned configuration's grid (study.tuning): its best dev loss against the rate, a line
+    per batch size, the chosen point ringed; a diverged point is missing from its line."""
+    data = points.assign(configuration=configuration_names(points), batch=points.batch_size.map("batch {}".format))
+    batches = "batch" if data.batch.nunique() > 1 else None  # a legend only where SEQ's batches were tuned
+    grid = sns.relplot(data=data, x="lr", y="best_dev_loss", hue=batches, col="configuration", kind="line",
+                       marker="o", col_wrap=min(4, data.configuration.nunique()), height=2.4, aspect=1.2,
+                       facet_kws={"sharey": False})  # fmt: skip
+    for configuration, axis in grid.axes_dict.items():
+        chosen = data[(data.configuration == configuration) & data.chosen]
+        axis.scatter(chosen.lr, chosen.best_dev_loss, s=160, facecolors="none", edgecolors="black", zorder=3)
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(sorted(data.lr.unique()), labels=[f"{v:g}" for v in sorted(data.lr.unique())])
+    grid.set_titles("{col_name}")
+    grid.set_axis_labels("learning rate (train.lr)", "best dev loss")
+    grid.figure.suptitle("Tuning: each configuration's grid, the chosen rate ringed")
+    return grid.figure
+
+
 def sweep_name(setting: str) -> str:
     return "sweep_" + setting.replace(".", "_")
 
@@ -258,7 +284,8 @@ def _html(figure, name: str, folder: Path) -> str:
     return f'<figure id="{name}"><img alt="{name}" src="data:image/png;base64,{data}"></figure>'
 
 
-def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points, folder: Path) -> dict[str, str]:
+def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points, tuned: pd.DataFrame,
+            folder: Path) -> dict[str, str]:  # fmt: skip
     """Every figure, by name; the scaling figures from the configurations as written (variant
     "default"), a sweep figure per setting swept. A figure without data is the empty string."""
     sns.set_theme(style="whitegrid", context="notebook")
@@ -283,6 +310,8 @@ def figures(table: pd.DataFrame, epochs, staleness, exchanges, learners, points,
     learners = learners[learners.variant == "default"]
     if (learners.slowdown > 1).any():
         drawn["stragglers"] = lambda: stragglers(learners, main)
+    if not tuned.empty:
+        drawn["tuning"] = lambda: tuning(tuned)
     for setting, group in points.groupby("sweep", sort=True):
         drawn[sweep_name(setting)] = lambda group=group: sweep(group, palette)
     return {name: _html(draw(), name, folder) for name, draw in drawn.items()}

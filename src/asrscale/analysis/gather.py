@@ -188,13 +188,35 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
     )
 
 
-def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_dir: Path, rule: dict) -> None:
-    """`runs`: {algorithm, variant, run}: the folder of each run and what it stands for (SEQ's run
-    stands for algorithms that are SEQ with one learner). `sweeps`: the points of each sweep. `rule`:
-    when a run has converged (report.target_dev_loss, plateau and plateau_max_dev_ter); `test_sets`:
-    the test sets every run was scored on. Modelled speedups carry their runs' bands
+def tuning_state(choice_file: str | None) -> str:
+    """How a run's settings were chosen (study.tuning): "not tuned", "tuned", or "tuned at the
+    edge (its <lowest|highest> rate)", from its configuration's choice."""
+    if choice_file is None:
+        return "not tuned"
+    edge = json.loads(Path(choice_file).read_text())["at_edge"]
+    return f"tuned at the edge (its {edge} rate)" if edge else "tuned"
+
+
+def tuning_table(tunings: list[dict]) -> pd.DataFrame:
+    """Every point of every tuned configuration's grid (`tunings`: {algorithm, learners, world,
+    file}), with its outcome and whether it was chosen."""
+    columns = ["algorithm", "learners", "world", "lr", "batch_size", "best_dev_loss", "diverged", "chosen", "at_edge"]
+    rows = [{key: tuning[key] for key in ("algorithm", "learners", "world")} | point | {"at_edge": choice["at_edge"]}
+            for tuning in tunings if (choice := json.loads(Path(tuning["file"]).read_text()))
+            for point in choice["grid"]]  # fmt: skip
+    return pd.DataFrame(rows, columns=[*columns, "run"])
+
+
+def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_dir: Path, rule: dict,
+                tunings: list[dict] = ()) -> None:  # fmt: skip
+    """`runs`: {algorithm, variant, run, tuning}: the folder of each run, what it stands for (SEQ's
+    run stands for algorithms that are SEQ with one learner) and its tuning's choice file (or None).
+    `sweeps`: the points of each sweep. `rule`: when a run has converged (report.target_dev_loss,
+    plateau and plateau_max_dev_ter); `test_sets`: the test sets every run was scored on; `tunings`:
+    each tuned configuration's grid (`tuning_table`). Modelled speedups carry their runs' bands
     (asrscale.analysis.fitted.Band)."""
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"]), test_sets) for r in runs))
+    rows = [row | {"tuning": tuning_state(r.get("tuning"))} for row, r in zip(rows, runs)]
     epochs, confusions, learners, utterances = map(pd.concat, tables)
     table = convergence(pd.DataFrame(rows), epochs, rule["plateau"], rule["plateau_max_dev_ter"])
     table = time_to_target(table, epochs, rule["target_dev_loss"])
@@ -209,5 +231,6 @@ def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_
     _records(rows, "exchanges.tsv", ["rank", "peer"]).to_csv(out_dir / "exchanges.tsv", sep="\t", index=False)
     # a run reported under several names (SEQ's under every algorithm that is SEQ alone) once
     utterances.drop_duplicates(["run", "utt"]).to_csv(out_dir / "utterances.tsv", sep="\t", index=False)
+    tuning_table(list(tunings)).to_csv(out_dir / "tuning.tsv", sep="\t", index=False)
     points = pd.DataFrame(sweeps, columns=["sweep", "algorithm", "learners", "value", "variant", "world"])
     points.assign(value=points.value.map(json.dumps)).to_csv(out_dir / "sweeps.tsv", sep="\t", index=False)

@@ -103,10 +103,17 @@ def better(what: str = "more accurate than SEQ") -> Rule:
 
 def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     """Why an accuracy half cannot rest on these runs (named groups), or None where every one
-    converged: each that diverged, and each stopped by its budget, with its updates per learner."""
+    converged at a rate tuned inside its grid: each that diverged, each tuned at its grid's edge (a
+    better rate may lie beyond it: asrscale.training.tuning), and each stopped by its budget, with
+    its updates per learner."""
     gone = [f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs" for name, r in groups if diverged(r).any()]
     if gone:
         return Half(NOT_DECIDED, "; ".join(gone) + ": a lower rate", reason="diverged")
+    states = [(name, state) for name, runs in groups for state in runs.get("tuning", pd.Series()).dropna().unique()]
+    edges = [f"{name} was {state}" for name, state in states if state.startswith("tuned at the edge")]
+    if edges:
+        return Half(NOT_DECIDED, "; ".join(edges) + ": a wider grid (study.tuning.lr_factors)",
+                    reason="tuned at the edge")  # fmt: skip
     said = []
     for name, runs in groups:
         for run in runs[~runs.converged].itertuples():

@@ -83,8 +83,7 @@ def _model_size(settings: dict) -> dict:
 def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.DataFrame:
     """Every run the study trains, priced on `hardware` (see the module)."""
     rows = []
-    trained = {study.trained_as(run): run for run in study.runs()}
-    for run in trained:
+    for run in study.trained():
         settings = study.run_settings(run)
         train, learners = settings["train"], run.learners
         steps = math.ceil(size.utterances / (learners * train["batch_size"]))

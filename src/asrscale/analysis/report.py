@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
-from asrscale.analysis.figures import figures, sweep_name
+from asrscale.analysis.figures import configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.fitted import TOLERANCE, fitted_record
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
@@ -67,17 +67,30 @@ def make_report(table_files: list[Path], lm_statistics: Path, published_speedups
     lm = json.loads(Path(lm_statistics).read_text())
     published = pd.read_csv(published_speedups, sep="\t")
     found = analyse(tables, lm, published, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
-    atomic_write_text(out, render(found, draw(tables, figures_dir), title))
+    atomic_write_text(out, render(found, draw(tables, figures_dir), title, tuned(tables.tuning)))
 
 
 def draw(tables: Tables, folder: Path) -> dict[str, Markup]:
     """Every figure of the study, as the HTML of an inline image, by name."""
     drawn = figures(tables.runs, tables.epochs, tables.staleness, tables.exchanges, tables.learners, tables.points,
-                    folder)  # fmt: skip
+                    tables.tuning, folder)  # fmt: skip
     return {name: Markup(image) for name, image in drawn.items()}
 
 
-def render(found: Findings, images: dict[str, Markup], title: str) -> str:
+def tuned(tuning: pd.DataFrame) -> list[dict]:
+    """Each tuned configuration's grid and choice, in words, as the report's tuning table shows them."""
+    rows = []
+    for configuration, grid in tuning.groupby(configuration_names(tuning), sort=False):
+        chosen = grid[grid.chosen].iloc[0]
+        edge = f"at the edge (its {chosen.at_edge} rate)" if isinstance(chosen.at_edge, str) else "tuned"
+        rows.append({"configuration": configuration, "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
+                     "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
+                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}", "dev_loss": chosen.best_dev_loss,
+                     "diverged": int(grid.diverged.notna().sum()), "state": edge})  # fmt: skip
+    return rows
+
+
+def render(found: Findings, images: dict[str, Markup], title: str, tuning: list[dict] = ()) -> str:
     runs = found.runs
     test_sets = [subset for subset in found.lm if subset not in ("lm", "dev")]
     per_set = {f"{decode}_{name}": f"{label} {name} %" for name in test_sets if len(test_sets) > 1
@@ -91,7 +104,7 @@ def render(found: Findings, images: dict[str, Markup], title: str) -> str:
         verdicts=found.claims.verdict.value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
         runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
-        decode=found.config.get("decode", {}),
+        decode=found.config.get("decode", {}), tuning=tuning,
     )  # fmt: skip
 
 

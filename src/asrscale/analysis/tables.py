@@ -20,6 +20,7 @@ class Tables:
     confusions: pd.DataFrame
     learners: pd.DataFrame
     utterances: pd.DataFrame  # each trained run's (`run`) words and word errors of every test utterance
+    tuning: pd.DataFrame  # every point of every tuned configuration's grid (study.tuning)
 
 
 def load(files: list[Path]) -> Tables:
@@ -36,4 +37,4 @@ def load(files: list[Path]) -> Tables:
     points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(runs, on=["algorithm", "variant", "learners",
                                                                            "world"])  # fmt: skip
     return Tables(runs, read("epochs"), points, read("staleness"), read("exchanges"), read("confusions"),
-                  read("learners"), read("utterances", dtype={"utt": str}))  # fmt: skip
+                  read("learners"), read("utterances", dtype={"utt": str}), read("tuning"))  # fmt: skip

@@ -21,10 +21,12 @@ CALIBRATION = STUDY + "/calibration.json"
 LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of dev and test
 # {cluster}: what a run ran on, "mpi" (real ranks) or "sim-<profile>" (a simulated cluster)
 RUN = STUDY + "/runs/{cluster}/{algorithm}/{variant}/P{learners}/seed{seed}"
+# a tuned study's grid of one configuration (an algorithm at a learner count) and its choice
+TUNING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.json"
 # what decoding writes of a run's test set, in <run>/<test set>/
 SCORES = ("scores.json", "hypotheses.tsv", "utterances.tsv", "alignment.lm.txt", "alignment.greedy.txt")
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables
-TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners", "utterances")
+TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners", "utterances", "tuning")
 FIGURES = STUDY + "/figures"
 REPORT = "reports/{study}.html"
 PUBLISHED_SPEEDUPS = "results/published-speedups.tsv"  # the cost model replaying the studies' own figures

@@ -202,13 +202,15 @@ class LanguageModelStage:
 
 @dataclass(frozen=True)
 class GatherStage:
-    """gather: the study's runs (each as reported, and the folder trained for it), its sweeps'
-    points, and when a run counts as converged (report.*)."""
+    """gather: the study's runs (each as reported, the folder trained for it and its tuning's
+    file), its sweeps' points, when a run counts as converged (report.*), and each tuned
+    configuration's file of its grid and choice (study.tuning)."""
 
     runs: list
     sweeps: list
     test_sets: list  # every run's test sets (Study.test_sets)
     convergence: dict
+    tunings: list
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,18 @@ variant: the configuration with one setting changed by a sweep, named "<setting>
 option of algorithms.<name>, or train.<key>). An algorithm may train with settings of its own over
 train: (study.runs[].train, as a study trained it). An algorithm that is SEQ with one learner
 reports SEQ's run (trained once), and one that is another in one node (H-ADPSGD: SSGD) that
-one's, unless it has train settings of its own."""
+one's, unless it has train settings of its own.
+
+A tuned study (study.tuning, `asrscale.training.tuning`) trains each configuration it reports (an
+algorithm at a learner count, as it is trained) first at each point of its grid, at the tuning
+seed (the first of study.seeds): variants "train.lr=<rate>" (SEQ's also with train.batch_size), a
+variant of several settings joining them with commas. Its runs are then the "tuned" variant, whose
+settings are those its grid chose; at the tuning seed that run is the chosen grid run itself."""
 
 import copy
 import json
-from dataclasses import asdict, dataclass, fields
+import re
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from asrscale.config import paths
@@ -43,6 +50,7 @@ def arpa_problem(path: Path) -> str | None:
 
 SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
+TUNED = "tuned"  # the variant of a tuned study's runs: their settings are those their grid chose
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class Study:
             raise ConfigError(f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both say "
                               "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a node's "
                               "GPUs), from which the algorithms' nodes follow")  # fmt: skip
+        self._check_tuning(study["tuning"])
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
@@ -113,6 +122,19 @@ class Study:
                     spec.resolve({**self._options(spec.name), sweep["vary"]: value})
                 except ConfigError as error:
                     raise ConfigError(f"{key}.values: {error}") from None
+
+    @staticmethod
+    def _check_tuning(tuning: dict) -> None:
+        """A grid of at least 3 rates, below and above the untuned one, spanning at least 4×
+        (Shallue et al. 2019 tune over a wider one; fewer cannot tell a best rate from an edge)."""
+        factors = tuning["lr_factors"]
+        if tuning["seq_batch_sizes"] and not factors:
+            raise ConfigError("config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside "
+                              "the rates of study.tuning.lr_factors, and none is given")  # fmt: skip
+        if factors and (len(factors) < 3 or not min(factors) < 1 < max(factors) or max(factors) < 4 * min(factors)):
+            raise ConfigError(f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
+                              "some below 1 and some above, the largest at least 4 times the smallest "
+                              "(e.g. [0.5, 1, 2])")  # fmt: skip
 
     def _sources(self) -> list[tuple[str, dict]]:
         """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set by name)."""
@@ -189,15 +211,63 @@ class Study:
         """The run that is trained for `run`: SEQ's, where the algorithm is SEQ with one learner;
         the algorithm it is in one node, where all its learners are in one (the table of
         algorithms says which); with the same train settings: an option of the algorithm changes
-        nothing there, its own train settings would."""
-        spec, variant = algorithm_spec(run.algorithm), run.variant if run.variant.startswith("train.") else "default"
-        same_training = not self._train_of.get(run.algorithm)
+        nothing there, its own train settings would. In a tuned study the configured run is the
+        tuned one."""
+        if self.tuned and run.variant == "default":
+            run = replace(run, variant=TUNED)
+        spec, same_training = algorithm_spec(run.algorithm), not self._train_of.get(run.algorithm)
+        variant = run.variant if run.variant.startswith("train.") or run.variant == TUNED else "default"
         if run.learners == 1 and spec.alone_is_seq and same_training:
             return Run(run.world, "seq", variant, 1, run.seed)
         node = self._node_size(run.world)
         if spec.in_one_node_is and node and run.learners <= node and same_training:
             return self.trained_as(Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed))
         return run
+
+    # tuning (study.tuning)
+    @property
+    def tuned(self) -> bool:
+        return bool(self.config["study"]["tuning"]["lr_factors"])
+
+    @property
+    def tuning_seed(self) -> int:
+        """The seed the grids train at: the first of study.seeds."""
+        return self.config["study"]["seeds"][0]
+
+    def tunings(self) -> list[Run]:
+        """Every configuration a tuned study tunes: its tuned runs as trained, at the tuning seed."""
+        tuned = [self.trained_as(replace(run, seed=self.tuning_seed)) for run in self.runs()]
+        return list(dict.fromkeys(run for run in tuned if run.variant == TUNED))
+
+    def grid(self, tuned: Run) -> list[Run]:
+        """The grid of a configuration (`tunings`): its runs at each multiple of its untuned rate
+        (SEQ's at each of study.tuning.seq_batch_sizes), at the tuning seed."""
+        tuning = self.config["study"]["tuning"]
+        lr = self._in_effect(tuned.algorithm, "train.lr")
+        batches = tuning["seq_batch_sizes"] if tuned.algorithm == "seq" else []
+        points = [({"batch_size": batch} if batch else {}) | {"lr": float(f"{lr * factor:.6g}")}
+                  for batch in batches or [None] for factor in sorted(tuning["lr_factors"])]  # fmt: skip
+        return [Run(tuned.world, tuned.algorithm, self.variant_of(point), tuned.learners, self.tuning_seed)
+                for point in points]  # fmt: skip
+
+    def trained(self) -> list[Run]:
+        """Every run the study trains, each once: its runs as trained and its grids' runs (a
+        tuned run at the tuning seed is its chosen grid run)."""
+        adopted = set(self.tunings())
+        grids = [self.trained_as(run) for tuned in self.tunings() for run in self.grid(tuned)]
+        return list(
+            dict.fromkeys(run for run in grids + [self.trained_as(r) for r in self.runs()] if run not in adopted)
+        )
+
+    @staticmethod
+    def variant_of(train: dict) -> str:
+        """The variant that changes these train settings: "train.<key>=<value as JSON>", comma-joined."""
+        return ",".join(f"train.{key}={json.dumps(value)}" for key, value in train.items())
+
+    def tuning_file(self, tuned: Run) -> str:
+        """Where a configuration's grid and choice are written (paths.TUNING)."""
+        return self.at(paths.TUNING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
+                       learners=tuned.learners)  # fmt: skip
 
     def _node_size(self, world: str) -> int:
         """The learners of a node as the algorithms see them: study.node_size, else real ranks'
@@ -251,19 +321,23 @@ class Study:
         applies as they load, and the number of jobs is the workflow's."""
         return {key: value for key, value in self.config["features"].items() if key not in ("jobs", "cmvn")}
 
-    def run_settings(self, run: Run) -> dict:
+    def run_settings(self, run: Run, chosen: dict | None = None) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
         seed, the train (every algorithm the study's own), model and features settings, with the
-        variant's change, and its world."""
+        variant's changes (a tuned run's: the train settings its grid `chosen`; without them, as
+        configured), and its world."""
         config = self.config
         options = copy.deepcopy(self._options(run.algorithm))
         train = {**config["train"], **self._train_of.get(run.algorithm, {})}
-        if run.variant != "default":
-            setting, value = run.variant.split("=", 1)
-            if setting.startswith("train."):
-                train[setting.removeprefix("train.")] = json.loads(value)
-            else:
-                options[setting] = json.loads(value)
+        if run.variant == TUNED:
+            train.update(chosen or {})
+        elif run.variant != "default":
+            for change in re.split(r",(?=[a-z_.]+=)", run.variant):
+                setting, value = change.split("=", 1)
+                if setting.startswith("train."):
+                    train[setting.removeprefix("train.")] = json.loads(value)
+                else:
+                    options[setting] = json.loads(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
             world_settings = {"kind": "mpi", "transport": config["mpi"]["transport"],
@@ -361,10 +435,14 @@ class Study:
         return {**decode, "device": "cpu" if self.device == "cpu" else "auto"}
 
     def _gather(self, _) -> dict:
-        reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run)}
+        reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run),
+                     "tuning": self.tuning_file(tuned) if (tuned := self.trained_as(run)).variant == TUNED else None}
                     for run in self.runs()]  # fmt: skip
+        tunings = [{"algorithm": tuned.algorithm, "learners": tuned.learners, "world": tuned.world,
+                    "file": self.tuning_file(tuned)} for tuned in self.tunings()]  # fmt: skip
         rule = {key: self.config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
-        return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule}
+        return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule,
+                "tunings": tunings}  # fmt: skip
 
     def _report(self, _) -> dict:
         return {"title": self.config["report"]["title"], "config": self.config}

@@ -1,0 +1,112 @@
+"""One tuning protocol for every configuration (asrscale.training.tuning, study.tuning): each
+configuration's grid, the choice by the best dev loss, the edge said, the chosen run adopted."""
+
+import json
+import math
+
+import pytest
+
+from asrscale.config.study import TUNED, Run, Study
+from asrscale.errors import ConfigError, UserError
+from asrscale.training.tuning import adopt, choose, point
+from test_study import merged
+
+
+def tuned_study(**tuning) -> Study:
+    config = merged()
+    config["study"] |= {"seeds": [1, 2, 3], "tuning": tuning}
+    return Study(config)
+
+
+def test_each_configuration_is_tuned_once_over_one_grid_and_seq_over_its_batches_too():
+    """The default study tuned: SEQ over 3 rates at 2 batches, every other configuration (as
+    trained: KAVG alone is SEQ's, H-ADPSGD at 4 in a node of 8 SSGD's) over the 3 rates."""
+    study = tuned_study(lr_factors=[2, 0.5, 1], seq_batch_sizes=[8, 32])
+    tunings = study.tunings()
+    assert len(tunings) == len({(t.algorithm, t.learners) for t in tunings}) == 8
+    assert all(t.variant == TUNED and t.seed == 1 for t in tunings)
+    seq = Run("simulated", "seq", TUNED, 1, 1)
+    assert study.trained_as(Run("simulated", "kavg", "default", 1, 2)) == Run("simulated", "seq", TUNED, 1, 2)
+    assert [run.variant for run in study.grid(seq)] == [
+        f"train.batch_size={batch},train.lr={lr}" for batch in (8, 32) for lr in (0.0015, 0.003, 0.006)
+    ]
+    kavg = Run("simulated", "kavg", TUNED, 4, 1)
+    assert [study.run_settings(run)["train"]["lr"] for run in study.grid(kavg)] == [0.0015, 0.003, 0.006]
+    assert {study.run_settings(run)["train"]["batch_size"] for run in study.grid(kavg)} == {32}
+    # a tuned run's settings are its grid's choice, and the chosen grid run's own at the tuning seed
+    chosen = {"lr": 0.006, "batch_size": 32}
+    assert study.run_settings(replace_seed(kavg, 1), chosen) == study.run_settings(study.grid(kavg)[2])
+    assert study.run_settings(replace_seed(kavg, 2), chosen)["train"]["lr"] == 0.006
+    # every run trained once: 6 + 7 × 3 grid runs, and 2 more seeds of each of the 8 configurations
+    assert len(study.trained()) == 6 + 7 * 3 + 8 * 2
+    assert study.folder(Run("simulated", "kavg", "default", 4, 2)).endswith("/kavg/tuned/P4/seed2")
+
+
+def replace_seed(run: Run, seed: int) -> Run:
+    return Run(run.world, run.algorithm, run.variant, run.learners, seed)
+
+
+def test_an_untuned_study_trains_its_runs_as_configured():
+    study = Study(merged())
+    assert not study.tuned and study.tunings() == []
+    assert study.folder(Run("simulated", "kavg", "default", 4, 1)).endswith("/kavg/default/P4/seed1")
+
+
+@pytest.mark.parametrize("factors", [[0.5, 2], [0.5, 1, 1.5], [1, 2, 4], [0.25, 0.5, 0.75]])
+def test_a_grid_too_narrow_to_tell_a_best_rate_from_an_edge_is_named(factors):
+    """Fewer than 3 rates, spanning less than 4×, or all on one side of the untuned rate."""
+    with pytest.raises(ConfigError, match=r"study\.tuning\.lr_factors: .*at least 3 multiples of the untuned rate"):
+        tuned_study(lr_factors=factors)
+
+
+def test_batch_sizes_without_rates_are_named():
+    with pytest.raises(ConfigError, match=r"study\.tuning\.seq_batch_sizes: .*none is given"):
+        tuned_study(seq_batch_sizes=[8, 32])
+
+
+def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None) -> dict:
+    return {"run": f"lr{lr}-b{batch}", "lr": lr, "batch_size": batch, "best_dev_loss": loss, "diverged": diverged}
+
+
+def test_the_lowest_dev_loss_chooses_and_a_choice_at_an_edge_is_said():
+    inside = choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])
+    assert inside["chosen"] == {"batch_size": 32, "lr": 0.002} and inside["at_edge"] is None
+    assert [p["chosen"] for p in inside["grid"]] == [False, True, False] and inside["run"] == "lr0.002-b32"
+    assert choose([grid_point(0.001, 1.4), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])["at_edge"] == "lowest"
+    assert choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.4)])["at_edge"] == "highest"
+    # a diverged rate is never chosen, and the highest that trained is not the grid's edge
+    past = choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, None, diverged="nan loss")])
+    assert past["chosen"]["lr"] == 0.002 and past["at_edge"] is None
+    # SEQ over two batches: the edge is of the chosen batch's rates; equal losses take the lower rate
+    seq = choose([grid_point(0.001, 1.9, 8), grid_point(0.002, 1.2, 8), grid_point(0.004, 1.3, 8),
+                  grid_point(0.001, 1.5), grid_point(0.002, 1.2), grid_point(0.004, 1.6)])  # fmt: skip
+    assert seq["chosen"] == {"batch_size": 8, "lr": 0.002} and seq["at_edge"] is None
+
+
+def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
+    with pytest.raises(UserError, match=r"every run of the grid diverged \(lr 0.001 \(batch 32\): nan loss, lr 0.002"):
+        choose([grid_point(0.001, None, diverged="nan loss"), grid_point(0.002, None, diverged="inf loss")])
+
+
+def write_run(folder, lr: float, loss: float, diverged=None, settings=None) -> None:
+    folder.mkdir(parents=True)
+    record = {"train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss, "diverged": diverged}
+    (folder / "run.json").write_text(json.dumps(record))
+    (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
+    (folder / "model.pt").write_bytes(b"weights")
+    (folder / "metrics.tsv").write_text("kind\n")
+
+
+def test_a_grid_runs_record_is_its_point_and_the_chosen_run_is_adopted_whole(tmp_path):
+    write_run(tmp_path / "a", 0.003, 1.25)
+    write_run(tmp_path / "b", 0.006, math.nan)
+    assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {"run": str(tmp_path / "a")}
+    assert point(tmp_path / "b")["best_dev_loss"] is None
+    (tmp_path / "choice.json").write_text(json.dumps({"run": str(tmp_path / "a")}))
+    (tmp_path / "tuned.json").write_text(json.dumps({"train": {"lr": 0.003}}))
+    adopt(tmp_path / "choice.json", tmp_path / "tuned.json", tmp_path / "tuned")
+    assert (tmp_path / "tuned" / "model.pt").read_bytes() == b"weights"
+    assert (tmp_path / "tuned" / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()
+    (tmp_path / "other.json").write_text(json.dumps({"train": {"lr": 0.006}}))
+    with pytest.raises(UserError, match="was not trained with the settings of .*other.json: rerun its tuning"):
+        adopt(tmp_path / "choice.json", tmp_path / "other.json", tmp_path / "tuned")
