@@ -22,6 +22,7 @@ from asrscale.analysis.halves import (
     reaches,
     speed_interval,
     together,
+    unequal_epochs,
     untrained,
     worse,
 )
@@ -285,6 +286,27 @@ def test_a_configuration_tuned_at_its_grids_edge_decides_nothing_after_one_that_
     late = inside.assign(converged=False, converged_by="budget", updates=9.0, stopped="its 6 epochs done",
                          last_epoch_gain=0.1)  # fmt: skip
     assert untrained(("KAVG P=4", converged), ("SEQ", late)).reason == "tuned at the edge"
+
+
+def test_newbobs_stop_compares_runs_only_where_their_epochs_hold_alike_updates():
+    """SEQ at batch 8 makes 2,500 updates an epoch of 20,000 utterances, a learner of 64 at batch 8
+    39: newbob's per-epoch thresholds would stop the one of fewer sooner. Within 1.25× (seeds'
+    shards), or under a schedule of the same epochs for both, the half goes on."""
+    seq = pd.DataFrame({"seed": [1, 2], "converged": True, "diverged": "", "schedule": "newbob",
+                        "updates": [25_000.0, 25_000.0], "epochs": [10, 10]})  # fmt: skip
+    wide = seq.assign(updates=[624.0, 702.0], epochs=[16, 18])
+    unequal = untrained(("SEQ", seq), ("H-ADPSGD P=64", wide))
+    assert unequal == Half(NOT_DECIDED, "newbob decides at each epoch's end, and these runs' epochs hold unequal "
+                           "updates a learner (SEQ 2,500, H-ADPSGD P=64 39): its thresholds stop the runs of fewer "
+                           "sooner; train.schedule: exponential, the same epochs for every run",
+                           reason="newbob's epochs unequal")  # fmt: skip
+    assert untrained(("SEQ", seq.assign(schedule="exponential")), ("H-ADPSGD P=64", wide.assign(
+        schedule="exponential"))) is None  # fmt: skip
+    assert untrained(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[2_000.0 * 10] * 2))) is None  # exactly 1.25×
+    assert untrained(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[1_999.0 * 10] * 2))).reason == (
+        "newbob's epochs unequal"
+    )
+    assert unequal_epochs(("SEQ", seq)) == ""
 
 
 def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():

@@ -172,3 +172,34 @@ def test_each_step_of_p_learners_has_the_rate_scaled_by_p_after_its_warm_up(corp
     assert rates == {rank: pytest.approx([0.01 * times for times in times_lr]) for rank in range(4)}
     record = json.loads((tmp_path / "run.json").read_text())["learning_rate"]
     assert record == pytest.approx({"scale": times_lr[-1], "peak": 0.01 * times_lr[-1]})
+
+
+def test_a_64_learner_run_and_seq_are_stopped_by_one_rule_at_the_same_samples(corpus, tmp_path):
+    """Under the exponential schedule every run trains the same epochs: SEQ at batch 2 makes 48
+    updates an epoch of the 96 utterances, each of 64 learners 1, and both stop at the end of their
+    3rd epoch with the same samples seen and the same rate's factor at each epoch's end (newbob's
+    per-epoch thresholds would not treat them alike: asrscale.analysis.halves.unequal_epochs)."""
+    from asrscale.data.batches import read_frame_counts
+    from asrscale.data.shard import write_shards
+
+    write_shards(read_frame_counts(corpus / "feats" / "train"), 64, tmp_path / "P64")
+    stopped = {}
+    for algorithm, learners in (("seq", 1), ("ssgd", 64)):
+        shards = corpus / "shards" / "P1" if learners == 1 else tmp_path / "P64"
+        run = run_config(algorithm, epochs=3, batch_size=2, schedule="exponential", lr_decay=0.5, log_interval=50)
+        world = SimWorld(learners, CostModel(profile(), CALIBRATION), 0, name="test")
+        out = tmp_path / algorithm
+        train(run, run_paths(corpus, shards, out), world)
+        metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
+        epochs = metrics[(metrics.kind == "epoch") & (metrics["rank"] == 0)]
+        record = json.loads((out / "run.json").read_text())
+        stopped[algorithm] = (record["stopped"], epochs.epoch.tolist(), epochs.frames.tolist(), epochs.lr.tolist())
+        updates = metrics[metrics.kind == "epoch"].groupby("epoch").step.max()
+        assert updates.iloc[0] == (48 if learners == 1 else 1), updates
+    assert stopped["seq"][:2] == stopped["ssgd"][:2] == ("its 3 epochs done", [1, 2, 3])
+    seq_frames, ssgd_frames = stopped["seq"][2], stopped["ssgd"][2]
+    assert seq_frames == [seq_frames[0]] * 3 and ssgd_frames == [ssgd_frames[0]] * 3
+    decays = {
+        name: [later / earlier for earlier, later in zip(found[3], found[3][1:])] for name, found in stopped.items()
+    }
+    assert decays["seq"] == pytest.approx(decays["ssgd"]), stopped

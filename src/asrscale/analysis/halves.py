@@ -40,6 +40,9 @@ from asrscale.analysis.measures import diverged
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_DECIDED, NOT_TESTABLE = "not decided", "not testable here"
+# newbob's runs compared only where their epochs hold updates within this factor of each other
+# (the same configuration's seeds differ by their shards' rounding alone)
+UNEQUAL_EPOCHS = 1.25
 OUTCOMES = (REPRODUCED, NOT_REPRODUCED, NOT_DECIDED, NOT_TESTABLE)
 NOT_MEASURED = "not measured in this study"  # the reason of a half whose runs the study lacks
 WER_MARGIN = 0.03  # relative: "matches" and "without loss", unless the study states its own loss
@@ -103,9 +106,10 @@ def better(what: str = "more accurate than SEQ") -> Rule:
 
 def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     """Why an accuracy half cannot rest on these runs (named groups), or None where every one
-    converged at a rate tuned inside its grid: each that diverged, each tuned at its grid's edge (a
-    better rate may lie beyond it: asrscale.training.tuning), and each stopped by its budget, with
-    its updates per learner."""
+    converged at a rate tuned inside its grid, by a stop that treats them alike: each that
+    diverged, each tuned at its grid's edge (a better rate may lie beyond it:
+    asrscale.training.tuning), newbob's epochs of unequal updates (`unequal_epochs`), and each
+    stopped by its budget, with its updates per learner."""
     gone = [f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs" for name, r in groups if diverged(r).any()]
     if gone:
         return Half(NOT_DECIDED, "; ".join(gone) + ": a lower rate", reason="diverged")
@@ -114,6 +118,8 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     if edges:
         return Half(NOT_DECIDED, "; ".join(edges) + ": a wider grid (study.tuning.lr_factors)",
                     reason="tuned at the edge")  # fmt: skip
+    if unequal := unequal_epochs(*groups):
+        return Half(NOT_DECIDED, unequal, reason="newbob's epochs unequal")
     said = []
     for name, runs in groups:
         for run in runs[~runs.converged].itertuples():
@@ -123,6 +129,22 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     if not said:
         return None
     return Half(NOT_DECIDED, "; ".join(said) + ": train longer (more epochs or data)", reason="under-trained")
+
+
+def unequal_epochs(*groups: tuple[str, pd.DataFrame]) -> str:
+    """Why newbob's stop does not treat these runs (named groups) alike, or "": it decides at each
+    epoch's end by the epoch's gain, and an epoch of fewer updates (more learners, a larger batch)
+    gains less, so it halves and stops sooner; runs whose epochs' updates differ beyond
+    `UNEQUAL_EPOCHS` are compared under a schedule of the same epochs for every run."""
+    if not any((runs.get("schedule", pd.Series()) == "newbob").any() for _, runs in groups):
+        return ""
+    per_epoch = {name: (runs.updates / runs.epochs).mean() for name, runs in groups if len(runs)}
+    if max(per_epoch.values()) <= UNEQUAL_EPOCHS * min(per_epoch.values()):
+        return ""
+    each = ", ".join(f"{name} {updates:,.0f}" for name, updates in per_epoch.items())
+    return (f"newbob decides at each epoch's end, and these runs' epochs hold unequal updates a learner ({each}): "
+            "its thresholds stop the runs of fewer sooner; train.schedule: exponential, the same epochs for "
+            "every run")  # fmt: skip
 
 
 def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFrame, rule: Rule,
