@@ -350,3 +350,16 @@ def test_a_half_width_at_the_margin_is_not_too_small_and_one_beyond_it_says_its_
 def test_a_claim_at_exactly_p_for_the_same_epochs_is_within_reach():
     """90% of 10× is 9×: 9 learners can give it (a claim beyond P is one above it, not at it)."""
     assert halves.testable_speed(measured_runs([8.0, 8.1, 8.2], learners=9), "time_speedup", 10.0) is None
+
+
+def test_why_an_interval_is_wide_is_said_only_beyond_the_margin_and_a_decided_half_has_no_reason(monkeypatch):
+    """Binary-exact intervals: a half-width of exactly the margin (0.25), the speakers' part within
+    it, spans the threshold and says no more; a decided half's reason is the empty string."""
+    exact = Interval(0.125, -0.125, 0.375, 800, 40, (3, 3), {"speakers": 0.125, "seeds": 0.2})
+    monkeypatch.setattr(halves, "relative_difference", lambda utterances, runs, reference, measure: exact)
+    rule = Rule("below", 0.25, 0.25, "matches SEQ's accuracy")
+    at_margin = compare(pd.DataFrame(), system("a"), system("b"), rule)
+    assert (at_margin.outcome, at_margin.reason, at_margin.why) == (
+        NOT_DECIDED, "the interval spans the threshold", "the interval spans +25.0%")  # fmt: skip
+    decided = compare(pd.DataFrame(), system("a"), system("b"), Rule("below", 0.5, 0.25, "matches SEQ's accuracy"))
+    assert (decided.outcome, decided.reason) == (REPRODUCED, "")

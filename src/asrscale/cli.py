@@ -234,7 +234,8 @@ def plan(args):
           .to_string(index=False))  # fmt: skip
     print(
         f"in all: {table.device_hours.sum():,.1f} device-hours ({table.device_hours_low.sum():,.1f}-"
-        f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take; newbob usually stops earlier"
+        f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take"
+        + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
 
 
@@ -251,6 +252,18 @@ def report(args):
     settings = read_settings_of(ReportStage, args.settings)
     make_report(args.tables, args.lm_statistics, args.published_speedups, args.figures, settings.title, args.out,
                 args.skipped, settings.config)  # fmt: skip
+
+
+def record(args):
+    from asrscale.analysis.records import write_record
+
+    write_record(args.tables, args.lm_statistics, args.published_speedups, args.skipped, args.settings, args.out)
+
+
+def rerender(args):
+    from asrscale.analysis.records import rerender as render_again
+
+    render_again(args.record, args.out, args.figures)
 
 
 PATH = {"type": Path, "required": True}
@@ -314,6 +327,13 @@ COMMANDS = [
         ("--hardware", {"required": True, "help": "the profile to price it on (h100, or one of your own)"}),
         ("--out", {"type": Path, "default": None, "help": "write the table as TSV"})]),
     (screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", paths("report", "out")),
+    (record, "a study's record: the files of its report, gzipped, to keep in the repository (records/<study>)", [
+        SETTINGS, *paths("lm-statistics", "published-speedups", "out"),
+        ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
+        ("--skipped", {"type": Path, "nargs": "*", "default": [],
+                       "help": "folders whose skipped.tsv lists the utterances left out"})]),
+    (rerender, "a recorded study's report and verdicts, made again from its record without training", [
+        *paths("record", "out"), ("--figures", {"type": Path, "required": True, "help": "where its figures go"})]),
     (report, "render the HTML report", [
         SETTINGS, *paths("lm-statistics", "published-speedups", "figures", "out"),
         ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),

@@ -1,6 +1,7 @@
 localrules:
     gather,
     report,
+    record,
 
 
 rule gather:
@@ -64,3 +65,26 @@ rule report:
         "python -m asrscale report --settings {input.settings} --tables {input.tables} --figures {output.figures}"
         " --lm-statistics {input.lm} --published-speedups {input.published} --skipped {input.skipped}"
         " --out {output.html} > {log} 2>&1"
+
+
+# A study's record, to keep in the repository (not made by `all`: `snakemake ... record`);
+# `asrscale rerender --record records/<study>` makes its report again from it.
+rule record:
+    input:
+        settings=fill(
+            paths.STUDY_SETTINGS, corpus=STUDY.corpus, study=STUDY.name, stage="report"
+        ),
+        tables=[
+            fill(paths.TABLE, corpus=STUDY.corpus, study=STUDY.name, table=table)
+            for table in paths.TABLES
+        ],
+        lm=fill(paths.LANGUAGE_MODEL_STATISTICS, corpus=STUDY.corpus, study=STUDY.name),
+        published=paths.PUBLISHED_SPEEDUPS,
+        skipped=skipped_reports(),
+    output:
+        directory(f"records/{STUDY.name}"),
+    log:
+        f"logs/{STUDY.corpus}/record/{STUDY.name}.log",
+    shell:
+        "python -m asrscale record --settings {input.settings} --tables {input.tables} --lm-statistics {input.lm}"
+        " --published-speedups {input.published} --skipped {input.skipped} --out {output} > {log} 2>&1"

@@ -9,7 +9,7 @@ GPU idle); the training set's size, from its extracted features where they exist
 published subset sizes or the built-in corpus's utterances at their measured mean length
 (`corpus_size`); each run's own band (asrscale.analysis.fitted.Band). Training time only: dev
 evaluation and checkpoints add a little, data loading none beyond the profile's. A run is priced
-for every epoch it may take (newbob usually stops a run earlier).
+for every epoch it may take (newbob usually stops a run earlier; a fixed-epoch schedule not).
 """
 
 import math
@@ -101,8 +101,9 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         hours = epoch_s * train["epochs"] * ranks / 3600
         rows.append({"algorithm": run.algorithm, "variant": run.variant, "learners": learners, "seed": run.seed,
                      "ranks": ranks, "epoch_s": epoch_s, "epoch_s_low": epoch_s / high, "epoch_s_high": epoch_s / low,
-                     "epochs": train["epochs"], "device_hours": hours, "device_hours_low": hours / high,
-                     "device_hours_high": hours / low, "outside_share": outside})  # fmt: skip
+                     "epochs": train["epochs"], "schedule": train["schedule"], "device_hours": hours,
+                     "device_hours_low": hours / high, "device_hours_high": hours / low,
+                     "outside_share": outside})  # fmt: skip
     return pd.DataFrame(rows)
 
 

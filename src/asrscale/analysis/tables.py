@@ -24,9 +24,9 @@ class Tables:
 
 
 def load(files: list[Path]) -> Tables:
-    """The tables of a study from its gathered files (`<name>.tsv`, every one of
-    asrscale.config.paths.TABLES)."""
-    by_name = {Path(file).stem: Path(file) for file in files}
+    """The tables of a study from its gathered files (`<name>.tsv`, or gzipped as a record keeps
+    them: every one of asrscale.config.paths.TABLES)."""
+    by_name = {Path(file).name.split(".")[0]: Path(file) for file in files}  # runs.tsv, or a record's runs.tsv.gz
 
     def read(name: str, **options) -> pd.DataFrame:
         return pd.read_csv(by_name[name], sep="\t", **options)

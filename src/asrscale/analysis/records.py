@@ -1,0 +1,64 @@
+"""A study's record: the small files its report and verdicts are made from, kept in the repository
+(records/<study>/) so that anyone can read them again, or analyse them another way, without
+training anything: `asrscale record` writes one from a study's gathered tables (the workflow's
+`record` rule), `asrscale rerender` makes the report from it.
+
+A record holds every gathered table (asrscale.config.paths.TABLES, gzipped: the test utterances'
+word errors are most of it), what the word LM knows of dev and test (lm.json), the cost model's
+replay of the published speedups, the utterances left out as bad input (skipped/<n>/skipped.tsv),
+the report's settings (its title and the study's configuration) and what made it (commit, date)."""
+
+import gzip
+import json
+import shutil
+import time
+from pathlib import Path
+
+from asrscale.analysis.report import make_report
+from asrscale.config.paths import TABLES
+from asrscale.errors import UserError
+from asrscale.io import atomic_write_json
+from asrscale.provenance import git_commit
+
+PUBLISHED = "published-speedups.tsv.gz"
+
+
+def write_record(tables: list[Path], lm_statistics: Path, published_speedups: Path, skipped: list[Path],
+                 settings: Path, out: Path) -> None:  # fmt: skip
+    """`asrscale record`: the files of a study's report (as `asrscale report` takes them) into `out`."""
+    by_name = {Path(table).name.removesuffix(".tsv"): Path(table) for table in tables}
+    if missing := sorted(set(TABLES) - set(by_name)):
+        raise UserError(f"record: the tables {missing} are missing from {sorted(map(str, tables))}")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in TABLES:
+        _gzipped(by_name[name], out / f"{name}.tsv.gz")
+    _gzipped(published_speedups, out / PUBLISHED)
+    shutil.copyfile(lm_statistics, out / "lm.json")
+    for index, folder in enumerate(skipped):
+        if (Path(folder) / "skipped.tsv").is_file():
+            (out / "skipped" / str(index)).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(folder) / "skipped.tsv", out / "skipped" / str(index) / "skipped.tsv")
+    made = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "from": str(by_name["runs"])}
+    atomic_write_json(out / "record.json", {"report": json.loads(Path(settings).read_text()), "made": made})
+
+
+def _gzipped(source: Path, target: Path) -> None:
+    """`source` gzipped into `target`, with no time in its header (the same table, the same bytes)."""
+    with (
+        open(source, "rb") as plain,
+        open(target, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed,
+    ):
+        shutil.copyfileobj(plain, packed)
+
+
+def rerender(record: Path, out: Path, figures: Path) -> None:
+    """`asrscale rerender`: a recorded study's report and verdicts, made again from its record."""
+    if not (record / "record.json").is_file():
+        raise UserError(
+            f"rerender: {record} is not a study's record (no record.json; `snakemake ... record` makes one)"
+        )
+    settings = json.loads((record / "record.json").read_text())["report"]
+    skipped = sorted((path.parent for path in (record / "skipped").glob("*/skipped.tsv")), key=lambda f: int(f.name))
+    make_report([record / f"{name}.tsv.gz" for name in TABLES], record / "lm.json", record / PUBLISHED, figures,
+                settings["title"], out, skipped, settings["config"])  # fmt: skip
