@@ -741,3 +741,27 @@ def test_a_gap_against_seq_is_split_by_the_ssgd_control_at_the_same_learners_and
     other_batch = runs(SEQ, kavg, ssgd)
     other_batch.loc[other_batch.algorithm == "ssgd", "global_batch"] = 256
     assert "no control" in row(other_batch, "KAVG with 4").accuracy_measured
+
+
+def test_the_ssgd_control_is_said_only_beside_a_decided_comparison_against_seq():
+    """The gap is split by SSGD only where a half compares against SEQ and decides: KAVG at 4
+    stopped by its budget (under-trained) says its WERs and no control, though SSGD at 4 is there;
+    NG-SGD, against MA without it, says its interval and no control either."""
+    kavg, ssgd = ("kavg", 4, 1, 0.22, 3.9), ("ssgd", 4, 1, 0.21, 3.5)
+    late = row(pd.concat([runs(SEQ, ssgd), runs(kavg, converged=False)]), "KAVG with 4")
+    assert (late.accuracy, late.accuracy_measured) == (f"{NOT_DECIDED}: under-trained",
+        "KAVG P=4 WER 22.0% ± 0.0 (greedy 44.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
+        "seeds")  # fmt: skip
+    ng = row(runs(SEQ, ssgd), "NG-SGD", sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25)))
+    assert ng.accuracy == REPRODUCED and ng.accuracy_measured.endswith(
+        "greedily, over 2,000 test utterances of 2,000 speakers, 3 and 3 seeds")  # fmt: skip
+
+
+def test_a_control_stopped_by_its_budget_does_not_split_the_gap():
+    """SSGD at 4 learners (global batch 128) stopped by its budget, none diverged: no share of KAVG's
+    gap to SEQ is its, and the half says so after its interval; KAVG (22% against 20%) is still decided."""
+    kavg, ssgd = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)), runs(("ssgd", 4, 1, 0.21, 3.5), converged=False)
+    decided = row(pd.concat([kavg, ssgd]), "KAVG with 4")
+    assert decided.accuracy == NOT_REPRODUCED and decided.accuracy_measured.endswith(
+        "3 and 3 seeds; the control (SSGD at 4 learners and global batch 128) did not converge: the gap is not "
+        "split")  # fmt: skip

@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 
 from asrscale.analysis.measures import (
+    BEYOND_P,
     add_speedups,
     baseline,
     best_run,
+    beyond_p,
     by_learners,
     convergence,
     discount_diverged,
@@ -295,3 +297,36 @@ def test_an_epoch_recorded_twice_counts_once_as_it_was_first_recorded():
     assert convergence(runs, epochs, 0.25, 0.5).updates.tolist() == [20]
     found = time_to_target(runs, epochs, 0.95)
     assert found.updates_to_target.isna().all() and found.target_dev_loss.tolist() == [0.95]
+
+
+def test_convergence_reads_the_epochs_by_their_columns_whatever_their_index_is_named():
+    """Epochs indexed by a column they also hold (their time) are judged as any: the index is
+    dropped, not put back as a column that would clash with its own (1.0 then 0.9: 20 updates, a
+    gain of 0.1)."""
+    epochs = epochs_of("r", [1.0, 0.9]).assign(lr=1.0).set_index("time_s", drop=False)
+    runs = pd.DataFrame({"run": ["r"], "schedule": "exponential", "stopped_by": "budget", "peak_lr": 1.0,
+                         "best_dev_ter": 0.2})  # fmt: skip
+    found = convergence(runs, epochs, plateau=0.25, plateau_max_dev_ter=0.5)
+    assert found.updates.tolist() == [20] and found.last_epoch_gain.tolist() == pytest.approx([0.1])
+
+
+def test_a_diverged_run_has_nan_results_even_in_a_column_of_python_objects():
+    """A result column held as objects (a table built from Python values) gets NaN, a float that
+    every mean skips, for a diverged run: not None."""
+    runs = pd.DataFrame({"run": ["a", "b"], "converged": [True, True], "diverged": ["", "epoch 2: not finite"],
+                         "wer": pd.Series([0.2, 0.9], dtype=object)})  # fmt: skip
+    gone = discount_diverged(runs.assign(**{c: 1.0 for c in ("cer", "greedy_wer", "greedy_cer", "train_s",
+                                            "frames_per_s", "best_dev_loss", "best_dev_ter", "time_to_target_s",
+                                            "device_hours_to_target", "updates_to_target", "epochs_to_target",
+                                            "time_to_seq_best_s", "epochs_to_seq_best")}))  # fmt: skip
+    kept, lost = gone.wer.tolist()
+    assert kept == 0.2 and isinstance(lost, float) and np.isnan(lost)
+
+
+def test_a_same_epochs_speedup_is_beyond_p_only_above_p_by_more_than_beyond_p():
+    """At 4 learners with BEYOND_P 5%: 4× (all P can give) and 4 × 1.05 = 4.2× exactly are within;
+    4.21× is beyond; so are 9× and more, far beyond."""
+    assert BEYOND_P == 0.05
+    assert not beyond_p(4.0, 4) and not beyond_p(4.19, 4) and not beyond_p(4 * (1 + BEYOND_P), 4)
+    assert beyond_p(4.21, 4) and beyond_p(9.0, 4)
+    assert beyond_p(2.0, 1) and not beyond_p(1.05, 1)

@@ -22,6 +22,15 @@ def config_of(*files) -> dict:
     return config
 
 
+def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
+    """corpus.speakers.train: 4 keeps 4 of train-clean-100's 251 speakers: 455 of its 28,539
+    utterances, 1.6 of its 100.6 hours, at their mean per speaker."""
+    main(["plan", "--configfile", *(str(ROOT / name) for name in ("config.yaml", "studies/librispeech.yaml",
+          "studies/librispeech-smoke.yaml")), "--hardware", "h100"])  # fmt: skip
+    assert ("455 training utterances, 1.6 hours (LibriSpeech's published subset sizes, its first 4 speakers of each "
+            "at their mean share)") in capfd.readouterr().out  # fmt: skip
+
+
 def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
     main(["plan", "--configfile", str(ROOT / "config.yaml"), str(ROOT / "studies" / "librispeech.yaml"),
           "--hardware", "h100", "--out", str(tmp_path / "plan.tsv")])  # fmt: skip

@@ -34,9 +34,9 @@ from asrscale.worlds.costmodel import Hardware
 #: the built-in corpus's mean utterance, in frames of 10 ms: the default corpus's 5,000 training
 #: utterances hold 1.12 M frames (measured 2026-11-29 on its utt2num_frames)
 BUILTIN_FRAMES_PER_UTTERANCE = 223
-#: LibriSpeech's training subsets (openslr.org/12): utterances and hours
-LIBRISPEECH = {"train-clean-100": (28_539, 100.6), "train-clean-360": (104_014, 363.6),
-               "train-other-500": (148_688, 496.7)}  # fmt: skip
+#: LibriSpeech's training subsets (openslr.org/12, its CHAPTERS/SPEAKERS.TXT): utterances, hours, speakers
+LIBRISPEECH = {"train-clean-100": (28_539, 100.6, 251), "train-clean-360": (104_014, 363.6, 921),
+               "train-other-500": (148_688, 496.7, 1_166)}  # fmt: skip
 TOKENS = 30  # a character set's size (letters, space, apostrophe, blank), where the corpus's is not yet made
 REPLAYED_STEPS = 64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
 
@@ -67,8 +67,13 @@ def corpus_size(study: Study) -> CorpusSize:
     if any(size is None for size in found):
         raise ConfigError("asrscale plan: corpus.subsets.train: its size is known only once its features are "
                           "extracted (snakemake ... features), or for LibriSpeech's training subsets")  # fmt: skip
-    utterances, hours = sum(n for n, _ in found), sum(h for _, h in found)
-    return CorpusSize(utterances, round(hours * 360_000), "LibriSpeech's published subset sizes")
+    # corpus.speakers.train keeps a source's first speakers: its share of the subset's, at its mean per speaker
+    kept = study.config["corpus"]["speakers"].get("train")
+    shares = [min(1.0, kept / speakers) if kept else 1.0 for _, _, speakers in found]
+    utterances = round(sum(n * share for (n, _, _), share in zip(found, shares)))
+    hours = sum(h * share for (_, h, _), share in zip(found, shares))
+    said = f", its first {kept} speakers of each at their mean share" if kept else ""
+    return CorpusSize(utterances, round(hours * 360_000), f"LibriSpeech's published subset sizes{said}")
 
 
 def _model_size(settings: dict) -> dict:
