@@ -74,8 +74,8 @@ class Claim:
 #: the studies of studies/ that decide the accuracy halves a study leaves undecided, with what each
 #: runs and its wall time (docs/reproductions.md has every run of them); a speed half is decided on GPUs
 STUDIES = {
-    "claims-at-4": ("SEQ, KAVG and ASGD at 4 learners, 3 seeds, each run trained until newbob stops it",
-                    "about 2 hours on 2 CPU cores"),
+    "claims-at-4": ("SEQ, KAVG, ASGD and the SSGD control at 4 learners, each tuned over one grid of rates, "
+                    "3 seeds, 10 epochs each", "about 2 hours on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds",
                   "about 1.25 hours on 2 CPU cores"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1 hour on 2 CPU cores"),
@@ -105,6 +105,22 @@ def _wers(runs: pd.DataFrame) -> str:
             f"over {len(runs)} seeds")  # fmt: skip
 
 
+def _trained_so(runs: pd.DataFrame) -> str:
+    """How a system was trained, as its table says (where it does): its optimizer, its rate and how
+    that was chosen (study.tuning), and its global batch, so a verdict says what it rests on."""
+    if not {"optimizer", "lr", "tuning"} <= set(runs.columns) or runs.empty:
+        return ""
+    first = runs.iloc[0]
+    return f" ({first.optimizer}, lr {first.lr:g} {first.tuning}, global batch {first.global_batch:,.0f})"
+
+
+def _scale(runs: pd.DataFrame) -> str:
+    """The scale a verdict rests on: the model's size and the training set's hours of speech."""
+    if "train_hours" not in runs.columns or runs.empty:
+        return ""
+    return f"; at {runs.parameters.iloc[0] / 1e6:.2f} M parameters on {runs.train_hours.iloc[0]:.1f} hours of speech"
+
+
 def _said(half: Half, measured: str) -> Half:
     """The half with what was measured said first."""
     return dataclasses.replace(half, measured="; ".join(filter(None, (measured, half.measured))))
@@ -114,7 +130,8 @@ def _against(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFram
              rule) -> Half:  # fmt: skip
     """An accuracy half of `runs` against `reference` by `rule`, on converged runs only; against
     SEQ, with the gap split by the SSGD control (`_control`)."""
-    said = f"{name} {_wers(runs)}; {reference_name} {_wers(reference)}"
+    said = (f"{name} {_wers(runs)}{_trained_so(runs)}; {reference_name} {_wers(reference)}{_trained_so(reference)}"
+            f"{_scale(runs)}")  # fmt: skip
     late = untrained((reference_name, reference), (name, runs))
     half = _said(late or compare(ev.utterances, runs, reference, rule, reference_name, name), said)
     if reference_name != "SEQ" or late or (runs.algorithm == "ssgd").all():
