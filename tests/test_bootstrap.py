@@ -5,16 +5,21 @@ on simulated studies whose true difference is known."""
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from asrscale.analysis.bootstrap import (
     RESAMPLES,
     Interval,
     _interval,
     _resampled,
+    _seed_freedom,
+    _seed_variance,
+    _t_interval,
     error_rate,
     interval_of,
     pooled,
     relative_difference,
+    speaker_errors,
 )
 
 
@@ -169,3 +174,102 @@ def test_the_interval_of_a_table_is_that_of_its_speakers_errors():
             for system, errors in (("a", ours), ("b", theirs)) for k in range(3)]  # fmt: skip
     found = relative_difference(pd.concat(rows), ["a0", "a1", "a2"], ["b0", "b1", "b2"])
     assert found == interval_of(ours, theirs, 20)
+
+
+def test_only_a_single_seed_is_noted_as_leaving_trainings_spread_out():
+    """The note "one seed" is written where a system has fewer than 2 seeds, and not for 2 or 3."""
+    assert Interval(0.1, 0.0, 0.2, 10, 2, (2, 3)).rests_on() == "10 test utterances of 2 speakers, 2 and 3 seeds"
+    assert Interval(0.1, 0.0, 0.2, 10, 2, (1, 2)).rests_on().endswith("1 and 2 seeds (training's spread not in the "
+                                                                       "interval: one seed)")  # fmt: skip
+
+
+def test_an_utterance_without_a_speaker_is_its_own_and_the_table_keeps_the_order_of_the_runs_asked():
+    """Kaldi's convention: an empty speaker is the utterance's own (two such utterances are two
+    speakers, not one speaker "" nor none); the columns are the runs in the order given."""
+    rows = pd.concat([scored(run, errors, 5).assign(speaker=["s1", "s1", "", ""])
+                      for run, errors in (("a", [1, 2, 3, 4]), ("b", [0, 1, 0, 2]))])  # fmt: skip
+    table, common = speaker_errors(rows, ["b", "a"], "lm_errors")
+    assert table.columns.tolist() == ["b", "a"] and common == 4
+    assert table.index.tolist() == ["s1", "u00002", "u00003"] and table.a.tolist() == [3, 3, 4]
+
+
+def test_the_seed_variance_is_the_spread_of_the_seeds_totals_less_the_speaker_by_seed_residual():
+    """By hand: speakers × seeds [[1, 6], [3, 4]] has seed totals 4 and 10 (variance 18) and a
+    residual of ±1 in every cell (variance 4 on 1 × 1 degree of freedom): (18 − 2 × 4) / 2 seeds
+    = 5. One speaker has no residual: [[1, 3]] gives var(1, 3) / 2 = 1. Two seeds count; one
+    does not (no spread to measure)."""
+    assert _seed_variance(np.array([[1.0, 6.0], [3.0, 4.0]])) == pytest.approx(5.0)
+    assert _seed_variance(np.array([[1.0, 3.0]])) == pytest.approx(1.0)
+    assert _seed_variance(np.array([[4.0], [7.0]])) == 0.0
+
+
+def test_the_seeds_degrees_of_freedom_are_welch_satterthwaites_over_both_systems_on_the_log_scale():
+    """Speakers alike (no speaker spread): system a's two seeds give a seed variance 4 on a total
+    of 20 (log scale 4 / 20² = 0.01, 1 degree of freedom), b's three 16 / 3 on 40 (1 / 300, 2):
+    the interval is t with (0.01 + 1/300)² / (0.01² / 1 + (1/300)² / 2) ≈ 1.68 degrees of freedom
+    over a log variance of 0.01 + 1/300, about the ratio 0.5."""
+    ours, theirs = np.array([[9.0, 11.0]] * 2), np.array([[18.0, 20.0, 22.0]] * 2)
+    assert (_seed_variance(ours), _seed_variance(theirs)) == pytest.approx((4.0, 16 / 3))
+    found, (a, b) = interval_of(ours, theirs, 2), (4 / 20**2, 16 / 3 / 40**2)
+    df = (a + b) ** 2 / (a**2 / 1 + b**2 / 2)
+    assert _seed_freedom(ours, theirs, (ours.mean(1), theirs.mean(1))) == pytest.approx(df) == pytest.approx(1.6842105)
+    half = stats.t.ppf(0.975, df) * np.sqrt(a + b)
+    assert (found.estimate, found.low, found.high) == pytest.approx(
+        (-0.5, 0.5 * np.exp(-half) - 1, 0.5 * np.exp(half) - 1)
+    )
+    assert found.parts["seeds"] == pytest.approx(0.5 * (np.exp(half) - 1)) and found.parts["speakers"] < 1e-12
+
+
+def test_without_any_seed_spread_the_seeds_degrees_of_freedom_are_infinite():
+    """One seed each, or a system whose seeds cannot disagree (it makes no error: its log-scale
+    variance is 0 / 0): no seed variance is estimated, so none is read as t (infinite freedom)."""
+    one, errors = np.array([[3.0], [5.0]]), np.array([[2.0, 4.0], [1.0, 3.0]])
+    assert _seed_freedom(one, one, (one.mean(1), one.mean(1))) == np.inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert _seed_freedom(np.zeros((2, 2)), one, (np.zeros(2), one.mean(1))) == np.inf
+    assert _seed_freedom(errors, one, (errors.mean(1), one.mean(1))) == pytest.approx(1.0)
+
+
+def test_the_speakers_part_is_t_with_speakers_minus_one_freedom_over_the_log_ratios_variance():
+    """Two speakers, one seed each: the interval is exp(log r ± t(0.975, 1) × s) − 1 where s² is the
+    (n − 1) variance of the log ratio over the speaker resamples; one speaker has no speaker spread
+    at all: exactly 0 (the variance of 2,000 equal draws of log(5/3), computed, is about 1e-32)."""
+    ours, theirs = np.array([[12.0], [9.0]]), np.array([[10.0], [10.0]])
+    drawn = np.log(_resampled([ours[:, 0], theirs[:, 0]], np.divide))
+    half = stats.t.ppf(0.975, 1) * drawn.std(ddof=1)
+    found = interval_of(ours, theirs, 2)
+    assert (found.estimate, found.low, found.high) == pytest.approx(
+        (0.05, 1.05 * np.exp(-half) - 1, 1.05 * np.exp(half) - 1)
+    )
+    assert found.parts == pytest.approx({"speakers": 1.05 * (np.exp(half) - 1), "seeds": 0.0})
+    alone = interval_of(np.array([[5.0]]), np.array([[3.0]]), 1)
+    assert alone.parts == {"speakers": 0.0, "seeds": 0.0} and alone.low == alone.high == pytest.approx(2 / 3)
+
+
+def test_the_interval_is_students_t_on_the_log_of_the_ratio():
+    """A log variance of 1 on 1 degree of freedom spans exp(± t(0.975, 1)) = exp(± 12.71) about the
+    ratio; no variance at all (plain zeros) leaves the ratio alone."""
+    t1 = stats.t.ppf(0.975, 1)
+    found = _t_interval(2.0, {"speakers": 1.0, "seeds": 0.0}, {"speakers": 1, "seeds": np.inf}, 9, 2, (1, 1))
+    assert t1 == pytest.approx(12.7062047) and (found.estimate, found.speakers, found.seeds) == (1.0, 2, (1, 1))
+    assert (found.low, found.high) == pytest.approx((2 * np.exp(-t1) - 1, 2 * np.exp(t1) - 1))
+    assert found.parts == pytest.approx({"speakers": 2 * (np.exp(t1) - 1), "seeds": 0.0})
+    still = _t_interval(1.25, {"speakers": 0.0, "seeds": 0.0}, {"speakers": 0, "seeds": np.inf}, 1, 1, (1, 1))
+    assert (still.estimate, still.low, still.high) == pytest.approx((0.25, 0.25, 0.25))
+
+
+def test_two_systems_without_a_single_error_have_an_undefined_difference_not_an_exception():
+    """0 / 0 errors: the relative difference and both ends of its interval are NaN."""
+    found = interval_of(np.zeros((3, 2)), np.zeros((3, 2)), 3)
+    assert np.isnan([found.estimate, found.low, found.high]).all() and found.seeds == (2, 2)
+
+
+def test_the_interval_is_computed_in_double_precision_whatever_the_tables_number_type():
+    """Errors held as 32-bit floats give the interval of the same errors in 64-bit: means over 3
+    seeds (5 / 3, 2 / 3) round differently in 32 bits, so each system's table is made 64-bit first."""
+    per_seed = {"a": [[1, 2, 0], [2, 2, 1], [0, 1, 1]], "b": [[2, 1, 1], [1, 2, 3], [1, 0, 2]]}
+    rows = pd.concat([scored(f"{system}{k}", errors, 10) for system, seeds in per_seed.items()
+                      for k, errors in enumerate(seeds)])  # fmt: skip
+    runs = (["a0", "a1", "a2"], ["b0", "b1", "b2"])
+    wide = relative_difference(rows, *runs)
+    assert relative_difference(rows.astype({"lm_errors": np.float32}), *runs) == wide
