@@ -85,6 +85,8 @@ rule record:
         directory(f"records/{STUDY.name}"),
     log:
         f"logs/{STUDY.corpus}/record/{STUDY.name}.log",
+    conda:
+        "../../envs/report.yaml"
     shell:
         "python -m asrscale record --settings {input.settings} --tables {input.tables} --lm-statistics {input.lm}"
         " --published-speedups {input.published} --skipped {input.skipped} --out {output} > {log} 2>&1"

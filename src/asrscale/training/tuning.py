@@ -21,7 +21,6 @@ from asrscale.errors import UserError
 from asrscale.io import atomic_write_json
 
 TUNED_SETTINGS = ("batch_size", "lr")  # the train settings a grid varies
-RUN_FILES = ("model.pt", "metrics.tsv", "run.json")  # a run's outputs, as the train rule makes them
 
 
 def point(run: Path) -> dict:
@@ -64,7 +63,9 @@ def adopt(choice_file: Path, settings: Path, folder: Path) -> None:
     if json.loads((chosen / "settings.json").read_text()) != json.loads(settings.read_text()):
         raise UserError(f"tuning: {chosen} was not trained with the settings of {settings}: rerun its tuning")
     folder.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
+    # every record the run wrote (the model, metrics and run.json, ASGD's server.tsv, ADPSGD's
+    # exchanges.tsv, ...), not its settings (the tuned run's own, checked equal) or checkpoints
+    for name in sorted(path.name for path in chosen.iterdir() if path.is_file() and path.name != "settings.json"):
         target = folder / name
         target.unlink(missing_ok=True)
         try:
