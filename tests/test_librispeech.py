@@ -109,10 +109,11 @@ def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say
         assert (job["slurm_partition"], int(job["nodes"])) == ("gpu", nodes), job
         assert job["gres"] == f"gpu:{learners // nodes}", job
         assert job.get("tasks_per_node") == (str(learners // nodes) if learners > 1 else None), job
-    # one task a node first clears what killed ranks of the job left (a requeued job's)
+    # one task a node first clears what killed ranks of the job left (a requeued job's); a rank's
+    # cores are the profile's set-threads, as in the real run (the profile's `cores` caps them alike)
     srun = (
         r"\{ srun --mpi=none --ntasks=2 --ntasks-per-node=1 python -m asrscale clear-shared-memory"
-        r" && srun --mpi=pmi2 --ntasks=16 --ntasks-per-node=8 --cpus-per-task=\d+ python -m asrscale train"
+        r" && srun --mpi=pmi2 --ntasks=16 --ntasks-per-node=8 --cpus-per-task=4 python -m asrscale train"
     )
     assert re.search(srun, printed)
     assert "mpiexec" not in printed
