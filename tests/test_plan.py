@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from asrscale.analysis.claims import CLAIMS, STUDIES
 from asrscale.analysis.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, plan
 from asrscale.cli import main
 from asrscale.errors import ConfigError
@@ -51,7 +52,7 @@ def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
 
 
 def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused():
-    table, size, name = plan(config_of("config.yaml"), "zhang19b-v100")
+    table, size, name, _ = plan(config_of("config.yaml"), "zhang19b-v100")
     assert name == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
     assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
@@ -70,6 +71,43 @@ def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_
     feats = tmp_path / "results" / "librispeech-100" / "feats" / "train"
     feats.mkdir(parents=True)
     (feats / "utt2num_frames").write_text("".join(f"u{i} 1500\n" for i in range(1000)))
-    _, size, _ = plan(config, "h100")
+    _, size, *_ = plan(config, "h100")
     assert (size.utterances, size.frames) == (1000, 1_500_000) and "its features" in size.source
     assert LIBRISPEECH["train-clean-100"][0] == 28_539
+
+
+def decides(*files) -> pd.DataFrame:
+    *_, found = plan(config_of("config.yaml", *files), "h100")
+    return found
+
+
+def test_the_plan_says_which_halves_a_study_can_decide_and_why_not_the_others(capfd):
+    """claims-at-4 (3 seeds, a fixed schedule, modelled speed) can decide the accuracy halves at 4
+    learners and no speed half; the default study (newbob, 1 seed) none; LibriSpeech's one seed
+    on GPUs fails on seeds or newbob, not on GPUs."""
+    found = decides("studies/claims-at-4.yaml")
+    assert set(found[found.can_decide].claim.str.split(": ", n=1).str[1]) == {
+        claim.claim for claim in CLAIMS if claim.decided_by == "claims-at-4"}  # fmt: skip
+    assert (found[found.can_decide].half == "accuracy").all()
+    speed = found[found.half == "speed"]
+    assert speed.why_not.str.contains("asrscale does not run|modelled on zhang19b-v100$|no .* run", regex=True).all()
+    assert not speed.why_not.str.contains("×").any()  # no placeholder's speedup said as a figure
+    default = decides()
+    assert not default.can_decide.any()
+    kavg = default[default.claim.str.contains("KAVG with 4 learners")].why_not.iloc[0]
+    assert "unequal updates a learner (SEQ 157, KAVG P=4 40)" in kavg  # 5,000 utterances, batch 32 and 4 × 32
+    main(["plan", "--configfile", str(ROOT / "config.yaml"), str(ROOT / "studies" / "librispeech.yaml"),
+          "--hardware", "h100"])  # fmt: skip
+    printed = capfd.readouterr().out
+    assert "it can decide 0 of the 17 claims' halves, if their runs converge:\n  none\n" in printed
+    assert "needs GPUs" not in printed and "4 GPUs measured" not in printed  # its runs are measured on GPUs
+
+
+@pytest.mark.parametrize("study", sorted(STUDIES))
+def test_each_study_of_studies_can_decide_the_halves_it_is_named_for(study):
+    """A study the report sends a reader to (claims.STUDIES) can decide, as configured, the accuracy
+    half of every claim it is named for, whatever its runs then measure."""
+    found = decides(f"studies/{study}.yaml")
+    named = {claim.claim for claim in CLAIMS if claim.decided_by == study and claim.accuracy}
+    accuracy = found[(found.half == "accuracy") & found.claim.str.split(": ", n=1).str[1].isin(named)]
+    assert len(accuracy) == len(named) and accuracy.can_decide.all(), accuracy.why_not.tolist()

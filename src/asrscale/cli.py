@@ -219,7 +219,7 @@ def plan(args):
     config = {}
     for file in args.configfile:  # each over the ones before, as Snakemake merges them
         update_config(config, read_config_file(file))
-    table, size, name = price(config, args.hardware)
+    table, size, name, decides = price(config, args.hardware)
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
     shown = table.assign(epoch=[f"{s:,.0f} s ({lo:,.0f}-{hi:,.0f})" for s, lo, hi in
@@ -237,6 +237,20 @@ def plan(args):
         f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take"
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
+    print_decidable(decides)
+
+
+def print_decidable(decides):
+    """Which claims' halves the planned study can decide, and why it cannot decide the others."""
+    both = decides.speedups.nunique() > 1  # a study of both worlds decides each kind apart
+    named = [f"{half.claim} ({half.half}{', ' + half.speedups if both else ''})" for half in decides.itertuples()]
+    can = [name for name, ok in zip(named, decides.can_decide) if ok]
+    print(f"\nit can decide {len(can)} of the {len(decides)} claims' halves, if their runs converge:")
+    print("\n".join(f"  {name}" for name in can) or "  none")
+    print("it cannot decide the others, whatever its runs measure:")
+    for name, row in zip(named, decides.itertuples()):
+        if not row.can_decide:
+            print(f"  {name}: {row.why_not}")
 
 
 def screenshot(args):

@@ -10,6 +10,7 @@ published subset sizes or the built-in corpus's utterances at their measured mea
 (`corpus_size`); each run's own band (asrscale.analysis.fitted.Band). Training time only: dev
 evaluation and checkpoints add a little, data loading none beyond the profile's. A run is priced
 for every epoch it may take (newbob usually stops a run earlier; a fixed-epoch schedule not).
+Beside the price, which claims' halves the study can decide with its runs, seeds and worlds.
 """
 
 import math
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from asrscale.analysis.decidable import decidable
 from asrscale.analysis.fitted import Band
 from asrscale.analysis.measures import GOSSIP
 from asrscale.config import paths
@@ -112,10 +114,12 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
     return pd.DataFrame(rows)
 
 
-def plan(config: dict, hardware: str) -> tuple[pd.DataFrame, CorpusSize, str]:
-    """The price of the study `config` describes on the profile `hardware` (its own or built in)."""
+def plan(config: dict, hardware: str) -> tuple[pd.DataFrame, CorpusSize, str, pd.DataFrame]:
+    """The price of the study `config` describes on the profile `hardware` (its own or built in),
+    and which claims' halves it can decide (asrscale.analysis.decidable)."""
     study = Study(config, check_paths=False)
-    return price_on(study, hardware), corpus_size(study), study.name
+    size = corpus_size(study)
+    return price_on(study, hardware), size, study.name, decidable(study, size.utterances)
 
 
 def price_on(study: Study, hardware: str) -> pd.DataFrame:
