@@ -779,3 +779,8 @@ def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
         "20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds (sgd, lr 0.3 tuned at the edge (its highest rate), global "
         "batch 32); at 0.66 M parameters on 10.4 hours of speech"
     )
+    # a system of one seed says its own (the first row, the only one), at a size rounded as it is
+    single = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9), alike=1).assign(**how, lr=[0.3, 0.6], parameters=1_235_000)
+    assert row(single, "KAVG with 4").accuracy_measured.startswith(
+        "KAVG P=4 WER 22.0% (greedy 44.0%) (sgd, lr 0.6 tuned, global batch 128); SEQ WER 20.0% (greedy 40.0%) (sgd, "
+        "lr 0.3 tuned, global batch 32); at 1.24 M parameters on 10.4 hours of speech")  # fmt: skip
