@@ -63,7 +63,8 @@ def test_the_algorithms_that_are_seq_with_one_learner():
     # round trip) and MA (natural gradient, capped change) cost or compute differently
     from asrscale.config.algorithms import ALGORITHMS
 
-    assert {name for name, spec in ALGORITHMS.items() if spec.alone_is_seq} == {"ssgd", "kavg", "adpsgd", "hadpsgd"}
+    alone_is_seq = {name for name, spec in ALGORITHMS.items() if spec.alone_is_seq}
+    assert alone_is_seq == {"ssgd", "kavg", "adpsgd", "hadpsgd", "bmuf"}
 
 
 def test_asgd_messages_are_float32_on_the_wire():
@@ -95,7 +96,7 @@ def test_the_consensus_is_measured_not_imposed_on_the_learners():
         def __init__(self, value):
             self.state = [torch.full((3,), float(value))]
 
-    for name in ("kavg", "ma", "adpsgd", "hadpsgd"):
+    for name in ("kavg", "ma", "adpsgd", "hadpsgd", "bmuf"):
         learners = [Holder(rank) for rank in range(2)]
         programs = [make_algorithm(name, Layout(rank=rank, size=2, node_size=1, nodes=2)).consensus(learners[rank])
                     for rank in range(2)]  # fmt: skip
@@ -113,7 +114,7 @@ def test_the_consensus_is_measured_not_imposed_on_the_learners():
         assert [learner.state[0][0].item() for learner in learners] == [0.0, 1.0], name
 
 
-@pytest.mark.parametrize("name", ["kavg", "ma", "adpsgd", "hadpsgd"])
+@pytest.mark.parametrize("name", ["kavg", "ma", "adpsgd", "hadpsgd", "bmuf"])
 def test_an_averaging_shares_the_model_and_the_optimizers_state_or_the_weights_alone(name):
     """What an averaging's requests carry: the model and Adam's two moments (3× the model's bytes),
     or with `averages: model` the weights alone, as the studies averaged."""
@@ -332,3 +333,55 @@ def test_a_runs_ma_period_is_its_frames_per_job_over_the_mean_frames_of_a_step(c
     run = run_config("ma", options=options, epochs=1, batch_size=8)
     train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path), world)
     assert planned == [(pytest.approx(frames / 12), 3)] * 2
+
+
+class QuadraticLearner:
+    """A learner of one weight on the loss ½(w − c)², its own c: a step at rate lr moves w by lr·(c − w)."""
+
+    def __init__(self, target: float):
+        self.state = [torch.zeros(1, dtype=torch.float64)]
+        self.averaged, self.target = self.state, target
+
+    def backward(self, batch):
+        yield from ()
+        return 0.5 * float((self.state[0] - self.target) ** 2)
+
+    def update(self, lr):
+        yield from ()
+        self.state[0].add_(lr * (self.target - self.state[0]))
+
+
+def in_lockstep(programs) -> None:
+    """The learners' programs run together, each Allreduce averaged over all, each Broadcast from the first."""
+    requests = [next(program) for program in programs]
+    while requests:
+        if isinstance(requests[0], ops.Allreduce | ops.Broadcast):
+            for tensors in zip(*(request.tensors for request in requests)):
+                common = tensors[0].clone() if isinstance(requests[0], ops.Broadcast) else sum(tensors) / len(tensors)
+                for tensor in tensors:
+                    tensor.copy_(common)
+        requests = [request for program in programs if (request := next(program, None)) is not None]
+
+
+@pytest.mark.parametrize("nesterov, starts", [(False, [1.0, 2.0, 2.5]), (True, [1.5, 2.125, 2.21875])])
+def test_bmuf_filters_each_blocks_average_with_its_block_momentum(nesterov, starts):
+    """Two learners of targets 1 and 3 (the optimum of their sum is 2), rate 0.5, a block a step,
+    η = 0.5, ζ = 1, worked by hand: W̄ − W_g is filtered into G ← η·G + Δ, W ← W + G, and the next
+    block starts from W (overshooting 2: momentum), or from the look-ahead W + η·G (see the module)."""
+    learners = [QuadraticLearner(1.0), QuadraticLearner(3.0)]
+    options = {"period": 1, "block_momentum": 0.5, "block_lr": 1.0, "nesterov": nesterov}
+    bmufs = [make_algorithm("bmuf", Layout(rank, 2), options) for rank in range(2)]
+    in_lockstep([bmuf.start(learner) for bmuf, learner in zip(bmufs, learners)])
+    found = []
+    for _ in starts:
+        in_lockstep([bmuf.step(learner, None, 0.5) for bmuf, learner in zip(bmufs, learners)])
+        assert learners[0].state[0].item() == learners[1].state[0].item()  # every learner holds the same start
+        found.append(learners[0].state[0].item())
+    assert found == starts
+
+
+def test_bmufs_block_momentum_is_one_less_its_learners_share_unless_given():
+    assert make_algorithm("bmuf", Layout(0, 16)).block_momentum == 1 - 1 / 16
+    assert make_algorithm("bmuf", Layout(0, 16), {"block_momentum": 0.0}).block_momentum == 0.0
+    with pytest.raises(ConfigError, match="algorithms.bmuf.block_momentum"):
+        make_algorithm("bmuf", Layout(0, 16), {"block_momentum": 1.0})

@@ -55,7 +55,7 @@ def check(ranks, corpus, case, *arguments, transport="auto"):
     assert result.stdout.count(f"{case} holds") == ranks, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "adpsgd", "hadpsgd", "asgd", "ma"])
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "adpsgd", "hadpsgd", "asgd", "ma", "bmuf"])
 def test_every_algorithm_with_one_learner_is_seq(corpus, algorithm):
     # MA is SEQ once its Kaldi extras (natural gradient, capped change) are off
     options = {"natural_gradient": False, "max_param_change": 0} if algorithm == "ma" else {}

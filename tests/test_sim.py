@@ -295,7 +295,7 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
 
 
 @pytest.mark.parametrize("fused", [False, True], ids=["alone", "fused"])
-@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd", "bmuf"])
 def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_row(
     corpus, tmp_path, monkeypatch, algorithm, fused
 ):
@@ -533,3 +533,17 @@ def test_gossip_gives_both_learners_the_half_and_half_average_and_keeps_the_mean
     assert answers == {1: [0.0, 0.0], 2: [2.0, 4.0]}
     assert [model[0].tolist() for model in models] == [[5.0, 2.0], [2.0, 4.0], [5.0, 2.0]]
     assert sum(model[0] for model in models).tolist() == [12.0, 8.0]  # as before: the mean kept
+
+
+def test_bmuf_without_block_momentum_is_kavg_bit_for_bit_and_with_it_is_not(corpus, tmp_path):
+    """η = 0 and ζ = 1 leave each block's average as it is: KAVG's model, to the last bit; BMUF's
+    own η (1 − 1/P) moves it."""
+    models = {}
+    for name, algorithm, options in (("kavg", "kavg", {}), ("bmuf-0", "bmuf", {"block_momentum": 0.0}),
+                                     ("bmuf", "bmuf", {})):  # fmt: skip
+        run = run_config(algorithm, options={"period": 2, **options}, epochs=1, log_interval=2)
+        costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
+        train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path / name), SimWorld(2, costs, name=name))
+        models[name] = torch.load(tmp_path / name / "model.pt", weights_only=False)["model"]
+    assert same_models(models["kavg"], models["bmuf-0"])
+    assert not same_models(models["kavg"], models["bmuf"])

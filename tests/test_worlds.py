@@ -16,10 +16,10 @@ from asrscale.worlds.timing import TimeSplit, WallTimes
 from conftest import CALIBRATION, MPI_WORLD, mpiexec, run_config, run_paths, train_command
 
 
-@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma"])
+@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "bmuf"])
 def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus, tmp_path, algorithm):
     shards = corpus / "shards" / "P2"
-    options = {"period": 2} if algorithm == "kavg" else {}
+    options = {"period": 2} if algorithm in ("kavg", "bmuf") else {}
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, MPI_WORLD, epochs=1))
     costs = CostModel(Hardware.from_config("here", profile_defaults()), CALIBRATION)
     run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's

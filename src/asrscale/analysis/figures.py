@@ -24,7 +24,7 @@ from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
 #: every algorithm's colour, the same in every report (colour-blind safe, each clearly apart)
 COLOURS = {"seq": "#000000", "ssgd": "#0173b2", "asgd": "#de8f05", "kavg": "#029e73", "ma": "#cc78bc",
-           "adpsgd": "#d55e00", "hadpsgd": "#56b4e9"}  # fmt: skip
+           "adpsgd": "#d55e00", "hadpsgd": "#56b4e9", "bmuf": "#ca9161"}  # fmt: skip
 
 
 def _learner_axis(axis, table):

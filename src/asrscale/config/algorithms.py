@@ -94,6 +94,16 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                               "plateau: relative dev-loss gain that counts as progress"),
             **AVERAGES,
         }, alone_is_seq=True),
+        AlgorithmSpec("bmuf", "bmuf.BlockwiseModelUpdateFiltering", {
+            "period": Option(8, {"type": "integer", "minimum": 1}, "K: local steps a block, as KAVG's"),
+            "block_momentum": Option(None, {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},
+                                     "η, the block momentum (null: 1 − 1/P, Chen and Huo's)"),
+            "block_lr": Option(1.0, {"type": "number", "exclusiveMinimum": 0}, "ζ, the block learning rate"),
+            "nesterov": Option(False, {"type": "boolean"},
+                               "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like block "
+                               "momentum) rather than from W"),
+            **AVERAGES,
+        }, alone_is_seq=True),
         AlgorithmSpec("ma", "ma.ModelAveraging", {
             "frames_per_job": Option(400_000, {"type": "integer", "minimum": 1},
                                      "averaging period, in frames each job trains"),

@@ -1,0 +1,87 @@
+"""BMUF: blockwise model-update filtering. K. Chen and Q. Huo, "Scalable training of deep learning
+machines by incremental block training with intra-block parallel optimization and blockwise
+model-update filtering", ICASSP 2016; recommended over ASGD, BSP and EASGD for acoustic models by
+W. Li et al., "Empirical evaluation of parallel training algorithms on acoustic modeling",
+Interspeech 2017.
+
+A block is K local steps of every learner from the block's start W_g, as in KAVG; then the P models
+are averaged (W̄) and the global model moves by the filtered update of the block:
+
+    Δ = W̄ − W_g,   G ← η·G + ζ·Δ,   W ← W + G
+
+with block momentum η (1 − 1/P by default, Chen and Huo's choice) and block learning rate ζ (1).
+The next block starts from W (classical block momentum), or from the look-ahead W + η·G
+(`nesterov`, Chen and Huo's Nesterov-like block momentum). With η = 0 and ζ = 1 it is KAVG exactly:
+W is computed as W̄ plus the filter's correction (η·G and (ζ − 1)·Δ), which is then zero. Every
+learner holds the same W_g and G and computes the same filter, so it exchanges what KAVG does; the
+model evaluated between blocks is the learners' average, as KAVG's. A rejected epoch (newbob)
+averages the learners' restored models into a new block start, its momentum cleared.
+"""
+
+import torch
+
+from asrscale.training.algorithms.base import PeriodicAveraging
+from asrscale.worlds import ops
+
+
+class BlockwiseModelUpdateFiltering(PeriodicAveraging):
+    name = "bmuf"
+
+    def __init__(self, layout, period: int, block_momentum: float | None, block_lr: float, nesterov: bool,
+                 averages: str):  # fmt: skip
+        super().__init__(layout, averages)
+        self.period, self.local_steps = period, 0
+        self.block_momentum = 1 - 1 / layout.size if block_momentum is None else block_momentum
+        self.block_lr, self.nesterov = block_lr, nesterov
+        self._start: list[torch.Tensor] = []  # W_g: the block's start, the same on every learner
+        self._momentum: list[torch.Tensor] = []  # G
+
+    def start(self, learner):
+        yield from super().start(learner)
+        self._new_block(learner)
+
+    def _new_block(self, learner):
+        """The learners' (common) model as a block's start, with no momentum."""
+        self._start = [tensor.detach().clone() for tensor in _weights(learner)]
+        self._momentum = [torch.zeros_like(tensor) for tensor in self._start]
+
+    def step(self, learner, batch, lr):
+        loss = yield from learner.backward(batch)
+        yield from learner.update(lr)
+        yield from self.count_step(learner)
+        if self.local_steps % self.period == 0:  # the block ended: its models were averaged
+            self._filter(learner)
+        return loss
+
+    @torch.no_grad()
+    def _filter(self, learner):
+        """The learner's averaged model W̄ becomes the next block's start (see the module)."""
+        weights, eta, zeta = _weights(learner), self.block_momentum, self.block_lr
+        device = weights[0].device  # a resumed run's start and momentum were read onto the CPU
+        self._start, self._momentum = ([t.to(device) for t in held] for held in (self._start, self._momentum))
+        for average, start, momentum in zip(weights, self._start, self._momentum):
+            delta = average - start
+            correction = (zeta - 1) * delta if self.nesterov else eta * momentum + (zeta - 1) * delta
+            momentum.mul_(eta).add_(delta, alpha=zeta)
+            average.add_(correction)  # W
+            if self.nesterov:
+                average.add_(momentum, alpha=eta)  # the look-ahead
+            start.copy_(average)
+
+    def roll_back(self, learner):
+        yield ops.Allreduce(self.shared(learner), "learners")
+        self._new_block(learner)
+        self.local_steps = 0
+
+    def state_dict(self) -> dict:
+        return super().state_dict() | {"start": self._start, "momentum": self._momentum}
+
+    def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        self._start, self._momentum = state.pop("start"), state.pop("momentum")
+        super().load_state_dict(state)
+
+
+def _weights(learner) -> list[torch.Tensor]:
+    """The model's floating-point tensors: what the filter moves."""
+    return [tensor for tensor in learner.state if tensor.is_floating_point()]
