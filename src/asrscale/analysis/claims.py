@@ -76,15 +76,16 @@ class Claim:
 STUDIES = {
     "claims-at-4": ("SEQ, KAVG, ASGD and the SSGD control at 4 learners, each tuned over one grid of rates, "
                     "3 seeds, 10 epochs each", "about 2 hours on 2 CPU cores"),
-    "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds",
-                  "about 1.25 hours on 2 CPU cores"),
-    "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds", "about 1 hour on 2 CPU cores"),
+    "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds, 16 epochs each",
+                  "about 1.5 hours on 2 CPU cores, estimated"),
+    "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds, 16 epochs each",
+                  "about 1 hour 10 minutes on 2 CPU cores, estimated"),
     "averaging": ("MA as Kaldi trained it: its averaging period and NG-SGD swept at 4 learners, 3 seeds",
                   "about 45 minutes on 2 CPU cores"),
-    "averaging-scaled": ("MA as Kaldi trained it at 16 and 32 learners against MA alone, 3 seeds",
-                         "about 1 hour 10 minutes on 2 CPU cores"),
-    "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds",
-                    "about 1.5 hours on 2 CPU cores"),
+    "averaging-scaled": ("MA as Kaldi trained it at 16 and 32 learners against MA alone, 3 seeds, 20 epochs each",
+                         "about 1.5 hours on 2 CPU cores, estimated"),
+    "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds, 16 epochs each",
+                    "about 2 hours on 2 CPU cores, estimated"),
 }  # fmt: skip
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
