@@ -353,7 +353,7 @@ class QuadraticLearner:
 
 def in_lockstep(programs) -> None:
     """The learners' programs run together, each Allreduce averaged over all, each Broadcast from the first."""
-    requests = [next(program) for program in programs]
+    requests = [request for program in programs if (request := next(program, None)) is not None]
     while requests:
         if isinstance(requests[0], ops.Allreduce | ops.Broadcast):
             for tensors in zip(*(request.tensors for request in requests)):
@@ -385,3 +385,16 @@ def test_bmufs_block_momentum_is_one_less_its_learners_share_unless_given():
     assert make_algorithm("bmuf", Layout(0, 16), {"block_momentum": 0.0}).block_momentum == 0.0
     with pytest.raises(ConfigError, match="algorithms.bmuf.block_momentum"):
         make_algorithm("bmuf", Layout(0, 16), {"block_momentum": 1.0})
+
+
+def test_a_rejected_epoch_starts_bmufs_next_block_from_the_learners_average_without_momentum():
+    learners = [QuadraticLearner(1.0), QuadraticLearner(3.0)]
+    bmufs = [make_algorithm("bmuf", Layout(rank, 2), {"period": 2}) for rank in range(2)]
+    in_lockstep([bmuf.start(learner) for bmuf, learner in zip(bmufs, learners)])
+    for _ in range(3):  # a block and a half: momentum gathered, the models apart
+        in_lockstep([bmuf.step(learner, None, 0.5) for bmuf, learner in zip(bmufs, learners)])
+    assert learners[0].state[0].item() != learners[1].state[0].item() and bmufs[0]._momentum[0].item() != 0
+    in_lockstep([bmuf.roll_back(learner) for bmuf, learner in zip(bmufs, learners)])
+    for bmuf, learner in zip(bmufs, learners):
+        assert learner.state[0].item() == bmuf._start[0].item() == learners[0].state[0].item()
+        assert bmuf._momentum[0].item() == 0 and bmuf.local_steps == 0
