@@ -398,3 +398,32 @@ def test_a_rejected_epoch_starts_bmufs_next_block_from_the_learners_average_with
     for bmuf, learner in zip(bmufs, learners):
         assert learner.state[0].item() == bmuf._start[0].item() == learners[0].state[0].item()
         assert bmuf._momentum[0].item() == 0 and bmuf.local_steps == 0
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_bmuf_is_slowmo_and_dilocos_outer_optimizer_with_block_lr_as_outer_rate_and_block_momentum_as_momentum(
+    nesterov,
+):
+    """The modern forms are BMUF's two settings: an outer SGD (torch's own, momentum 0.9, heavy-ball
+    as SlowMo's or Nesterov as DiLoCo's) stepping the block's start by the outer gradient W_g − W̄
+    at rate 0.7 gives the starts BMUF gives with ζ = 0.7, η = 0.9 (classical, or `nesterov`)."""
+    targets, blocks = (1.0, 3.0), 4
+    start = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    outer = torch.optim.SGD([start], lr=0.7, momentum=0.9, nesterov=nesterov)
+    expected = []
+    for _ in range(blocks):
+        locals_ = [start.detach().clone() for _ in targets]
+        for weight, target in zip(locals_, targets):
+            weight.add_(0.5 * (target - weight))
+        start.grad = start.detach() - sum(locals_) / len(locals_)
+        outer.step()
+        expected.append(start.item())
+    learners = [QuadraticLearner(target) for target in targets]
+    options = {"period": 1, "block_momentum": 0.9, "block_lr": 0.7, "nesterov": nesterov}
+    bmufs = [make_algorithm("bmuf", Layout(rank, 2), options) for rank in range(2)]
+    in_lockstep([bmuf.start(learner) for bmuf, learner in zip(bmufs, learners)])
+    found = []
+    for _ in range(blocks):
+        in_lockstep([bmuf.step(learner, None, 0.5) for bmuf, learner in zip(bmufs, learners)])
+        found.append(learners[0].state[0].item())
+    assert found == pytest.approx(expected, rel=1e-12)

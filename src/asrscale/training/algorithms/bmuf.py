@@ -16,6 +16,11 @@ W is computed as W̄ plus the filter's correction (η·G and (ζ − 1)·Δ), wh
 learner holds the same W_g and G and computes the same filter, so it exchanges what KAVG does; the
 model evaluated between blocks is the learners' average, as KAVG's. A rejected epoch (newbob)
 averages the learners' restored models into a new block start, its momentum cleared.
+
+Its descendants are these settings: an outer SGD on the outer gradient W_g − W̄ at rate α with
+momentum β, heavy-ball (SlowMo: Wang et al., ICLR 2020) or Nesterov (DiLoCo's outer optimizer:
+Douillard et al., 2023, α = 0.7, β = 0.9), is BMUF with ζ = α and η = β, classical or `nesterov`
+(G is the outer momentum buffer times −ζ; a test steps torch's SGD beside it).
 """
 
 import torch
