@@ -135,6 +135,10 @@ class PeriodicAveraging(Averaging):
                 yield ops.Allreduce(self.shared(learner), "learners")
             else:
                 yield from self._through_master(learner)
+            self.after_averaging(learner)
+
+    def after_averaging(self, learner) -> None:
+        """Once the learner holds the period's average (BMUF filters it here)."""
 
     def _through_master(self, learner):
         """The average made by learner 0: the others' models received in rank order (a fixed order

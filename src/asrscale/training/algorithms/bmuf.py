@@ -25,17 +25,18 @@ Douillard et al., 2023, α = 0.7, β = 0.9), is BMUF with ζ = α and η = β, c
 
 import torch
 
-from asrscale.training.algorithms.base import PeriodicAveraging
+from asrscale.training.algorithms.kavg import KStepAveraging
 from asrscale.worlds import ops
 
 
-class BlockwiseModelUpdateFiltering(PeriodicAveraging):
+class BlockwiseModelUpdateFiltering(KStepAveraging):
+    """KAVG at a fixed K, each averaging filtered (`after_averaging`)."""
+
     name = "bmuf"
 
     def __init__(self, layout, period: int, block_momentum: float | None, block_lr: float, nesterov: bool,
                  averages: str):  # fmt: skip
-        super().__init__(layout, averages)
-        self.period, self.local_steps = period, 0
+        super().__init__(layout, period, "fixed", layout.size, 0.0, averages)
         self.block_momentum = 1 - 1 / layout.size if block_momentum is None else block_momentum
         self.block_lr, self.nesterov = block_lr, nesterov
         self._start: list[torch.Tensor] = []  # W_g: the block's start, the same on every learner
@@ -50,16 +51,8 @@ class BlockwiseModelUpdateFiltering(PeriodicAveraging):
         self._start = [tensor.detach().clone() for tensor in _weights(learner)]
         self._momentum = [torch.zeros_like(tensor) for tensor in self._start]
 
-    def step(self, learner, batch, lr):
-        loss = yield from learner.backward(batch)
-        yield from learner.update(lr)
-        yield from self.count_step(learner)
-        if self.local_steps % self.period == 0:  # the block ended: its models were averaged
-            self._filter(learner)
-        return loss
-
     @torch.no_grad()
-    def _filter(self, learner):
+    def after_averaging(self, learner):
         """The learner's averaged model W̄ becomes the next block's start (see the module)."""
         weights, eta, zeta = _weights(learner), self.block_momentum, self.block_lr
         device = weights[0].device  # a resumed run's start and momentum were read onto the CPU
