@@ -32,15 +32,18 @@ def table(*rows, kind: str = "measured", outside_share: float = 0.5) -> pd.DataF
     """Runs as configured, each row in COLUMNS' order, timed one way (`kind`)."""
     found = pd.DataFrame(rows, columns=COLUMNS)
     return found.assign(variant="default", trained_as=found.algorithm, speedup_kind=kind, outside_share=outside_share,
-                        transports="", run=[f"{kind}/{a}/P{p}/seed{s}" for a, p, s in
+                        bound_by="arithmetic", transports="", run=[f"{kind}/{a}/P{p}/seed{s}" for a, p, s in
                                             zip(found.algorithm, found.learners, found.seed)])  # fmt: skip
 
 
 class FixedBand:
     """A band of ×0.8 to ×1.5 on every modelled speedup (asrscale.analysis.fitted.Band's interface)."""
 
-    def of(self, speedup, outside_share, transports, gossip):
+    def of(self, speedup, outside_share, transports, gossip, bound):
         return 0.8 * speedup, 1.5 * speedup
+
+    def rests_on(self, bound):
+        return f"{bound}: ×0.8-1.5"
 
 
 #: SEQ's two seeds and KAVG at 4 with three (its seed 3 has no SEQ of its own: SEQ's mean stands
@@ -173,17 +176,25 @@ class RecordingBand:
     def __init__(self):
         self.asked = []
 
-    def of(self, speedup, outside_share, transports, gossip):
-        self.asked.append((outside_share, transports, gossip))
+    def of(self, speedup, outside_share, transports, gossip, bound):
+        self.asked.append((outside_share, transports, gossip, bound))
         return 0.9 * speedup, 1.2 * speedup
 
+    def rests_on(self, bound):
+        return f"rests on {bound}"
 
-def test_a_modelled_runs_band_is_asked_of_its_share_outside_arithmetic_its_links_and_gossip():
+
+def test_a_modelled_runs_band_is_asked_of_its_share_outside_arithmetic_its_links_gossip_and_bound():
     runs = table(*RUNS[:3], kind="modelled on v100", outside_share=0.25).assign(
-        transports=["", "nccl", "nccl,tcp"], trained_as=["seq", "seq", "adpsgd"])  # fmt: skip
+        transports=["", "nccl", "nccl,tcp"], trained_as=["seq", "seq", "adpsgd"],
+        bound_by=["arithmetic", "arithmetic", "links between nodes"])  # fmt: skip
     band = RecordingBand()
-    add_speedups(runs, band)
-    assert band.asked == [(0.25, set(), False), (0.25, {"nccl"}, False), (0.25, {"nccl", "tcp"}, True)]
+    found = add_speedups(runs, band)
+    assert band.asked == [(0.25, set(), False, "arithmetic"), (0.25, {"nccl"}, False, "arithmetic"),
+                          (0.25, {"nccl", "tcp"}, True, "links between nodes")]  # fmt: skip
+    assert found.band_rests_on.tolist() == ["rests on arithmetic"] * 2 + ["rests on links between nodes"]
+    measured = add_speedups(table(*RUNS[:3]), band)
+    assert measured.band_rests_on.tolist() == [""] * 3 and (measured.time_speedup_low == measured.time_speedup).all()
 
 
 def test_efficiency_is_each_runs_speedup_over_its_own_learners_and_seqs_seeds_stand_in_by_their_mean():

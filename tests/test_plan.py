@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from asrscale.analysis.claims import CLAIMS, STUDIES
-from asrscale.analysis.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, plan
+from asrscale.analysis.fitted import Band
+from asrscale.analysis.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, OTHER_JOBS, plan
 from asrscale.cli import main
 from asrscale.errors import ConfigError
 from conftest import ROOT
@@ -45,15 +46,43 @@ def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
     seq = table[table.algorithm == "seq"].iloc[0]
     ssgd = table[table.algorithm == "ssgd"].set_index("learners")
     assert ssgd.epoch_s[16] < ssgd.epoch_s[2] < seq.epoch_s  # more learners, shorter epochs
-    # across two nodes the network sets part of the time: a wider band than inside one node
-    assert ssgd.epoch_s_high[16] / ssgd.epoch_s_low[16] > ssgd.epoch_s_high[8] / ssgd.epoch_s_low[8]
-    total = re.search(r"in all: ([\d,.]+) device-hours \(([\d,.]+)-([\d,.]+)\)", printed)
+    # inside a node and across two, bound by their arithmetic: each band is the model's held-out
+    # misses of the figures so bound (0.90-2.0×), wider than the parameters' spread for either
+    lowest, highest = Band.fitted().misses("arithmetic")
+    assert ssgd.bound_by[16] == ssgd.bound_by[8] == "arithmetic"
+    for learners in (8, 16):
+        assert ssgd.epoch_s_high[learners] / ssgd.epoch_s_low[learners] == pytest.approx(highest / lowest)
+    total = re.search(r"training in all: ([\d,.]+) device-hours \(([\d,.]+)-([\d,.]+)\)", printed)
     assert float(total.group(1).replace(",", "")) == pytest.approx(table.device_hours.sum(), rel=1e-3)
 
 
+def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
+    """LibriSpeech's 116.5 hours of audio in four subsets (train-clean-100, dev-clean, test-clean,
+    test-other), 32 extraction jobs each; 18 runs decoded (H-ADPSGD at 16 its own; each decoding
+    5.4 hours of dev for each of the 9 pairs of LM weight and word bonus, then 10.5 of test)."""
+    found = plan(config_of("config.yaml", "studies/librispeech.yaml"), "h100")
+    others = found.others.set_index("stage")
+    assert others.jobs.to_dict() == {"features": 4 * 32, "calibrate": 1, "decode": 18}
+    assert others.cpu_hours["features"] == pytest.approx(116.5 / OTHER_JOBS["features_real_time"])
+    dev, tests = 5.4 * 360_000, (5.4 + 5.1) * 360_000
+    search_s = dev * 9 * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
+    assert others.cpu_hours["decode"] == pytest.approx(18 * search_s / 3600, rel=1e-3)
+    assert 0 < others.device_hours["decode"] < found.runs.device_hours.sum() / 100  # forward passes on H100s
+    smoke = plan(config_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"), "h100")
+    hours = 100.6 * 4 / 251 + 5.4 * 2 / 40 + 5.4 * 2 / 40 + 5.1 * 2 / 33  # speakers: {train: 4, dev: 2, test: 2}
+    assert smoke.others.set_index("stage").cpu_hours["features"] == pytest.approx(
+        hours / OTHER_JOBS["features_real_time"], rel=1e-3)  # fmt: skip
+    assert smoke.size.utterances == round(28_539 * 4 / 251)
+
+
 def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused():
-    table, size, name, _ = plan(config_of("config.yaml"), "zhang19b-v100")
-    assert name == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
+    found = plan(config_of("config.yaml"), "zhang19b-v100")
+    table, size = found.runs, found.size
+    assert found.study == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
+    others = found.others.set_index("stage")
+    # decoded: SEQ, ASGD and MA alone; at 4 every algorithm but H-ADPSGD (SSGD's run in one node)
+    assert others.jobs["decode"] == 8 and others.cpu_hours["features"] == pytest.approx(
+        (5000 + 300 + 1000) * BUILTIN_FRAMES_PER_UTTERANCE / 360_000 / OTHER_JOBS["features_real_time"])  # fmt: skip
     assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):
@@ -71,14 +100,13 @@ def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_
     feats = tmp_path / "results" / "librispeech-100" / "feats" / "train"
     feats.mkdir(parents=True)
     (feats / "utt2num_frames").write_text("".join(f"u{i} 1500\n" for i in range(1000)))
-    _, size, *_ = plan(config, "h100")
+    size = plan(config, "h100").size
     assert (size.utterances, size.frames) == (1000, 1_500_000) and "its features" in size.source
     assert LIBRISPEECH["train-clean-100"][0] == 28_539
 
 
 def decides(*files) -> pd.DataFrame:
-    *_, found = plan(config_of("config.yaml", *files), "h100")
-    return found
+    return plan(config_of("config.yaml", *files), "h100").decides
 
 
 def test_the_plan_says_which_halves_a_study_can_decide_and_why_not_the_others(capfd):

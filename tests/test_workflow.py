@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from asrscale.analysis.claims import CLAIMS
+from asrscale.analysis.measures import beyond_p
 from asrscale.config.paths import TABLES
 from conftest import ROOT, recomputed_wer, run_snakemake
 
@@ -492,9 +493,13 @@ def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, 
     runs, page = table(study, "runs"), page_of(study)
     for kind in runs.speedup_kind.unique():
         line = re.search(rf"<li>P=2, {re.escape(kind)}: .*?</li>", page).group(0)
-        algorithm, shown = re.search(r"fastest in time an epoch (\w+) \(([\d.]+)×\)", line).groups()
         of_kind = runs[(runs.speedup_kind == kind) & (runs.learners == 2) & (runs.variant == "default")]
+        # the fastest within P, or (a busy machine can slow SEQ's own timed run) one flagged beyond it
+        found = re.search(r"fastest in time an epoch (\w+) \(([\d.]+)×\)", line) or re.search(
+            r"<b>(\w+) ([\d.]+)× is beyond what 2 learners can give</b>", line)  # fmt: skip
+        algorithm, shown = found.groups()
         assert float(shown) == pytest.approx(of_kind[of_kind.algorithm == algorithm].time_speedup.mean(), abs=0.005)
+        assert ("fastest in time an epoch" in line) != beyond_p(float(shown), 2)
     modelled = (runs.world == "simulated") & (runs.algorithm == "ssgd") & (runs.learners == 2)
     made = {column: runs[column].mask(modelled, 19.0 * factor) for column, factor in
             (("time_speedup", 1.0), ("time_speedup_low", 0.9), ("time_speedup_high", 1.25))}  # fmt: skip

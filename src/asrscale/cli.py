@@ -190,7 +190,7 @@ def fit_cost_model(args):
 
     fitted = fit_cost_model(args.out, args.workers)
     print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior", "held_out"]].to_string(index=False))
-    columns = ["study", "learners", "in_fit", "published", "fitted", "held_out", "ratio", "outside_factor"]
+    columns = ["study", "learners", "in_fit", "published", "fitted", "held_out", "ratio", "bound_by"]
     print(pd.DataFrame(fitted["figures"])[columns].to_string(index=False))
     print(pd.DataFrame(fitted["time_tables"]).to_string(index=False))
     for structure, found in fitted["structures"].items():
@@ -219,7 +219,8 @@ def plan(args):
     config = {}
     for file in args.configfile:  # each over the ones before, as Snakemake merges them
         update_config(config, read_config_file(file))
-    table, size, name, decides = price(config, args.hardware)
+    found = price(config, args.hardware)
+    table, size = found.runs, found.size
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
     shown = table.assign(epoch=[f"{s:,.0f} s ({lo:,.0f}-{hi:,.0f})" for s, lo, hi in
@@ -228,16 +229,25 @@ def plan(args):
                                                   zip(table.device_hours, table.device_hours_low,
                                                       table.device_hours_high)])  # fmt: skip
     print(
-        f"{name} on {args.hardware}: {size.utterances:,} training utterances, {size.hours:,.1f} hours ({size.source})"
+        f"{found.study} on {args.hardware}: {size.utterances:,} training utterances, {size.hours:,.1f} hours "
+        f"({size.source})"
     )
     print(shown[["algorithm", "variant", "learners", "seed", "ranks", "epoch", "epochs", "device_hours_for_epochs"]]
           .to_string(index=False))  # fmt: skip
     print(
-        f"in all: {table.device_hours.sum():,.1f} device-hours ({table.device_hours_low.sum():,.1f}-"
+        f"training in all: {table.device_hours.sum():,.1f} device-hours ({table.device_hours_low.sum():,.1f}-"
         f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take"
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
-    print_decidable(decides)
+    others = found.others
+    print("\nbeside training, at the rates the benchmark suite measured on a 2-core CPU (asrscale.analysis.plan):")
+    print(others.assign(cpu_hours=others.cpu_hours.map("{:,.2f}".format),
+                        device_hours=others.device_hours.map("{:,.3f}".format)).to_string(index=False))  # fmt: skip
+    print(
+        f"the whole study: {table.device_hours.sum() + others.device_hours.sum():,.1f} device-hours and "
+        f"{others.cpu_hours.sum():,.1f} CPU-hours"
+    )
+    print_decidable(found.decides)
 
 
 def print_decidable(decides):

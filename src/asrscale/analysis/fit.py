@@ -29,12 +29,13 @@ held-out predictions miss less is kept, and both are recorded.
 The band a modelled run carries (`Band`): what the fitted parameters set is the run's time outside
 its arithmetic (communication, staging, data waits, idle: the compute is measured); that time
 varies by the spread of each parameter the run depends on over the fits with a system held out
-(its links' transports, serving for gossip: what the parameters do not know), times the model's
-structural error: the factor by which the fit, every parameter free, still misses the time outside
-the arithmetic of the figures it rests on (what no value of the parameters fixes; measured on the
-held-out fits instead it would count the parameters' error twice). A run whose time is its
-arithmetic has a narrow band, one bound by a network a wide one. `asrscale fit-cost-model` writes
-all of it to src/asrscale/worlds/fitted.yaml, which every simulated run and replay reads.
+(its links' transports, serving for gossip). Beside that, the model's structural error, which no
+value of the parameters fixes: its held-out misses (modelled / published speedup) of the
+comparable figures whose time is bound as the run's is, by its arithmetic, by links inside a node
+or by links between nodes (a kind no figure is of takes every figure's). The band is the wider of
+the two: a run is given a narrow band only where held-out figures of its kind say the model is
+right. `asrscale fit-cost-model` writes all of it to src/asrscale/worlds/fitted.yaml, which every
+simulated run and replay reads.
 """
 
 import math
@@ -49,12 +50,11 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from asrscale.analysis.fitted import TOLERANCE, digest
+from asrscale.analysis.fitted import BOUNDS, TOLERANCE, bound_by, digest
 from asrscale.analysis.validation import (
     STRUCTURES,
     Figure,
     TimeTable,
-    baseline_s,
     load_figures,
     load_time_tables,
     modelled_rows,
@@ -188,14 +188,12 @@ def _fitted(task: tuple[str, str | None, float]) -> tuple[tuple[str, str | None,
     return task, fit(problem(structure, without), {p.name: p.prior * start for p in PARAMETERS})
 
 
-def outside_factor(figure: Figure, achieved: Achieved) -> float:
-    """By how much the model's time outside the arithmetic of the figure's parallel run would have
-    to change for the model to give the published speedup (1: none); 0 where the published time is
-    shorter than the modelled arithmetic alone."""
+def bound_of(figure: Figure, achieved: Achieved) -> tuple[float, str]:
+    """The share of the figure's modelled parallel run outside its arithmetic, and what bounds
+    its time (asrscale.analysis.fitted.bound_by)."""
     replayed = parallel(figure, achieved)
-    compute = replayed.seconds * replayed.split["compute"] / sum(replayed.split.values())
-    published_s = baseline_s(figure, achieved) / (figure.speedup * (figure.epochs_ratio or 1.0))
-    return max(0.0, (published_s - compute) / (replayed.seconds - compute))
+    outside = 1 - replayed.split["compute"] / sum(replayed.split.values())
+    return outside, bound_by(outside, figure.learners > figure.hardware.learners_per_node, figure.learners)
 
 
 def _validation(structure: str, fits: dict) -> dict:
@@ -206,12 +204,13 @@ def _validation(structure: str, fits: dict) -> dict:
     for figure in figures:
         held = fits.get((structure, figure.system, 1.0), full) if figure.in_fit else full
         predicted = modelled_speedup(figure, achieved_of(held))
+        outside, bound = bound_of(figure, achieved_of(full))
         rows.append({"study": figure.study, "figure": figure.figure, "learners": figure.learners,
-                     "system": figure.system, "facts": figure.facts, "in_fit": figure.in_fit,
+                     "system": figure.system, "facts": figure.facts, "comparable": figure.comparable,
+                     "in_fit": figure.in_fit,
                      "published": figure.speedup, "fitted": round(modelled_speedup(figure, achieved_of(full)), 3),
                      "held_out": round(predicted, 3), "ratio": round(predicted / figure.speedup, 3),
-                     "outside_factor": round(outside_factor(figure, achieved_of(full)), 3) if figure.in_fit
-                     else None})  # fmt: skip
+                     "outside_share": round(outside, 3), "bound_by": bound})  # fmt: skip
     judged = [math.log(r["ratio"]) for r in rows if r["in_fit"]]
     return {"rms_log_miss": round(math.sqrt(np.mean(np.square(judged))), 4),
             "within_tolerance": sum(abs(m) <= math.log1p(TOLERANCE) for m in judged), "judged": len(judged),
@@ -222,12 +221,19 @@ def _validation(structure: str, fits: dict) -> dict:
 
 
 def band_of(validation: dict, full: dict[str, float]) -> dict:
-    """The band's record: the structural error of the held-out figures in the fit, and each
-    parameter's spread over the fits with a system held out."""
-    factors = [r["outside_factor"] for r in validation["figures"] if r["in_fit"]] + [1.0]
+    """The band's record: by what bounds their time, the held-out misses of the comparable
+    figures (a figure whose epochs are not stated misses by what it does not state), with 1; and
+    each parameter's spread over the fits with a system held out."""
+    structural = {}
+    for row in validation["figures"]:
+        if row["comparable"]:
+            structural.setdefault(row["bound_by"], []).append(row)
     spread = {p.name: [v[p.name] / full[p.name] for v in validation["held_out_parameters"].values()] + [1.0]
               for p in PARAMETERS}  # fmt: skip
-    return {"structural": [round(min(factors), 3), round(max(factors), 3)],
+    return {"structural": {bound: {"misses": [round(min(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3),
+                                              round(max(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3)],
+                                   "figures": [f"{r['study']}, {r['learners']}" for r in rows]}
+                           for bound, rows in sorted(structural.items(), key=lambda item: BOUNDS.index(item[0]))},
             "parameters": {name: [round(min(v), 3), round(max(v), 3)] for name, v in spread.items()}}  # fmt: skip
 
 

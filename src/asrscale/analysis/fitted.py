@@ -16,20 +16,43 @@ PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
 TOLERANCE = 0.25  # a modelled speedup within 25% of a published one agrees with it
 
 
+#: what bounds a run's time, by which its band takes the model's misses of the published figures
+#: bound the same way: one learner's is its arithmetic against SEQ's, both measured (no held-out
+#: figure is of one learner, nor does any miss apply); else its arithmetic (most of its time
+#: computing), else the links it crosses
+BOUNDS = ("one learner", "arithmetic", "links inside a node", "links between nodes")
+
+
+def bound_by(outside_share: float, spans_nodes: bool, learners: int) -> str:
+    """What bounds a run's time: one learner's; its arithmetic where that is most of it; its links."""
+    if learners == 1:
+        return "one learner"
+    if outside_share < 0.5:
+        return "arithmetic"
+    return "links between nodes" if spans_nodes else "links inside a node"
+
+
 @dataclass(frozen=True)
 class Band:
-    """What a modelled run's time outside its arithmetic may be, as factors on the model's: the
-    structural error (`structural`: the held-out figures' factors, with 1) and each parameter's
-    spread over the fits with a system held out, against the fit of every system (`parameters`:
-    name -> (lowest, highest) value over the fitted one)."""
+    """What a modelled speedup may be, as factors on the model's. Two things the model does not
+    know: each parameter's spread over the fits with a system held out, against the fit of every
+    system (`parameters`: name -> (lowest, highest) value over the fitted one), which moves the
+    run's time outside its arithmetic; and the model's structural error, its held-out misses
+    (modelled / published speedup) of the comparable figures bound as the run is (`structural`:
+    bound -> (lowest, highest), with 1; `evidence`: bound -> the figures). The band is the wider
+    of the two, so that it is narrow only where held-out figures of its kind say the model is
+    right; a kind no figure is of takes every figure's misses."""
 
-    structural: tuple[float, float]
+    structural: dict
+    evidence: dict
     parameters: dict
 
     @classmethod
     def fitted(cls) -> "Band":
         stated = fitted_record()["band"]
-        return cls(tuple(stated["structural"]), {name: tuple(edges) for name, edges in stated["parameters"].items()})
+        return cls({bound: tuple(kind["misses"]) for bound, kind in stated["structural"].items()},
+                   {bound: kind["figures"] for bound, kind in stated["structural"].items()},
+                   {name: tuple(edges) for name, edges in stated["parameters"].items()})  # fmt: skip
 
     def factors(self, transports: set[str], gossip: bool) -> tuple[float, float]:
         """The factors on a run's time outside its arithmetic, over its links' `transports` (time
@@ -41,13 +64,36 @@ class Band:
         if gossip:
             lowest, highest = self.parameters["serving"]
             low, high = min(low, lowest), max(high, highest)
-        return low * self.structural[0], high * self.structural[1]
+        return low, high
 
-    def of(self, speedup: float, outside_share: float, transports: set[str], gossip: bool) -> tuple[float, float]:
+    def misses(self, bound: str) -> tuple[float, float]:
+        """The model's held-out misses of the figures bound as `bound` (every figure's where none is)."""
+        if bound == "one learner":
+            return 1.0, 1.0
+        if bound in self.structural:
+            return self.structural[bound]
+        return min(low for low, _ in self.structural.values()), max(high for _, high in self.structural.values())
+
+    def rests_on(self, bound: str) -> str:
+        """What a run's band rests on, in words."""
+        if bound == "one learner":
+            return "one learner: its arithmetic against SEQ's, both measured; the parameters' spread alone"
+        low, high = self.misses(bound)
+        figures = self.evidence.get(bound)
+        held_out = f"held-out figures also bound by {bound} ({'; '.join(figures)})" if figures else (
+            f"every held-out figure (none is bound by {bound})")  # fmt: skip
+        return f"bound by {bound}: the model's misses of {held_out}, {low:.2f}-{high:.2f}×"
+
+    def of(self, speedup: float, outside_share: float, transports: set[str], gossip: bool,
+           bound: str) -> tuple[float, float]:  # fmt: skip
         """The band of a modelled `speedup` whose run spent `outside_share` of its modelled time
-        outside its arithmetic (its baseline's time taken as modelled)."""
+        outside its arithmetic (its baseline's time taken as modelled), its time `bound` as
+        `bound_by` says."""
         low, high = self.factors(transports, gossip)
-        return speedup / (1 - outside_share + outside_share * high), speedup / (1 - outside_share + outside_share * low)
+        by_parameters = speedup / (1 - outside_share + outside_share * high), speedup / (
+            1 - outside_share + outside_share * low)  # fmt: skip
+        lowest, highest = self.misses(bound)
+        return min(by_parameters[0], speedup / highest), max(by_parameters[1], speedup / lowest)
 
 
 def fitted_record() -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.fitted import Band
+from asrscale.analysis.fitted import Band, bound_by
 from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
 from asrscale.worlds.timing import CATEGORIES
 
@@ -55,6 +55,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
     last = epochs.iloc[-1] if len(epochs) else pd.Series(float("nan"), ["time_s"])  # diverged in its first epoch
     best = epochs[epochs.epoch == record["best_epoch"]]
     scored, confusions, utterances = _scores(run, test_sets)
+    outside = 1 - split["compute_s"] / split.sum()  # of its time: what the fitted parameters set
     row = {
         **keys,
         **scored,
@@ -67,7 +68,8 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "stopped_by": _stopped_by(record),
         "schedule": train["schedule"],
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
-        "outside_share": 1 - split["compute_s"] / split.sum(),  # of its time: what the fitted parameters set
+        "outside_share": outside,
+        "bound_by": _bound(world_record, outside, record["learners"]),
         "epochs": len(epochs),
         # the training set's hours of speech: an epoch's frames at the features' shift
         "train_hours": epochs.frames.iloc[0] * record["features"]["shift_ms"] / 1000 / 3600 if len(epochs) else 0.0,
@@ -135,6 +137,14 @@ def _timing(world_record: dict, environment: dict, exchanges: dict | None) -> di
             "transports": ",".join(sorted(transports(world_record["hardware"], world_record["ranks"]))),
             "stragglers": ", ".join(f"learner {rank} ×{factor:g}" for rank, factor in stragglers.items()),
             "compute_basis": compute_basis(world_record)}  # fmt: skip
+
+
+def _bound(world_record: dict, outside_share: float, learners: int) -> str:
+    """What bounds a modelled run's time (asrscale.analysis.fitted.bound_by; blank where measured)."""
+    if world_record["kind"] != "simulated":
+        return ""
+    spans_nodes = world_record["ranks"] > world_record["hardware"]["learners_per_node"]
+    return bound_by(outside_share, spans_nodes, learners)
 
 
 def transports(hardware: dict, ranks: int) -> set[str]:

@@ -151,11 +151,15 @@ def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     the same algorithm and variant at one learner, as su15 measured MA against its own one-GPU run
     (NaN where the study has no such run). A modelled speedup's band (`<speedup>_low`,
     `<speedup>_high`) is its run's from `band` (asrscale.analysis.fitted.Band: the run's share of
-    time outside its arithmetic, `transports`, and gossip); a measured one's is itself."""
+    time outside its arithmetic, `transports`, gossip, and what bounds its time), with what it
+    rests on (`band_rests_on`); a measured one's is itself."""
     modelled = table.speedup_kind.str.startswith("modelled")
-    factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP)
-               if is_modelled else (1.0, 1.0) for run, is_modelled in zip(table.itertuples(), modelled)]  # fmt: skip
-    table = table.assign(band_low=[low for low, _ in factors], band_high=[high for _, high in factors])
+    factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP,
+                       run.bound_by) if is_modelled else (1.0, 1.0)
+               for run, is_modelled in zip(table.itertuples(), modelled)]  # fmt: skip
+    table = table.assign(band_low=[low for low, _ in factors], band_high=[high for _, high in factors],
+                         band_rests_on=[band.rests_on(bound) if is_modelled else ""
+                                        for bound, is_modelled in zip(table.bound_by, modelled)])  # fmt: skip
     # each kind of timing against its own SEQ, the rows back in the study's order
     return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)]).loc[table.index]
 

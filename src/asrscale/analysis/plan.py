@@ -1,15 +1,18 @@
 """A study's price before it is queued: each run's modelled time an epoch on a hardware profile,
 its device-hours for train.epochs, and the study's total, each with its band, from stand-in
 learners that replay every algorithm's schedule of requests without arithmetic
-(asrscale.training.replay), charged by the fitted cost model.
+(asrscale.training.replay), charged by the fitted cost model; and the jobs beside training
+(feature extraction, calibration, decoding), at the rates the benchmark suite measured.
 
 What a plan rests on: the profile's measured compute, carried to the study's model by its FLOPs a
 frame (a profile measured on a smaller model is an upper bound of the time: a small model leaves a
-GPU idle); the training set's size, from its extracted features where they exist, else LibriSpeech's
+GPU idle); each subset's size, from its extracted features where they exist, else LibriSpeech's
 published subset sizes or the built-in corpus's utterances at their measured mean length
-(`corpus_size`); each run's own band (asrscale.analysis.fitted.Band). Training time only: dev
-evaluation and checkpoints add a little, data loading none beyond the profile's. A run is priced
-for every epoch it may take (newbob usually stops a run earlier; a fixed-epoch schedule not).
+(`subset_size`); each run's own band (asrscale.analysis.fitted.Band). Training: dev evaluation and
+checkpoints add a little, data loading none beyond the profile's. A run is priced for every epoch
+it may take (newbob usually stops a run earlier; a fixed-epoch schedule not). The other jobs: CPU
+work at the rates of `OTHER_JOBS` (a machine of another speed scales them; a larger lexicon and LM
+search slower than the built-in corpus's), a decode's forward passes on the profile's device.
 Beside the price, which claims' halves the study can decide with its runs, seeds and worlds.
 """
 
@@ -21,7 +24,7 @@ import pandas as pd
 import torch
 
 from asrscale.analysis.decidable import decidable
-from asrscale.analysis.fitted import Band
+from asrscale.analysis.fitted import Band, bound_by
 from asrscale.analysis.measures import GOSSIP
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
@@ -31,14 +34,24 @@ from asrscale.data.features import read_frame_counts
 from asrscale.errors import ConfigError
 from asrscale.models import build_model, flops_per_frame
 from asrscale.training.replay import Workload, replay
-from asrscale.worlds.costmodel import Hardware
+from asrscale.worlds.costmodel import Achieved, Hardware
 
 #: the built-in corpus's mean utterance, in frames of 10 ms: the default corpus's 5,000 training
 #: utterances hold 1.12 M frames (measured 2026-11-29 on its utt2num_frames)
 BUILTIN_FRAMES_PER_UTTERANCE = 223
-#: LibriSpeech's training subsets (openslr.org/12, its CHAPTERS/SPEAKERS.TXT): utterances, hours, speakers
+#: LibriSpeech's subsets (openslr.org/12, its CHAPTERS/SPEAKERS.TXT): utterances, hours, speakers
 LIBRISPEECH = {"train-clean-100": (28_539, 100.6, 251), "train-clean-360": (104_014, 363.6, 921),
-               "train-other-500": (148_688, 496.7, 1_166)}  # fmt: skip
+               "train-other-500": (148_688, 496.7, 1_166), "dev-clean": (2_703, 5.4, 40),
+               "dev-other": (2_864, 5.3, 33), "test-clean": (2_620, 5.4, 40),
+               "test-other": (2_939, 5.1, 33)}  # fmt: skip
+#: the jobs beside training, as the benchmark suite measured them (`python -m benchmarks` at
+#: 319fd4a on the 2-core machine, AMD EPYC; benchmarks/results.json: the built-in corpus, its
+#: 0.66 M-parameter BLSTM, a word LM of its transcripts, beam 32): features extracted 1,841× faster
+#: than real time a core (two jobs side by side); the decode's choice of LM weight and word bonus
+#: 13.25 s for 16 pairs over 65,113 dev frames, its test set's beam search 1.03 s beyond the
+#: greedy decode's 1.43 s over 227,586 frames; the default study's calibration job 17.9 s
+OTHER_JOBS = {"features_real_time": 1841.0, "choose_s_per_frame_and_pair": 13.25 / 16 / 65_113,
+              "beam_s_per_frame": 1.03 / 227_586, "calibrate_s": 17.9}  # fmt: skip
 TOKENS = 30  # a character set's size (letters, space, apostrophe, blank), where the corpus's is not yet made
 REPLAYED_STEPS = 64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
 
@@ -54,23 +67,24 @@ class CorpusSize:
         return self.frames / 360_000
 
 
-def corpus_size(study: Study) -> CorpusSize:
-    """The training set's size: from its extracted features, else LibriSpeech's published sizes of
-    the subsets its sources name, else the built-in corpus's utterances at their mean length."""
-    extracted = Path(study.at(paths.FEATURES, subset="train"))
+def subset_size(study: Study, subset: str = "train") -> CorpusSize:
+    """A subset's size: from its extracted features, else LibriSpeech's published sizes of the
+    subsets its sources name, else the built-in corpus's utterances at their mean length."""
+    extracted = Path(study.at(paths.FEATURES, subset=subset))
     if (extracted / "utt2num_frames").is_file():
         frames = read_frame_counts(extracted)
         return CorpusSize(len(frames), sum(frames.values()), f"its features ({extracted})")
     if not study.imported:
-        utterances = study.config["corpus"]["builtin"]["utterances"]["train"]
+        utterances = study.config["corpus"]["builtin"]["utterances"][subset]
         return CorpusSize(utterances, utterances * BUILTIN_FRAMES_PER_UTTERANCE,
                           f"the built-in corpus's {utterances:,} utterances at their mean length")  # fmt: skip
-    found = [LIBRISPEECH.get(Path(source["path"]).name) for source in study.sources("train")]
+    found = [LIBRISPEECH.get(Path(source["path"]).name) for source in study.sources(subset)]
     if any(size is None for size in found):
-        raise ConfigError("asrscale plan: corpus.subsets.train: its size is known only once its features are "
-                          "extracted (snakemake ... features), or for LibriSpeech's training subsets")  # fmt: skip
-    # corpus.speakers.train keeps a source's first speakers: its share of the subset's, at its mean per speaker
-    kept = study.config["corpus"]["speakers"].get("train")
+        key = f"corpus.subsets.{subset.replace('test-', 'test.')}"
+        raise ConfigError(f"asrscale plan: {key}: its size is known only once its features are extracted "
+                          "(snakemake ... features), or for LibriSpeech's subsets")  # fmt: skip
+    # corpus.speakers.<subset> keeps a source's first speakers: its share of the subset's, at its mean per speaker
+    kept = study.config["corpus"]["speakers"].get(subset.split("-")[0])
     shares = [min(1.0, kept / speakers) if kept else 1.0 for _, _, speakers in found]
     utterances = round(sum(n * share for (n, _, _), share in zip(found, shares)))
     hours = sum(h * share for (_, h, _), share in zip(found, shares))
@@ -104,22 +118,65 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         ranks = learners + algorithm_spec(run.algorithm).servers
         used = {hardware.node_link.transport} if ranks > 1 else set()
         used |= {hardware.network_link.transport} if ranks > hardware.learners_per_node else set()
-        low, high = band.of(1.0, outside, used, run.algorithm in GOSSIP)
+        bound = bound_by(outside, ranks > hardware.learners_per_node, learners)
+        low, high = band.of(1.0, outside, used, run.algorithm in GOSSIP, bound)
         hours = epoch_s * train["epochs"] * ranks / 3600
         rows.append({"algorithm": run.algorithm, "variant": run.variant, "learners": learners, "seed": run.seed,
                      "ranks": ranks, "epoch_s": epoch_s, "epoch_s_low": epoch_s / high, "epoch_s_high": epoch_s / low,
                      "epochs": train["epochs"], "schedule": train["schedule"], "device_hours": hours,
                      "device_hours_low": hours / high, "device_hours_high": hours / low,
-                     "outside_share": outside})  # fmt: skip
+                     "outside_share": outside, "bound_by": bound})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def plan(config: dict, hardware: str) -> tuple[pd.DataFrame, CorpusSize, str, pd.DataFrame]:
+@dataclass(frozen=True)
+class Plan:
+    """What `asrscale plan` says of a study: each run's price (`runs`), the training set's size,
+    the jobs beside training (`others`) and which claims' halves it can decide (`decides`)."""
+
+    study: str
+    size: CorpusSize
+    runs: pd.DataFrame
+    others: pd.DataFrame
+    decides: pd.DataFrame
+
+
+def plan(config: dict, hardware: str) -> Plan:
     """The price of the study `config` describes on the profile `hardware` (its own or built in),
     and which claims' halves it can decide (asrscale.analysis.decidable)."""
     study = Study(config, check_paths=False)
-    size = corpus_size(study)
-    return price_on(study, hardware), size, study.name, decidable(study, size.utterances)
+    size = subset_size(study)
+    runs = price_on(study, hardware)
+    others = other_jobs(study, Hardware.from_config(hardware, study.config["hardware"][hardware]))
+    return Plan(study.name, size, runs, others, decidable(study, size.utterances))
+
+
+def other_jobs(study: Study, hardware: Hardware) -> pd.DataFrame:
+    """The jobs beside training, each stage's count and CPU-hours at `OTHER_JOBS`' rates (a
+    decode's forward passes in device-hours on `hardware`): every subset's features, the
+    calibration, and each decoded run (the dev grid's every pair, then the test sets)."""
+    sizes = {subset: subset_size(study, subset) for subset in study.subsets}
+    audio_hours = sum(size.hours for size in sizes.values())
+    dev = sizes["dev"].frames
+    tests = sum(sizes[name].frames for name in study.test_sets)
+    pairs = len(study.config["decode"]["lm_weights"]) * len(study.config["decode"]["word_bonuses"])
+    search_s = dev * pairs * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
+    model = _model_size(study.run_settings(study.trained()[0]))
+    rates = hardware.compute.rates_for(model)
+    forward_s = Achieved.fitted().forward_share * rates["backward_s_per_frame"] * (dev + 2 * tests)
+    decoded = len({study.trained_as(run) for run in study.runs()})  # each run reported, from its best model
+    return pd.DataFrame([
+        {"stage": "features", "jobs": study.feature_jobs * len(sizes),
+         "cpu_hours": audio_hours / OTHER_JOBS["features_real_time"], "device_hours": 0.0,
+         "rests_on": f"{audio_hours:,.1f} hours of audio in {len(sizes)} subsets, "
+                     f"{OTHER_JOBS['features_real_time']:,.0f}× real time a core"},
+        {"stage": "calibrate", "jobs": 1, "cpu_hours": 0.0, "device_hours": OTHER_JOBS["calibrate_s"] / 3600,
+         "rests_on": "the default study's calibration job"},
+        {"stage": "decode", "jobs": decoded, "cpu_hours": decoded * search_s / 3600,
+         "device_hours": decoded * forward_s / 3600,
+         "rests_on": f"{dev:,} dev frames × {pairs} pairs of LM weight and word bonus, {tests:,} test frames; "
+                     f"forward passes on {hardware.name}"},
+    ])  # fmt: skip
 
 
 def price_on(study: Study, hardware: str) -> pd.DataFrame:
@@ -134,4 +191,4 @@ def price_on(study: Study, hardware: str) -> pd.DataFrame:
     if profile.device != "dedicated":
         raise ConfigError(f"--hardware {hardware}: a plan needs a profile whose devices state their "
                           "compute (device: dedicated), as h100's do")  # fmt: skip
-    return price(study, profile, corpus_size(study), Band.fitted())
+    return price(study, profile, subset_size(study), Band.fitted())
