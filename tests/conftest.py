@@ -26,6 +26,7 @@ from asrscale.config.sections import (
     TextNormalisation,
     TrainConfig,
 )
+from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.data.audio import read_audio, resample
 from asrscale.data.corpus.synthetic import synthesise_part
 from asrscale.data.datadir import read_table
@@ -35,7 +36,6 @@ from asrscale.data.tokens import Tokens
 from asrscale.models import build_model
 from asrscale.training.fused import fusers
 from asrscale.training.run import RunPaths, train
-from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ def table(*rows, kind: str = "measured", outside_share: float = 0.5) -> pd.DataF
 
 
 class FixedBand:
-    """A band of ×0.8 to ×1.5 on every modelled speedup (asrscale.analysis.fitted.Band's interface)."""
+    """A band of ×0.8 to ×1.5 on every modelled speedup (asrscale.costmodel.fitted.Band's interface)."""
 
     def of(self, speedup, outside_share, transports, gossip, bound):
         return 0.8 * speedup, 1.5 * speedup

@@ -8,9 +8,11 @@ import pytest
 import yaml
 
 from asrscale.analysis.claims import CLAIMS, STUDIES
-from asrscale.analysis.fitted import Band
-from asrscale.analysis.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, OTHER_JOBS, plan
+from asrscale.analysis.decidable import decidable
 from asrscale.cli import main
+from asrscale.config.study import Study
+from asrscale.costmodel.fitted import Band
+from asrscale.costmodel.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, OTHER_JOBS, plan, subset_size
 from asrscale.errors import ConfigError
 from conftest import ROOT
 
@@ -22,6 +24,10 @@ def config_of(*files) -> dict:
     for file in files:
         update_config(config, yaml.safe_load((ROOT / file).read_text()))
     return config
+
+
+def study_of(*files) -> Study:
+    return Study(config_of(*files), check_paths=False)
 
 
 def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
@@ -60,7 +66,7 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     """LibriSpeech's 116.5 hours of audio in four subsets (train-clean-100, dev-clean, test-clean,
     test-other), 32 extraction jobs each; 18 runs decoded (H-ADPSGD at 16 its own; each decoding
     5.4 hours of dev for each of the 9 pairs of LM weight and word bonus, then 10.5 of test)."""
-    found = plan(config_of("config.yaml", "studies/librispeech.yaml"), "h100")
+    found = plan(study_of("config.yaml", "studies/librispeech.yaml"), "h100")
     others = found.others.set_index("stage")
     assert others.jobs.to_dict() == {"features": 4 * 32, "calibrate": 1, "decode": 18}
     assert others.cpu_hours["features"] == pytest.approx(116.5 / OTHER_JOBS["features_real_time"])
@@ -68,7 +74,7 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     search_s = dev * 9 * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
     assert others.cpu_hours["decode"] == pytest.approx(18 * search_s / 3600, rel=1e-3)
     assert 0 < others.device_hours["decode"] < found.runs.device_hours.sum() / 100  # forward passes on H100s
-    smoke = plan(config_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"), "h100")
+    smoke = plan(study_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"), "h100")
     hours = 100.6 * 4 / 251 + 5.4 * 2 / 40 + 5.4 * 2 / 40 + 5.1 * 2 / 33  # speakers: {train: 4, dev: 2, test: 2}
     assert smoke.others.set_index("stage").cpu_hours["features"] == pytest.approx(
         hours / OTHER_JOBS["features_real_time"], rel=1e-3)  # fmt: skip
@@ -76,7 +82,7 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
 
 
 def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused():
-    found = plan(config_of("config.yaml"), "zhang19b-v100")
+    found = plan(study_of("config.yaml"), "zhang19b-v100")
     table, size = found.runs, found.size
     assert found.study == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
     others = found.others.set_index("stage")
@@ -86,9 +92,9 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
     assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):
-        plan(config_of("config.yaml"), "this-machine")
+        plan(study_of("config.yaml"), "this-machine")
     with pytest.raises(ConfigError, match="^--hardware 'nowhere' is not a profile: .*docs/gpus.md: a hardware profile"):
-        plan(config_of("config.yaml"), "nowhere")
+        plan(study_of("config.yaml"), "nowhere")
 
 
 def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_path, monkeypatch):
@@ -96,17 +102,18 @@ def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_
     config["corpus"]["subsets"]["train"] = [{"format": "librispeech", "path": str(tmp_path / "my-train")}]
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="its size is known only once its features are extracted"):
-        plan(config, "h100")
+        plan(Study(config, check_paths=False), "h100")
     feats = tmp_path / "results" / "librispeech-100" / "feats" / "train"
     feats.mkdir(parents=True)
     (feats / "utt2num_frames").write_text("".join(f"u{i} 1500\n" for i in range(1000)))
-    size = plan(config, "h100").size
+    size = plan(Study(config, check_paths=False), "h100").size
     assert (size.utterances, size.frames) == (1000, 1_500_000) and "its features" in size.source
     assert LIBRISPEECH["train-clean-100"][0] == 28_539
 
 
 def decides(*files) -> pd.DataFrame:
-    return plan(config_of("config.yaml", *files), "h100").decides
+    study = study_of("config.yaml", *files)
+    return decidable(study, subset_size(study).utterances)
 
 
 def test_the_plan_says_which_halves_a_study_can_decide_and_why_not_the_others(capfd):

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from asrscale.config.schema import profile_defaults
+from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.training.calibration import calibrate, measured_compute
 from asrscale.training.fused import fusers
 from asrscale.training.run import train
 from asrscale.worlds import ops
-from asrscale.worlds.costmodel import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 from conftest import (
     CALIBRATION,
@@ -481,7 +481,7 @@ def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_f
 def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time():
     """ADPSGD: the passive learner answers while it computes; it loses `serving` of the
     exchange's time (two 8 ms transfers) from its next computation."""
-    from asrscale.worlds.costmodel import Achieved
+    from asrscale.costmodel.clock import Achieved
 
     def program(layout, serving, log):
         model = [torch.zeros(MEGABYTE)]

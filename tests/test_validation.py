@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from asrscale.analysis import fit as fitting
 from asrscale.analysis.claims import CLAIMS
-from asrscale.analysis.fitted import BOUNDS, Band, bound_by, digest, fitted_record
-from asrscale.analysis.validation import (
+from asrscale.costmodel import fit as fitting
+from asrscale.costmodel.clock import Achieved
+from asrscale.costmodel.fitted import BOUNDS, Band, bound_by, digest, fitted_record
+from asrscale.costmodel.validation import (
     Figure,
     _replayed,
     agreeing_value,
@@ -25,7 +26,6 @@ from asrscale.analysis.validation import (
     stock_kaldi_s,
 )
 from asrscale.errors import ConfigError
-from asrscale.worlds.costmodel import Achieved
 
 FAST = {"latency_us": 0.0, "bandwidth_gbps": 1e6}  # links that cost (almost) nothing
 #: transports that achieve all of their links' nominal bandwidth

@@ -185,8 +185,8 @@ def gather(args):
 def fit_cost_model(args):
     import pandas as pd
 
-    from asrscale.analysis.fit import fit_cost_model
-    from asrscale.worlds.costmodel import FITTED
+    from asrscale.costmodel.clock import FITTED
+    from asrscale.costmodel.fit import fit_cost_model
 
     fitted = fit_cost_model(args.out, args.workers)
     print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior", "held_out"]].to_string(index=False))
@@ -201,7 +201,7 @@ def fit_cost_model(args):
 
 
 def replay_published(args):
-    from asrscale.analysis.replayed import replayed_table
+    from asrscale.costmodel.replayed import replayed_table
     from asrscale.io import atomic_write_text
 
     table = replayed_table(args.figures)
@@ -212,14 +212,17 @@ def replay_published(args):
 def plan(args):
     from snakemake.utils import update_config
 
-    from asrscale.analysis.plan import plan as price
+    from asrscale.analysis.decidable import decidable
     from asrscale.config.files import read_config_file
+    from asrscale.config.study import Study
+    from asrscale.costmodel.plan import plan as price
     from asrscale.io import atomic_write_text
 
     config = {}
     for file in args.configfile:  # each over the ones before, as Snakemake merges them
         update_config(config, read_config_file(file))
-    found = price(config, args.hardware)
+    study = Study(config, check_paths=False)
+    found = price(study, args.hardware)
     table, size = found.runs, found.size
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
@@ -240,14 +243,14 @@ def plan(args):
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
     others = found.others
-    print("\nbeside training, at the rates the benchmark suite measured on a 2-core CPU (asrscale.analysis.plan):")
+    print("\nbeside training, at the rates the benchmark suite measured on a 2-core CPU (asrscale.costmodel.plan):")
     print(others.assign(cpu_hours=others.cpu_hours.map("{:,.2f}".format),
                         device_hours=others.device_hours.map("{:,.3f}".format)).to_string(index=False))  # fmt: skip
     print(
         f"the whole study: {table.device_hours.sum() + others.device_hours.sum():,.1f} device-hours and "
         f"{others.cpu_hours.sum():,.1f} CPU-hours"
     )
-    print_decidable(found.decides)
+    print_decidable(decidable(study, size.utterances))
 
 
 def print_decidable(decides):
@@ -340,7 +343,7 @@ COMMANDS = [
     (gather, "gather a study's runs into tables", [SETTINGS, *paths("out")]),
     (fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check each "
      "figure out of sample", [
-        ("--out", {"type": Path, "default": None, "help": "default: the package's src/asrscale/worlds/fitted.yaml"}),
+        ("--out", {"type": Path, "default": None, "help": "default: the package's src/asrscale/costmodel/fitted.yaml"}),
         ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"})]),
     (replay_published, "replay the studies' published speedups on the cost model, each on its setup", [
         ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),

@@ -89,7 +89,7 @@ def planned_seconds():
     its band's time for every epoch it may take, by (algorithm, variant, learners); empty where
     the study cannot be priced (a profile without measured compute, a corpus of unknown size).
     """
-    from asrscale.analysis.plan import price_on
+    from asrscale.costmodel.plan import price_on
     from asrscale.errors import ConfigError
 
     if not any(run.world == "mpi" for run in STUDY.runs()):

@@ -7,8 +7,8 @@ localrules:
 rule replay_published:
     input:
         # the figures and their fit: a new fit replays them again
-        Path(workflow.basedir) / "src/asrscale/analysis/published.yaml",
-        Path(workflow.basedir) / "src/asrscale/worlds/fitted.yaml",
+        Path(workflow.basedir) / "src/asrscale/costmodel/published.yaml",
+        Path(workflow.basedir) / "src/asrscale/costmodel/fitted.yaml",
     output:
         paths.PUBLISHED_SPEEDUPS,
     log:

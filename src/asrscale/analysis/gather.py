@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.fitted import Band, bound_by
 from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
+from asrscale.costmodel.fitted import Band, bound_by
 from asrscale.worlds.timing import CATEGORIES
 
 SPLIT_COLUMNS = [f"{c}_s" for c in CATEGORIES]
@@ -140,7 +140,7 @@ def _timing(world_record: dict, environment: dict, exchanges: dict | None) -> di
 
 
 def _bound(world_record: dict, outside_share: float, learners: int) -> str:
-    """What bounds a modelled run's time (asrscale.analysis.fitted.bound_by; blank where measured)."""
+    """What bounds a modelled run's time (asrscale.costmodel.fitted.bound_by; blank where measured)."""
     if world_record["kind"] != "simulated":
         return ""
     spans_nodes = world_record["ranks"] > world_record["hardware"]["learners_per_node"]
@@ -224,7 +224,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_
     `sweeps`: the points of each sweep. `rule`: when a run has converged (report.target_dev_loss,
     plateau and plateau_max_dev_ter); `test_sets`: the test sets every run was scored on; `tunings`:
     each tuned configuration's grid (`tuning_table`). Modelled speedups carry their runs' bands
-    (asrscale.analysis.fitted.Band)."""
+    (asrscale.costmodel.fitted.Band)."""
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"]), test_sets) for r in runs))
     rows = [row | {"tuning": tuning_state(r.get("tuning"))} for row, r in zip(rows, runs)]
     epochs, confusions, learners, utterances = map(pd.concat, tables)

@@ -22,10 +22,12 @@ dev loss first reached the study's target, 5% above SEQ's best, SEQ's over the r
 ratio of the epochs each took beside it); and to SEQ's accuracy (until SEQ's own best dev loss,
 cong17's "6.1× to the accuracy of sequential"). A target comes only from SEQ's runs that converged:
 where none did, nothing has a time to target. A modelled speedup carries a band of its own run's
-(asrscale.analysis.fitted.Band: from its time outside its arithmetic, the links it used and what the
+(asrscale.costmodel.fitted.Band: from its time outside its arithmetic, the links it used and what the
 cost model's validation found of them); a measured one has none."""
 
 import pandas as pd
+
+from asrscale.costmodel.fitted import GOSSIP
 
 KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
 TARGET_MARGIN = 0.05  # the target dev loss: this much above SEQ's best
@@ -36,7 +38,6 @@ SPEEDUPS = ("time_speedup", "target_speedup", "accuracy_speedup", "own_speedup")
 #: a time speedup for the same epochs above P by more than this share is impossible work for P
 #: learners (flagged with its cause, ranked nowhere: a busy calibration makes one)
 BEYOND_P = 0.05
-GOSSIP = ("adpsgd", "hadpsgd")  # whose passive learners serve exchanges: their band depends on it too
 
 
 def baseline(table: pd.DataFrame) -> pd.DataFrame:
@@ -150,7 +151,7 @@ def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     (its own best dev loss) with its ratio of epochs, and efficiency. Beside them the speedup over
     the same algorithm and variant at one learner, as su15 measured MA against its own one-GPU run
     (NaN where the study has no such run). A modelled speedup's band (`<speedup>_low`,
-    `<speedup>_high`) is its run's from `band` (asrscale.analysis.fitted.Band: the run's share of
+    `<speedup>_high`) is its run's from `band` (asrscale.costmodel.fitted.Band: the run's share of
     time outside its arithmetic, `transports`, gossip, and what bounds its time), with what it
     rests on (`band_rests_on`); a measured one's is itself."""
     modelled = table.speedup_kind.str.startswith("modelled")

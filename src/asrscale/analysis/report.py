@@ -15,10 +15,10 @@ from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
-from asrscale.analysis.fitted import TOLERANCE, fitted_record
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
 from asrscale.analysis.measures import diverged, trained
 from asrscale.analysis.tables import Tables, load
+from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)

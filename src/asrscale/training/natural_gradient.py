@@ -44,7 +44,7 @@ class Factor:
 
     def __init__(self, dim: int, rank: int, device: torch.device, seed: int = 0):
         rank = min(rank, max(dim - 1, 0))
-        if torch.device(device).type == "meta":  # a replay's stand-in (asrscale.training.replay): sizes only
+        if torch.device(device).type == "meta":  # a replay's stand-in (asrscale.costmodel.replay): sizes only
             start = torch.empty(rank, dim, device="meta")
         else:  # a copy of its own: refreshes write into it
             start = _random_basis(dim, rank, seed).clone()

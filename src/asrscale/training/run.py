@@ -61,8 +61,8 @@ def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConf
 
         return MPIWorld(servers=servers, node_size=settings.node_size, timeout_s=settings.timeout_s, name=run.algorithm,
                         transport=settings.transport, device=device)  # fmt: skip
+    from asrscale.costmodel.clock import CostModel, Hardware
     from asrscale.training.fused import fusers
-    from asrscale.worlds.costmodel import CostModel, Hardware
     from asrscale.worlds.devices import resolve_device
     from asrscale.worlds.simulated import SimWorld
 

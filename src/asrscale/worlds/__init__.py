@@ -1,2 +1,2 @@
 """The worlds that carry out learners' requests (`ops`): real MPI ranks (`mpi`) or a simulated cluster
-(`simulated`) on a cost model (`costmodel`), and the devices learners compute on."""
+(`simulated`) on the cost model (`asrscale.costmodel.clock`), and the devices learners compute on."""

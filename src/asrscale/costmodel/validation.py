@@ -3,13 +3,13 @@ earned trust: given a published setup, predict the published scaling.
 
 Each figure of `published.yaml` states the study's algorithm, learners and baseline, its model,
 minibatch and cluster as far as the study gives them, and every assumption beyond (tagged read,
-derived or assumed). The figure's algorithm is replayed (`asrscale.training.replay`: its own
+derived or assumed). The figure's algorithm is replayed (`asrscale.costmodel.replay`: its own
 schedule of requests, charged by the cost model, without arithmetic) on that cluster, and so is
 its baseline over the same frames: SEQ at one learner, the algorithm itself at one learner, or
 Kaldi's own scripts (`stock_kaldi_s`). A time table (su15's, per GPU count: the whole time and
 its MPI part) is replayed row by row on its figure's setup. What transports and software achieve
-(`asrscale.worlds.costmodel.Achieved`) is the same for every figure: fitted once over all of them
-(`asrscale.analysis.fit`), never per figure. For each figure, the fact its miss turns on most
+(`asrscale.costmodel.clock.Achieved`) is the same for every figure: fitted once over all of them
+(`asrscale.costmodel.fit`), never per figure. For each figure, the fact its miss turns on most
 (its `unknown`: a key of its setup) and the value at which the model would give the published
 speedup (`agreeing_value`) say which single fact would close a gap the shared costs leave.
 """
@@ -25,18 +25,18 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from asrscale.analysis.fitted import PUBLISHED
 from asrscale.config.schema import profile_defaults
+from asrscale.costmodel.clock import Achieved, Hardware
+from asrscale.costmodel.fitted import PUBLISHED
+from asrscale.costmodel.replay import Replayed, Workload, replay
 from asrscale.errors import ConfigError
-from asrscale.training.replay import Replayed, Workload, replay
-from asrscale.worlds.costmodel import Achieved, Hardware
 
 BASELINES = ("seq", "same", "stock_kaldi")
 READINGS = ("same-epochs", "to-accuracy")
 #: how MPI through host memory (a non-CUDA-aware MPI: su15's, rosc17's) is modelled: "series", a
 #: copy from the GPU to host memory and back around a transfer over the link at its transport's
 #: share, sums on the host; "one path", the whole staged transfer as one link of its own transport
-#: ("mpi-host", whose share is fitted), no copies apart. The fit tries both (asrscale.analysis.fit).
+#: ("mpi-host", whose share is fitted), no copies apart. The fit tries both (asrscale.costmodel.fit).
 STRUCTURES = ("series", "one path")
 DIRECT = ("infiniband", "pcie", "nvlink")  # the transports that "one path" replaces by "mpi-host"
 JITTER = 0.05  # σ of a step's compute, as the project's GPU profiles assume, unless a figure states its own

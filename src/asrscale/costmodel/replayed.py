@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.fitted import PUBLISHED, TOLERANCE, digest, fitted_record
-from asrscale.analysis.validation import agreeing_value, load_figures, modelled_speedup
+from asrscale.costmodel.fitted import PUBLISHED, TOLERANCE, digest, fitted_record
+from asrscale.costmodel.validation import agreeing_value, load_figures, modelled_speedup
 from asrscale.errors import UserError
 
 COLUMNS = ("study", "figure", "learners", "facts", "published", "fitted", "held_out", "ratio", "agrees", "baseline",

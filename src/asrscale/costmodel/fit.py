@@ -1,5 +1,5 @@
 """One cost model for every study: what transports and software achieve of their hardware
-(`asrscale.worlds.costmodel.Achieved`), fitted on the published figures whose facts are complete,
+(`asrscale.costmodel.clock.Achieved`), fitted on the published figures whose facts are complete,
 validated one system out at a time, and the band each modelled run carries.
 
 Each parameter is a property of a kind of hardware or software, the same wherever it occurs,
@@ -23,7 +23,7 @@ Validation, one system out at a time (as Paleo and ASTRA-sim validate): every fi
 (a cluster and model: zhang19 and zhang19b share one, as su15's two figures and its time table
 do) is predicted by the parameters fitted without any of them, from the priors; a figure that
 stays out of the fit is predicted by the fit of all the rest. Both ways of modelling MPI through
-host memory (asrscale.analysis.validation.STRUCTURES) are fitted and validated; the one whose
+host memory (asrscale.costmodel.validation.STRUCTURES) are fitted and validated; the one whose
 held-out predictions miss less is kept, and both are recorded.
 
 The band a modelled run carries (`Band`): what the fitted parameters set is the run's time outside
@@ -34,7 +34,7 @@ value of the parameters fixes: its held-out misses (modelled / published speedup
 comparable figures whose time is bound as the run's is, by its arithmetic, by links inside a node
 or by links between nodes (a kind no figure is of takes every figure's). The band is the wider of
 the two: a run is given a narrow band only where held-out figures of its kind say the model is
-right. `asrscale fit-cost-model` writes all of it to src/asrscale/worlds/fitted.yaml, which every
+right. `asrscale fit-cost-model` writes all of it to src/asrscale/costmodel/fitted.yaml, which every
 simulated run and replay reads.
 """
 
@@ -50,8 +50,9 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from asrscale.analysis.fitted import BOUNDS, TOLERANCE, bound_by, digest
-from asrscale.analysis.validation import (
+from asrscale.costmodel.clock import FITTED, Achieved
+from asrscale.costmodel.fitted import BOUNDS, TOLERANCE, bound_by, digest
+from asrscale.costmodel.validation import (
     STRUCTURES,
     Figure,
     TimeTable,
@@ -63,12 +64,10 @@ from asrscale.analysis.validation import (
 )  # fmt: skip
 from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_text
-from asrscale.worlds.costmodel import FITTED, Achieved
 
 SHARE_TOLERANCE = 0.05  # a modelled share of time inside MPI within 5 points of a published one
 PRIOR_WIDTH = 10.0  # a prior's standard deviation, as a factor
 STARTS_AGREE = 0.01  # a fit from another start lands within 1% of every parameter, or the fit is not to be trusted
-GOSSIP = ("adpsgd", "hadpsgd")  # whose passive learners serve exchanges (the `serving` parameter)
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ class Parameter:
 #: the fit's parameters, in priors.yaml beside this module
 PARAMETERS = tuple(
     Parameter(name, row["prior"], tuple(row["bounds"]), row["evidence"])
-    for name, row in yaml.safe_load(resources.files("asrscale.analysis").joinpath("priors.yaml").read_text()).items()
+    for name, row in yaml.safe_load(resources.files("asrscale.costmodel").joinpath("priors.yaml").read_text()).items()
 )
 
 
@@ -190,7 +189,7 @@ def _fitted(task: tuple[str, str | None, float]) -> tuple[tuple[str, str | None,
 
 def bound_of(figure: Figure, achieved: Achieved) -> tuple[float, str]:
     """The share of the figure's modelled parallel run outside its arithmetic, and what bounds
-    its time (asrscale.analysis.fitted.bound_by)."""
+    its time (asrscale.costmodel.fitted.bound_by)."""
     replayed = parallel(figure, achieved)
     outside = 1 - replayed.split["compute"] / sum(replayed.split.values())
     return outside, bound_by(outside, figure.learners > figure.hardware.learners_per_node, figure.learners)
@@ -260,9 +259,9 @@ def fit_cost_model(out: Path | None = None, workers: int = 2) -> dict:
         "starts": {"factor": SECOND_START, "largest_log_difference": starts}, "published_digest": digest(),
         "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
     header = ("# What transports and software achieve of their hardware's nominal figures: the cost model's shared\n"
-              "# parameters (asrscale.worlds.costmodel.Achieved), fitted on the published figures whose facts are\n"
+              "# parameters (asrscale.costmodel.clock.Achieved), fitted on the published figures whose facts are\n"
               "# complete and validated one system out at a time, with both structures of MPI through host memory,\n"
-              "# the band a modelled run carries and the check of two starts (asrscale.analysis.fit). Written by\n"
+              "# the band a modelled run carries and the check of two starts (asrscale.costmodel.fit). Written by\n"
               "# `asrscale fit-cost-model`; do not edit.\n")  # fmt: skip
     atomic_write_text(Path(out or FITTED), header + yaml.safe_dump(written, sort_keys=False, allow_unicode=True,
                                                                    width=120))  # fmt: skip

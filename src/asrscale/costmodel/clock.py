@@ -1,7 +1,7 @@
 """The cost model of the simulated world, in one place: how long each request takes on a modelled
 cluster, from a named hardware profile (built in: src/asrscale/config/profiles.yaml; a study's
 own: its `hardware:`), this machine's calibration, and what transports and software achieve of
-their hardware (`Achieved`, fitted by asrscale.analysis.fit). What each request costs, and why:
+their hardware (`Achieved`, fitted by asrscale.costmodel.fit). What each request costs, and why:
 docs/internals.md, "The cost model"."""
 
 import math
@@ -19,7 +19,7 @@ RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "preconditi
 #: transport whose achieved share of the nominal bandwidth is fitted (`Achieved.shares`): "mpi-host"
 #: is MPI through host memory as one path (a non-CUDA-aware MPI's copies and transfer together)
 TRANSPORTS = ("measured", "tcp", "infiniband", "nvlink", "pcie", "host-copy", "mpi-host")
-FITTED = resources.files("asrscale.worlds") / "fitted.yaml"
+FITTED = resources.files("asrscale.costmodel") / "fitted.yaml"
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Link:
 class Achieved:
     """What real software achieves of its hardware's nominal figures: properties of kinds of
     transport and software, the same in every cluster, fitted once over the studies' published
-    speedups and su15's time table (asrscale.analysis.fit) and read from fitted.yaml."""
+    speedups and su15's time table (asrscale.costmodel.fit) and read from fitted.yaml."""
 
     shares: dict  # transport -> the share of a link's nominal bandwidth it achieves
     serving: float  # the share of a gossip exchange's time its passive learner loses

@@ -1,19 +1,19 @@
 """A study's price before it is queued: each run's modelled time an epoch on a hardware profile,
 its device-hours for train.epochs, and the study's total, each with its band, from stand-in
 learners that replay every algorithm's schedule of requests without arithmetic
-(asrscale.training.replay), charged by the fitted cost model; and the jobs beside training
+(asrscale.costmodel.replay), charged by the fitted cost model; and the jobs beside training
 (feature extraction, calibration, decoding), at the rates the benchmark suite measured.
 
 What a plan rests on: the profile's measured compute, carried to the study's model by its FLOPs a
 frame (a profile measured on a smaller model is an upper bound of the time: a small model leaves a
 GPU idle); each subset's size, from its extracted features where they exist, else LibriSpeech's
 published subset sizes or the built-in corpus's utterances at their measured mean length
-(`subset_size`); each run's own band (asrscale.analysis.fitted.Band). Training: dev evaluation and
+(`subset_size`); each run's own band (asrscale.costmodel.fitted.Band). Training: dev evaluation and
 checkpoints add a little, data loading none beyond the profile's. A run is priced for every epoch
 it may take (newbob usually stops a run earlier; a fixed-epoch schedule not). The other jobs: CPU
 work at the rates of `OTHER_JOBS` (a machine of another speed scales them; a larger lexicon and LM
 search slower than the built-in corpus's), a decode's forward passes on the profile's device.
-Beside the price, which claims' halves the study can decide with its runs, seeds and worlds.
+Which claims' halves the study can decide is the analysis's to say (asrscale.analysis.decidable).
 """
 
 import math
@@ -23,18 +23,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from asrscale.analysis.decidable import decidable
-from asrscale.analysis.fitted import Band, bound_by
-from asrscale.analysis.measures import GOSSIP
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.sections import FeatureConfig, ModelConfig
 from asrscale.config.study import Study
+from asrscale.costmodel.clock import Achieved, Hardware
+from asrscale.costmodel.fitted import GOSSIP, Band, bound_by
+from asrscale.costmodel.replay import Workload, replay
 from asrscale.data.features import read_frame_counts
 from asrscale.errors import ConfigError
 from asrscale.models import build_model, flops_per_frame
-from asrscale.training.replay import Workload, replay
-from asrscale.worlds.costmodel import Achieved, Hardware
 
 #: the built-in corpus's mean utterance, in frames of 10 ms: the default corpus's 5,000 training
 #: utterances hold 1.12 M frames (measured 2026-11-29 on its utt2num_frames)
@@ -131,24 +129,20 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
 
 @dataclass(frozen=True)
 class Plan:
-    """What `asrscale plan` says of a study: each run's price (`runs`), the training set's size,
-    the jobs beside training (`others`) and which claims' halves it can decide (`decides`)."""
+    """A study's price: each run's (`runs`), the training set's size and the jobs beside training
+    (`others`)."""
 
     study: str
     size: CorpusSize
     runs: pd.DataFrame
     others: pd.DataFrame
-    decides: pd.DataFrame
 
 
-def plan(config: dict, hardware: str) -> Plan:
-    """The price of the study `config` describes on the profile `hardware` (its own or built in),
-    and which claims' halves it can decide (asrscale.analysis.decidable)."""
-    study = Study(config, check_paths=False)
-    size = subset_size(study)
+def plan(study: Study, hardware: str) -> Plan:
+    """The price of `study` on the profile `hardware` (its own or built in)."""
     runs = price_on(study, hardware)
     others = other_jobs(study, Hardware.from_config(hardware, study.config["hardware"][hardware]))
-    return Plan(study.name, size, runs, others, decidable(study, size.utterances))
+    return Plan(study.name, subset_size(study), runs, others)
 
 
 def other_jobs(study: Study, hardware: Hardware) -> pd.DataFrame:

@@ -1,18 +1,21 @@
-"""The cost model's fit as `asrscale fit-cost-model` recorded it (src/asrscale/worlds/fitted.yaml):
+"""The cost model's fit as `asrscale fit-cost-model` recorded it (src/asrscale/costmodel/fitted.yaml):
 the record, the digest of the published figures it was made on, and the band a modelled run
-carries, read without the replays that made them (asrscale.analysis.fit), so that gathering a
+carries, read without the replays that made them (asrscale.costmodel.fit), so that gathering a
 study's runs and its report load no torch."""
 
 import hashlib
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
-from asrscale.worlds.costmodel import FITTED
+from asrscale.costmodel.clock import FITTED
 
-PUBLISHED = resources.files("asrscale.analysis") / "published.yaml"
+PUBLISHED = resources.files("asrscale.costmodel") / "published.yaml"
+#: whose passive learners serve exchanges (the fit's `serving` parameter): their band depends on it too
+GOSSIP = ("adpsgd", "hadpsgd")
 TOLERANCE = 0.25  # a modelled speedup within 25% of a published one agrees with it
 
 
@@ -104,5 +107,7 @@ def fitted_record() -> dict:
 
 
 def digest(path: Path = PUBLISHED) -> str:
-    """What a fit was made on: published.yaml's sha256 (a changed file needs a new fit)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    """What a fit was made on: the sha256 of published.yaml's figures (a changed figure needs a new
+    fit; a changed comment does not)."""
+    figures = json.dumps(yaml.safe_load(Path(path).read_text()), sort_keys=True)
+    return hashlib.sha256(figures.encode()).hexdigest()[:16]
