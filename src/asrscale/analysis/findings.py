@@ -71,9 +71,7 @@ class Findings:
     shared: list[tuple[str, str]]  # (algorithm, the one whose run it reports: SEQ's alone, SSGD's in one node)
     modelled_on: list[tuple[str, str]]  # (hardware profile, what its compute rests on)
     validation: pd.DataFrame  # runs made in both worlds
-    published: (
-        pd.DataFrame
-    )  # the cost model's replays of the studies' published speedups (costmodel.validation)
+    published: pd.DataFrame  # the cost model's replays of the studies' own speedups (costmodel.validation)
     confusions: pd.DataFrame  # the best run's most frequent word errors
     sweeps: list[dict]  # each setting swept: the runs it varied, its values
     skipped: dict[str, int]  # utterances left out, by report
