@@ -299,3 +299,15 @@ def test_your_own_setup_replays_from_a_file_in_published_yamls_form(tmp_path):
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump({"figures": [own]}))
     with pytest.raises(SystemExit, match=r"mine.yaml: a study, 4× on 4: unknown missing \(a figure states study"):
         main(["replay-published", "--figures", str(tmp_path / "mine.yaml"), "--out", str(tmp_path / "mine.tsv")])
+
+
+def test_the_fits_digest_changes_with_a_figure_and_not_with_a_comment(tmp_path):
+    from asrscale.costmodel.fitted import PUBLISHED
+
+    text = PUBLISHED.read_text()
+    commented, changed = tmp_path / "commented.yaml", tmp_path / "changed.yaml"
+    commented.write_text("# a comment of one's own\n" + text)
+    figures = yaml.safe_load(text)
+    figures["figures"][0]["speedup"] = figures["figures"][0]["speedup"] * 1.01
+    changed.write_text(yaml.safe_dump(figures))
+    assert digest(commented) == digest(PUBLISHED) != digest(changed)
