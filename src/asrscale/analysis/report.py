@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import jinja2
+import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
@@ -145,8 +146,7 @@ def _glance_cell(cell: pd.Series) -> tuple[str, str]:
     text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
     if cell.algorithm != "seq" and cell.speedup == cell.speedup:
         text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
-    hours = cell.device_hours
-    text += f" · {hours:.2g} device-hours" if hours < 10 else f" · {hours:,.0f} device-hours"
+    text += f" · {device_hours(cell.device_hours)} device-hours"
     text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
     return "best" if cell.best else "", text
 
@@ -171,6 +171,14 @@ def scale(found: Findings) -> str:
 def data_uri(text: str, kind: str) -> str:
     """`text` as a data: URI, for a link that downloads it from a page opened from disk."""
     return f"data:{kind};charset=utf-8;base64,{base64.b64encode(text.encode()).decode()}"
+
+
+def device_hours(hours: float) -> str:
+    """Two significant figures below 10, whole hours above, never in exponent notation (a tiny
+    run's 8.1e-05 reads as a typo beside its neighbours' 0.0012)."""
+    if hours >= 10:
+        return f"{hours:,.0f}"
+    return np.format_float_positional(hours, precision=2, unique=False, fractional=False, trim="-")
 
 
 def percent(value: float) -> str:
