@@ -153,25 +153,29 @@ def rates_of(monkeypatch, algorithm: str) -> dict[int, list[float]]:
 
 
 @pytest.mark.parametrize(
-    "algorithm, scaling, times_lr",
+    "algorithm, scaling, factor, times_lr",
     [
         # 4 learners, 3 steps an epoch, a warm-up of half an epoch (1.5 steps): step 1 at 2/3 of
         # the way from lr to its peak, steps 2 and 3 at the peak, lr × 4, × 2 or × 1
-        ("ssgd", "linear", [1 + 3 * 2 / 3, 4, 4]),
-        ("ssgd", "sqrt", [1 + 1 * 2 / 3, 2, 2]),
-        ("ssgd", "none", [1, 1, 1]),
-        ("asgd", "linear", [1, 1, 1]),  # the server applies each learner's gradient alone: lr itself
+        ("ssgd", "linear", 1, [1 + 3 * 2 / 3, 4, 4]),
+        ("ssgd", "sqrt", 1, [1 + 1 * 2 / 3, 2, 2]),
+        ("ssgd", "none", 1, [1, 1, 1]),
+        ("asgd", "linear", 1, [1, 1, 1]),  # the server applies each learner's gradient alone: lr itself
+        # block momentum 1 - 1/4 amplifies a block's step 4 times: its learners take 1/4 of the
+        # rule's rate, warming up from lr/4 to lr, Chen and Huo's single learner's rate
+        ("bmuf", "linear", 0.25, [0.25 * (1 + 3 * 2 / 3), 1, 1]),
     ],
 )
 def test_each_step_of_p_learners_has_the_rate_scaled_by_p_after_its_warm_up(corpus, tmp_path, monkeypatch, algorithm,
-                                                                            scaling, times_lr):  # fmt: skip
+                                                                            scaling, factor, times_lr):  # fmt: skip
     rates = rates_of(monkeypatch, algorithm)
     config = run_config(algorithm, epochs=1, batch_size=8, lr=0.01, lr_scaling=scaling, warmup_epochs=0.5)
     world = SimWorld(4, CostModel(profile(), CALIBRATION), servers=int(algorithm == "asgd"), name="test")
     train(config, run_paths(corpus, corpus / "shards" / "P4", tmp_path), world)
     assert rates == {rank: pytest.approx([0.01 * times for times in times_lr]) for rank in range(4)}
     record = json.loads((tmp_path / "run.json").read_text())["learning_rate"]
-    assert record == pytest.approx({"scale": times_lr[-1], "peak": 0.01 * times_lr[-1]})
+    scale = {"linear": 4, "sqrt": 2, "none": 1}[scaling] if algorithm != "asgd" else 1
+    assert record == pytest.approx({"scale": scale, "factor": factor, "peak": 0.01 * times_lr[-1]})
 
 
 def test_a_64_learner_run_and_seq_are_stopped_by_one_rule_at_the_same_samples(corpus, tmp_path):

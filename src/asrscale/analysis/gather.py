@@ -30,9 +30,10 @@ def compute_basis(world_record: dict) -> str:
     return f"compute measured on {compute['measured_on']}{assumed}"
 
 
-def training_rule(train: dict, scale: float) -> str:
-    """What a run trained with, in a few words: the optimizer, the rate, how it was scaled (`scale`
-    at the run's P) and its schedule."""
+def training_rule(train: dict, rate: dict) -> str:
+    """What a run trained with, in a few words: the optimizer, the rate, how it was scaled (the
+    run record's `learning_rate`: the rule's scale at its P, the algorithm's factor) and its schedule."""
+    scale, factor = rate["scale"], rate.get("factor", 1.0)  # records before BMUF's factor have none
     optimizer = f"SGD, momentum {train['momentum']:g}" if train["optimizer"] == "sgd" else "Adam"
     warmup = f", warm-up {train['warmup_epochs']:g} epochs" if train["warmup_epochs"] and scale != 1 else ""
     if train["schedule"] == "newbob":
@@ -41,7 +42,8 @@ def training_rule(train: dict, scale: float) -> str:
         decay = f", ×{train['lr_decay']:g} an epoch" if train["lr_decay"] != 1 else ""
         schedule = f"{decay}, {train['epochs']} epochs"
     clip = f", clip {train['clip_grad_norm']:g}" if train["clip_grad_norm"] else ""
-    return f"{optimizer}, lr {train['lr']:g} × {scale:g} ({train['lr_scaling']}){warmup}{schedule}{clip}"
+    filtered = f" × {factor:.3g} (the algorithm's own)" if factor != 1 else ""
+    return f"{optimizer}, lr {train['lr']:g}{filtered} × {scale:g} ({train['lr_scaling']}){warmup}{schedule}{clip}"
 
 
 def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
@@ -77,7 +79,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],
-        "training_rule": training_rule(train, record["learning_rate"]["scale"]),
+        "training_rule": training_rule(train, record["learning_rate"]),
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
         "device": record["device"].split(":")[0],  # cpu or cuda: a speed claim is decided on GPUs only

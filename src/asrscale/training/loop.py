@@ -155,8 +155,8 @@ class LearnerLoop:
             with self.wall.measure("batches"):
                 batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
-            lr = learning_rate(train.lr, self.scale, train.warmup_epochs, progress.schedule["factor"],
-                               (epoch - 1) * steps + step, steps)  # fmt: skip
+            lr = learning_rate(train.lr * self.algorithm.rate_factor, self.scale, train.warmup_epochs,
+                               progress.schedule["factor"], (epoch - 1) * steps + step, steps)  # fmt: skip
             interval.add((yield from self.algorithm.step(self.learner, batch, lr)), batch.frames)
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
@@ -317,7 +317,8 @@ class LearnerLoop:
         facts = {
             "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
             # what the run's train settings (recorded beside) make of train.lr at its P
-            "learning_rate": {"scale": self.scale, "peak": run.train.lr * self.scale},
+            "learning_rate": {"scale": self.scale, "factor": self.algorithm.rate_factor,
+                              "peak": run.train.lr * self.algorithm.rate_factor * self.scale},
             "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
             "process_wall_s": self.wall.summary(),
             # learner 0's exchanges on real ranks: their bytes over their time (waits for peers included)

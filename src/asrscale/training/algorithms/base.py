@@ -23,6 +23,9 @@ class Algorithm:
     #: whether an update combines every learner's minibatch (directly, or by averaging models that
     #: each took a step): the learning rate then follows P (asrscale.training.schedule)
     combines_learners: bool = True
+    #: the learners' rate as a multiple of the rule's (1 but for an algorithm that amplifies the
+    #: learners' steps itself, as BMUF's block momentum does)
+    rate_factor: float = 1.0
     #: whether every learner holds the same model and optimizer state after every step, so that
     #: a checkpoint needs learner 0's alone
     replicated: bool = False

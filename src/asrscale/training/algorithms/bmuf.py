@@ -17,10 +17,18 @@ learner holds the same W_g and G and computes the same filter, so it exchanges w
 model evaluated between blocks is the learners' average, as KAVG's. A rejected epoch (newbob)
 averages the learners' restored models into a new block start, its momentum cleared.
 
+The learners' rate. Once its momentum has built up (over about 1/(1 − η) blocks), the filter moves
+the model ζ/(1 − η) times the blocks' average change (a steady Δ gives G = ζ·Δ/(1 − η), the
+look-ahead too). The learners step at the rule's rate (train.lr × s(P), as KAVG's) times
+(1 − η)/ζ, so that a block moves the model as far as KAVG's would and the two differ in the filter
+alone (one tuning grid fits both): with linear scaling and Chen and Huo's η = 1 − 1/P, ζ = 1 that
+is train.lr itself, the single learner's rate, as they trained; η = 0, ζ = 1 leaves KAVG's.
+
 Its descendants are these settings: an outer SGD on the outer gradient W_g − W̄ at rate α with
 momentum β, heavy-ball (SlowMo: Wang et al., ICLR 2020) or Nesterov (DiLoCo's outer optimizer:
 Douillard et al., 2023, α = 0.7, β = 0.9), is BMUF with ζ = α and η = β, classical or `nesterov`
-(G is the outer momentum buffer times −ζ; a test steps torch's SGD beside it).
+(G is the outer momentum buffer times −ζ; a test steps torch's SGD beside it). Their inner rate is
+then train.lr × s(P) × (1 − β)/α: to train at a published inner rate, set train.lr to match.
 """
 
 import torch
@@ -39,6 +47,7 @@ class BlockwiseModelUpdateFiltering(KStepAveraging):
         super().__init__(layout, period, "fixed", layout.size, 0.0, averages)
         self.block_momentum = 1 - 1 / layout.size if block_momentum is None else block_momentum
         self.block_lr, self.nesterov = block_lr, nesterov
+        self.rate_factor = (1 - self.block_momentum) / block_lr  # the filter's gain taken out (see the module)
         self._start: list[torch.Tensor] = []  # W_g: the block's start, the same on every learner
         self._momentum: list[torch.Tensor] = []  # G
 
