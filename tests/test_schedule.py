@@ -178,6 +178,16 @@ def test_each_step_of_p_learners_has_the_rate_scaled_by_p_after_its_warm_up(corp
     assert record == pytest.approx({"scale": scale, "factor": factor, "peak": 0.01 * times_lr[-1]})
 
 
+def test_a_runs_row_says_its_rate_with_the_algorithms_own_factor_where_it_has_one():
+    from asrscale.analysis.gather import training_rule
+
+    train = {"optimizer": "sgd", "momentum": 0.9, "lr": 0.9, "lr_scaling": "linear", "warmup_epochs": 0,
+             "schedule": "exponential", "lr_decay": 0.8, "epochs": 10, "clip_grad_norm": 0}  # fmt: skip
+    bmuf, kavg = training_rule(train, {"scale": 16, "factor": 1 / 16}), training_rule(train, {"scale": 16})
+    assert bmuf == "SGD, momentum 0.9, lr 0.9 × 0.0625 (the algorithm's own) × 16 (linear), ×0.8 an epoch, 10 epochs"
+    assert kavg == "SGD, momentum 0.9, lr 0.9 × 16 (linear), ×0.8 an epoch, 10 epochs"  # a record before the factor
+
+
 def test_a_64_learner_run_and_seq_are_stopped_by_one_rule_at_the_same_samples(corpus, tmp_path):
     """Under the exponential schedule every run trains the same epochs: SEQ at batch 2 makes 48
     updates an epoch of the 96 utterances, each of 64 learners 1, and both stop at the end of their
