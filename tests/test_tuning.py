@@ -8,7 +8,7 @@ import pytest
 
 from asrscale.config.study import TUNED, Run, Study
 from asrscale.errors import ConfigError, UserError
-from asrscale.training.tuning import adopt, choose, point
+from asrscale.training.tuning import adopt, choose, point, tune
 from test_study import merged
 
 
@@ -90,6 +90,7 @@ def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
 
 def write_run(folder, lr: float, loss: float, diverged=None, settings=None) -> None:
     folder.mkdir(parents=True)
+    (folder / "checkpoints").mkdir()  # a finished run's state: not the tuned run's to link
     record = {"train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss, "diverged": diverged}
     (folder / "run.json").write_text(json.dumps(record))
     (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
@@ -110,3 +111,46 @@ def test_a_grid_runs_record_is_its_point_and_the_chosen_run_is_adopted_whole(tmp
     (tmp_path / "other.json").write_text(json.dumps({"train": {"lr": 0.006}}))
     with pytest.raises(UserError, match="was not trained with the settings of .*other.json: rerun its tuning"):
         adopt(tmp_path / "choice.json", tmp_path / "other.json", tmp_path / "tuned")
+
+
+def test_a_tuning_writes_its_choice_and_says_an_edge(tmp_path, capsys):
+    for lr, loss in ((0.003, 1.5), (0.006, 1.25), (0.012, 1.4)):
+        write_run(tmp_path / f"lr{lr}", lr, loss)
+    runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
+    choice = tune(runs, tmp_path / "inside.json")
+    assert json.loads((tmp_path / "inside.json").read_text()) == choice
+    assert choice["chosen"] == {"batch_size": 8, "lr": 0.006} and choice["run"] == str(runs[1])
+    assert capsys.readouterr().out == f"tuning: chose lr 0.006, batch 8 ({runs[1]})\n"
+    tune(runs[:2], tmp_path / "edge.json")
+    assert json.loads((tmp_path / "edge.json").read_text())["at_edge"] == "highest"
+    said = f"tuning: chose lr 0.006, batch 8 ({runs[1]}), the highest rate of its grid: tuned at the edge\n"
+    assert capsys.readouterr().out == said
+
+
+def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, monkeypatch):
+    """Adopted into a folder not yet made, and again on a rerun; its settings stay its own file
+    (the tuned run's, checked equal), the chosen run's checkpoints stay where they are; on a file
+    system without hard links the files are copied."""
+    write_run(tmp_path / "a", 0.003, 1.25)
+    (tmp_path / "choice.json").write_text(json.dumps({"run": str(tmp_path / "a")}))
+    tuned = tmp_path / "runs" / "tuned" / "seed1"
+    settings = tmp_path / "tuned.json"
+    settings.write_text(json.dumps({"train": {"lr": 0.003}}))
+    (tuned.parent).mkdir(parents=True)
+    for _ in range(2):
+        adopt(tmp_path / "choice.json", settings, tuned)
+    assert sorted(path.name for path in tuned.iterdir()) == ["metrics.tsv", "model.pt", "run.json"]
+    assert (tuned / "model.pt").samefile(tmp_path / "a" / "model.pt")
+    (tuned / "settings.json").write_text(settings.read_text())  # as the workflow writes it
+    adopt(tmp_path / "choice.json", settings, tuned)
+    assert not (tuned / "settings.json").samefile(tmp_path / "a" / "settings.json")
+
+    def no_links(source, target):
+        raise OSError("hard links not supported")
+
+    monkeypatch.setattr("os.link", no_links)
+    copied = tmp_path / "elsewhere" / "tuned"
+    adopt(tmp_path / "choice.json", settings, copied)
+    assert (copied / "model.pt").read_bytes() == b"weights" and not (copied / "model.pt").samefile(
+        tmp_path / "a" / "model.pt")  # fmt: skip
+    assert (copied / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()

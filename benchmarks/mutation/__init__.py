@@ -52,6 +52,8 @@ MODULES = {
     "analysis/bootstrap.py": ["tests/test_bootstrap.py"],
     "decoding/lm.py": ["tests/test_lm.py", "tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
     "decoding/decode.py": ["tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
+    # the fair race's tuning protocol: the grid's choice, its edge, the chosen run adopted
+    "training/tuning.py": ["tests/test_tuning.py"],
 }
 KILLED = ("killed", "timeout")
 SURVIVED = ("survived", "no tests")
@@ -75,7 +77,8 @@ def scratch_copy(module: str, tests: list[str]) -> Path:
         if (ROOT / name).is_file():
             (where / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, where / name)
-    settings = {"source_paths": ["src"], "only_mutate": [f"src/asrscale/{module}"],
+    # mutmut runs the tests in its own copy of src/ and tests/: the configuration they read goes too
+    settings = {"source_paths": ["src"], "only_mutate": [f"src/asrscale/{module}"], "also_copy": ["config.yaml"],
                 "pytest_add_cli_args_test_selection": tests,
                 "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-o", "addopts="]}  # fmt: skip
     lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
