@@ -136,7 +136,7 @@ def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, mo
     tuned = tmp_path / "runs" / "tuned" / "seed1"
     settings = tmp_path / "tuned.json"
     settings.write_text(json.dumps({"train": {"lr": 0.003}}))
-    (tuned.parent).mkdir(parents=True)
+    tuned.parent.mkdir(parents=True)
     for _ in range(2):
         adopt(tmp_path / "choice.json", settings, tuned)
     assert sorted(path.name for path in tuned.iterdir()) == ["metrics.tsv", "model.pt", "run.json"]
