@@ -20,6 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = "bench"
 
 
+def simulated_learners(quick: bool) -> int:
+    """How many learners the simulation's figures simulate: the studies' largest scale, 64; 8 when
+    quick (the tests' run, whose tiny corpus gives 64 learners two or three utterances each)."""
+    return 8 if quick else 64
+
+
 @dataclass
 class Bench:
     """A benchmark run: where its corpus lives and how hard to measure."""
@@ -32,6 +38,10 @@ class Bench:
     @property
     def repetitions(self) -> int:
         return 1 if self.quick else 5
+
+    @property
+    def learners(self) -> int:
+        return simulated_learners(self.quick)
 
     def path(self, template: str, **fields) -> Path:
         """A path of the benchmarks' corpus and study (a template of asrscale.config.paths)."""
@@ -83,7 +93,7 @@ def prepare(work: Path, quick: bool) -> Bench:
 
     targets = [template.format(corpus=CORPUS, study=CORPUS, subset=subset, learners=learners)
                for template in (paths.FEATURES, paths.LANGUAGE_MODEL, paths.TOKENS, paths.SHARDS, paths.CALIBRATION)
-               for subset in ("train", "dev", "test") for learners in (1, 64)]  # fmt: skip
+               for subset in ("train", "dev", "test") for learners in (1, simulated_learners(quick))]  # fmt: skip
     command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", work,
                "--configfile", configfile, "--cores", "2", *targets]  # fmt: skip
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True)

@@ -17,7 +17,7 @@ the learners in turn, a step of its steady schedule (one refresh of the factors 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
 learners in turn (oneDNN's LSTM is near the cores' peak), which is why `study.fuse_learners:
-auto` fuses on a GPU only: the CPU figure records it.
+auto` fuses on a GPU only: the CPU figure records it. Quick (the tests' run): 8 learners.
 """
 
 import time
@@ -26,13 +26,11 @@ from pathlib import Path
 from asrscale.config import paths
 from benchmarks.common import Bench, PreparedCorpus, child, child_main, median
 
-LEARNERS = 64
-
 
 def run(bench: Bench) -> None:
-    rounds = 2 if bench.quick else 6
+    rounds, learners = (2 if bench.quick else 6), bench.learners
     for device in ("cpu", "cuda"):
-        figures = child(bench, "fused", bench.work, device, rounds)
+        figures = child(bench, "fused", bench.work, device, rounds, learners)
         if not figures["measured"]:
             print(f"  {device}: skipped ({figures['why']})", flush=True)
             continue
@@ -40,28 +38,28 @@ def run(bench: Bench) -> None:
         frames, batch = figures["frames"], figures["global_batch"]
         if device == "cuda":
             graphed, torch_cells = median(figures["graphed_s"]), median(figures["graphed_torch_cells_s"])
-            bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / one model at batch {batch}, frames/s",
+            bench.add("fused", f"cuda: {learners} learners fused, CUDA graphs / one model at batch {batch}, frames/s",
                       big / graphed, "x", ">= 0.5", fused_frames_per_s=frames / graphed,
                       big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
-            bench.add("fused", f"cuda: {LEARNERS} learners fused, CUDA graphs / kernel by kernel, frames/s",
+            bench.add("fused", f"cuda: {learners} learners fused, CUDA graphs / kernel by kernel, frames/s",
                       fused / graphed, "x")  # fmt: skip
             bench.add("fused", "cuda: CUDA graphs, Triton's cells / torch's operations, frames/s",
                       torch_cells / graphed, "x", torch_cells_frames_per_s=frames / torch_cells)  # fmt: skip
-            bench.add("fused", f"cuda: {LEARNERS} learners' optimizer steps, share of a fused round",
+            bench.add("fused", f"cuda: {learners} learners' optimizer steps, share of a fused round",
                       median(figures["updates_s"]) / graphed, "", updates_s=median(figures["updates_s"]))  # fmt: skip
-        bench.add("fused", f"{device}: {LEARNERS} learners fused / one model at batch {batch}, frames/s", big / fused,
+        bench.add("fused", f"{device}: {learners} learners fused / one model at batch {batch}, frames/s", big / fused,
                   "x", fused_frames_per_s=frames / fused, big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
-        bench.add("fused", f"{device}: {LEARNERS} learners fused / the same learners in turn, frames/s", alone / fused,
+        bench.add("fused", f"{device}: {learners} learners fused / the same learners in turn, frames/s", alone / fused,
                   "x", alone_frames_per_s=frames / alone)  # fmt: skip
         if device == "cuda":
-            bench.add("fused", f"cuda: peak memory of {LEARNERS} fused learners", figures["fused_peak_gb"], "GB",
+            bench.add("fused", f"cuda: peak memory of {learners} fused learners", figures["fused_peak_gb"], "GB",
                       with_cuda_graphs_gb=figures["graphed_peak_gb"])  # fmt: skip
         in_turn, together = figures["precondition_in_turn_s"][0], figures["precondition_together_s"][0]
-        bench.add("fused", f"{device}: NG-SGD of {LEARNERS} learners, together / in turn, time a step",
+        bench.add("fused", f"{device}: NG-SGD of {learners} learners, together / in turn, time a step",
                   together / in_turn, "x", together_s=together, in_turn_s=in_turn)  # fmt: skip
 
 
-def measure(work: Path, device: str, rounds: int) -> dict:
+def measure(work: Path, device: str, rounds: int, count: int) -> dict:
     import torch
 
     from asrscale.data.batches import Batch
@@ -73,7 +71,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
     torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
     study = PreparedCorpus.of(work)
     run, train_set, place = study.seq, study.subset("train"), torch.device(device)
-    shards = [read_shard(study.path(paths.SHARDS, learners=LEARNERS), r, LEARNERS) for r in range(LEARNERS)]
+    shards = [read_shard(study.path(paths.SHARDS, learners=count), r, count) for r in range(count)]
     batches = [train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards]
     torch.manual_seed(run.seed)
 
@@ -82,7 +80,7 @@ def measure(work: Path, device: str, rounds: int) -> dict:
         return Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model), run.train.clip_grad_norm,
                        name)  # fmt: skip
 
-    learners = [learner(f"learner {r}") for r in range(LEARNERS)]
+    learners = [learner(f"learner {r}") for r in range(count)]
     longest = max(b.features.shape[1] for b in batches)
     everything = Batch(torch.cat([_padded(b, longest) for b in batches]), torch.cat([b.lengths for b in batches]),
                        torch.cat([b.targets for b in batches]), torch.cat([b.target_lengths for b in batches]),
@@ -183,4 +181,4 @@ def _padded(batch, frames: int):
 
 
 if __name__ == "__main__":
-    child_main(measure, work=Path, device=str, rounds=int)
+    child_main(measure, work=Path, device=str, rounds=int, count=int)

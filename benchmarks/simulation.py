@@ -13,7 +13,9 @@ captures) cancels, and the epochs' dev evaluations and checkpoints count, on bot
 On the CPU and on a GPU, for every algorithm: where a 64-learner run's wall time goes
 (asrscale.worlds.timing.WallTimes, recorded in run.json): the learners' arithmetic, and the
 seconds outside it (exchanges, dev evaluation, checkpoints, batches, consensus models, the rest:
-the trainer's and the world's bookkeeping), which the fused learners' epochs must keep small."""
+the trainer's and the world's bookkeeping), which the fused learners' epochs must keep small.
+
+Quick (the tests' run), 8 learners instead of 64 (`benchmarks.common.simulated_learners`)."""
 
 import json
 import shutil
@@ -22,7 +24,6 @@ from pathlib import Path
 from asrscale.config import paths
 from benchmarks.common import Bench, PreparedCorpus, Stopwatch, child, child_main, median, peak_rss_mb
 
-LEARNERS = 64
 SIMULATED = ("ssgd", "adpsgd")
 EVERY = ("ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd")
 FUSED = ("ssgd", "adpsgd", "kavg", "ma")
@@ -55,14 +56,15 @@ def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
 
 
 def run(bench: Bench) -> None:
-    (in_turn, rounds, least), (seq, _, _) = padded_frames(bench, LEARNERS), padded_frames(bench, 1)
-    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners in turn / SEQ, one epoch",
+    learners = bench.learners
+    (in_turn, rounds, least), (seq, _, _) = padded_frames(bench, learners), padded_frames(bench, 1)
+    bench.add("simulation", f"frames computed with padding, {learners} learners in turn / SEQ, one epoch",
               in_turn / seq, "x", least_possible=least / seq)  # fmt: skip
-    bench.add("simulation", f"frames computed with padding, {LEARNERS} learners in fused rounds / SEQ, one epoch",
+    bench.add("simulation", f"frames computed with padding, {learners} learners in fused rounds / SEQ, one epoch",
               rounds / seq, "x", "<= 1.1")  # fmt: skip
     # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
     # (the suite's 5 repetitions: on a shared 2-core machine single ones range over ±20%)
-    runs = [("seq", 1)] + [(algorithm, LEARNERS) for algorithm in SIMULATED]
+    runs = [("seq", 1)] + [(algorithm, learners) for algorithm in SIMULATED]
     measured = [{a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
                 for _ in range(bench.repetitions)]  # fmt: skip
     seq = [m["seq"] for m in measured]
@@ -70,24 +72,24 @@ def run(bench: Bench) -> None:
         simulated = [m[algorithm] for m in measured]
         ratio = median(s["wall_s"] / q["wall_s"] for s, q in zip(simulated, seq))
         arithmetic = median(s["wall"]["arithmetic"] / q["wall"]["arithmetic"] for s, q in zip(simulated, seq))
-        bench.add("simulation", f"wall time, {algorithm.upper()} {LEARNERS} simulated learners / SEQ, one epoch",
+        bench.add("simulation", f"wall time, {algorithm.upper()} {learners} simulated learners / SEQ, one epoch",
                   ratio, "x", "<= 1.2", simulated_s=[s["wall_s"] for s in simulated],
                   seq_s=[s["wall_s"] for s in seq], frames=seq[0]["frames"],
                   arithmetic_ratio=arithmetic)  # fmt: skip
         memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
-        bench.add("simulation", f"peak memory, {algorithm.upper()} {LEARNERS} simulated learners / SEQ", memory, "x",
+        bench.add("simulation", f"peak memory, {algorithm.upper()} {learners} simulated learners / SEQ", memory, "x",
                   "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
     for algorithm in ("seq", *EVERY):  # the repetitions' median where there are several; SEQ's: what any run pays
         found = [m[algorithm] for m in measured if algorithm in m]
-        found = found or [child(bench, "simulation", bench.work, algorithm, LEARNERS, "cpu", 1, 0)]
+        found = found or [child(bench, "simulation", bench.work, algorithm, learners, "cpu", 1, 0)]
         outside(bench, "cpu", algorithm, {phase: median(f["wall"][phase] for f in found) for phase in found[0]["wall"]})
     on_a_gpu(bench)
 
 
 def outside(bench: Bench, device: str, algorithm: str, wall: dict) -> None:
-    """The seconds of a run of 64 simulated learners (SEQ: of one) outside their arithmetic, by phase."""
+    """The seconds of a run of the simulated learners (SEQ: of one) outside their arithmetic, by phase."""
     phases = {phase: round(seconds, 2) for phase, seconds in wall.items() if phase not in ("arithmetic", "total")}
-    learners = f"{LEARNERS} simulated learners" if algorithm != "seq" else "one learner"
+    learners = f"{bench.learners} simulated learners" if algorithm != "seq" else "one learner"
     bench.add("simulation", f"{device}: {algorithm.upper()}, {learners}, an epoch's seconds outside their arithmetic",
               wall["total"] - wall["arithmetic"], "s", arithmetic_s=wall["arithmetic"], total_s=wall["total"],
               **phases)  # fmt: skip
@@ -95,7 +97,8 @@ def outside(bench: Bench, device: str, algorithm: str, wall: dict) -> None:
 
 def on_a_gpu(bench: Bench) -> None:
     """The fused learners' epochs against one model at their global batch, on a GPU."""
-    batch = LEARNERS * bench.config["train"]["batch_size"]
+    count = bench.learners
+    batch = count * bench.config["train"]["batch_size"]
 
     def frames_per_s(algorithm: str, learners: int, batch_size: int = 0) -> dict:
         runs = []
@@ -113,8 +116,8 @@ def on_a_gpu(bench: Bench) -> None:
         print(f"  cuda: skipped ({big['why']})", flush=True)
         return
     for algorithm in FUSED:
-        fused = frames_per_s(algorithm, LEARNERS)
-        bench.add("simulation", f"cuda: one epoch of {algorithm.upper()}, {LEARNERS} fused simulated learners / one "
+        fused = frames_per_s(algorithm, count)
+        bench.add("simulation", f"cuda: one epoch of {algorithm.upper()}, {count} fused simulated learners / one "
                   f"model at batch {batch}, frames/s", fused["value"] / big["value"], "x", ">= 0.5",
                   frames_per_s=fused["value"], big_frames_per_s=big["value"])  # fmt: skip
         outside(bench, "cuda", algorithm, fused["wall"])

@@ -47,10 +47,10 @@ def test_quick_suite_writes_every_figure(tmp_path):
     assert figures["train: 1 job(s), job seconds in all"]["value"] == 50.0
     assert figures["calibrate: peak memory of one job"]["value"] == 600.0
     for algorithm in ("SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD".replace("-", "")):
-        outside = figures[f"cpu: {algorithm}, 64 simulated learners, an epoch's seconds outside their arithmetic"]
+        outside = figures[f"cpu: {algorithm}, 8 simulated learners, an epoch's seconds outside their arithmetic"]
         assert 0 < outside["value"] < outside["details"]["total_s"] and outside["details"]["arithmetic_s"] > 0
     # a fused round pads every learner to its longest: never less than the learners in turn
-    padding = "frames computed with padding, 64 learners {} / SEQ, one epoch"
+    padding = "frames computed with padding, 8 learners {} / SEQ, one epoch"
     in_turn, rounds = figures[padding.format("in turn")], figures[padding.format("in fused rounds")]
     assert rounds["value"] >= in_turn["value"] >= in_turn["details"]["least_possible"]
     # SEQ's own: what any run pays (building its learner, the dev evaluations)
