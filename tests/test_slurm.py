@@ -18,13 +18,15 @@ import yaml
 from asrscale.worlds.shared_memory import segment_id
 from conftest import LOCAL, ROOT, TIMES, WITHOUT_ACCOUNTING, site_profile
 
-UNTUNED = ROOT / "tests" / "untuned.yaml"  # each of the tiny study's jobs a SLURM job: without its grids
+# the tiny study with fewer runs, untuned: each of its jobs a SLURM job
+STUDY = (ROOT / "studies" / "quick.yaml", ROOT / "tests" / "on-slurm.yaml")
 
 
 def profile_command(workdir, *configfiles, targets=()):
+    """The cut-down tiny study (with `configfiles` over it) through the site's profile."""
     profile = site_profile(Path(workdir), **LOCAL)
     return [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(workdir),
-            "--configfile", *map(str, configfiles), str(UNTUNED), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
+            "--configfile", *map(str, STUDY + configfiles), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
 
 
 def profile_run(workdir, *configfiles, targets=()):
@@ -36,9 +38,9 @@ def profile_run(workdir, *configfiles, targets=()):
 
 @pytest.fixture(scope="module")
 def study(cluster, tmp_path_factory):
-    """The tiny study, every job a SLURM job; the report rendered here."""
+    """The cut-down tiny study, every job a SLURM job; the report rendered here."""
     workdir = tmp_path_factory.mktemp("slurm")
-    profile_run(workdir, ROOT / "studies" / "quick.yaml")
+    profile_run(workdir)
     return workdir
 
 
@@ -87,16 +89,14 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
         (study / f"{name}.yaml").write_text(yaml.safe_dump(settings))
         runs[name] = Path("results/tiny/studies") / name / "runs/mpi/ssgd/default/P2/seed1"
     run = study / runs["preempted"]
-    configs = (ROOT / "studies" / "quick.yaml", study / "preempted.yaml")
-    command = profile_command(study, *configs, targets=[runs["preempted"] / "model.pt"])
+    command = profile_command(study, study / "preempted.yaml", targets=[runs["preempted"] / "model.pt"])
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
     snakemake = subprocess.Popen(command, cwd=ROOT, **output)
     try:
         log = requeue_then_cancel(study, run, snakemake)
     finally:
         snakemake.kill()  # nothing left running where a wait gave up (a no-op where it has ended)
-    profile_run(study, ROOT / "studies" / "quick.yaml", study / "uninterrupted.yaml",
-                targets=[runs["uninterrupted"] / "model.pt"])  # fmt: skip
+    profile_run(study, study / "uninterrupted.yaml", targets=[runs["uninterrupted"] / "model.pt"])
 
     resumed = json.loads((run / "run.json").read_text())["resumed"]
     # every attempt's output is kept (Snakemake empties the job's log for each attempt)
