@@ -355,10 +355,11 @@ def stack(models) -> dict:
 
 
 def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None, calibration=CALIBRATION,
-             **train_changes):  # fmt: skip
+             halving=None, **train_changes):  # fmt: skip
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
     (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
-    `instead` (by kind of request) in place of its own."""
+    `instead` (by kind of request) in place of its own; a halved grid's run, its part `halving`
+    (at its rung: no model or metrics yet, None)."""
     hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
@@ -369,7 +370,9 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None,
     world = SimWorld(learners, costs, servers, node_size=2, prefetch=run.train.prefetch, name=algorithm,
                      device=device, fusers=together)  # fmt: skip
     paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
-    train(run, paths, world)
+    train(run, paths, world, halving)
+    if halving is not None and halving.rung:
+        return None, None
     return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
 
 

@@ -146,3 +146,14 @@ def test_each_study_of_studies_can_decide_the_halves_it_is_named_for(study):
     named = {claim.claim for claim in CLAIMS if claim.decided_by == study and claim.accuracy}
     accuracy = found[(found.half == "accuracy") & found.claim.str.split(": ", n=1).str[1].isin(named)]
     assert len(accuracy) == len(named) and accuracy.can_decide.all(), accuracy.why_not.tolist()
+
+
+def test_a_halved_grids_runs_are_priced_for_their_share_of_its_epochs():
+    """3 rates a configuration, halved after epoch 2 of 6 keeping 1: each grid run 2 + 4 / 3 epochs;
+    its tuned runs at other seeds all 6."""
+    config = config_of("config.yaml")
+    config["study"] |= {"seeds": [1, 2], "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}}}
+    table = plan(Study(config, check_paths=False), "zhang19b-v100").runs
+    grid = table.variant.str.startswith("train.lr=")
+    assert grid.sum() == 3 * 8 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 8)
+    assert (table[~grid].variant == "tuned").all() and table[~grid].epochs.eq(6).all()

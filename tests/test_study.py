@@ -133,7 +133,9 @@ def test_every_other_stage_has_its_settings():
 @pytest.mark.parametrize("stage", sorted(set(STAGES) - {"import"}))
 def test_each_stage_reads_back_the_settings_the_resolver_writes_for_it(stage, tmp_path):
     """One shape a stage: the resolver writes its settings file in the dataclass the stage reads."""
-    written = Study(merged()).stage_settings(stage)
+    config = merged()
+    config["study"]["tuning"] = {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 1, "keep": 2}}  # halving's
+    written = Study(config).stage_settings(stage)
     atomic_write_json(tmp_path / "settings.json", written)
     assert asdict(read_settings_of(STAGES[stage], tmp_path / "settings.json")) == written
     with pytest.raises(TypeError, match=r"has no setting \['surplus'\]"):

@@ -3,12 +3,14 @@ configuration's grid, the choice by the best dev loss, the edge said, the chosen
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from asrscale.config.study import TUNED, Run, Study
 from asrscale.errors import ConfigError, UserError
-from asrscale.training.tuning import adopt, choose, point, tune
+from asrscale.training.tuning import Halving, adopt, choose, halve, point, tune
+from conftest import TIMES, same_models, simulate
 from test_study import merged
 
 
@@ -91,7 +93,7 @@ def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
 def write_run(folder, lr: float, loss: float, diverged=None, settings=None) -> None:
     folder.mkdir(parents=True)
     (folder / "checkpoints").mkdir()  # a finished run's state: not the tuned run's to link
-    record = {"train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss, "diverged": diverged}
+    record = {"train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss, "diverged": diverged, "stopped_by": "budget"}
     (folder / "run.json").write_text(json.dumps(record))
     (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
     (folder / "model.pt").write_bytes(b"weights")
@@ -101,7 +103,7 @@ def write_run(folder, lr: float, loss: float, diverged=None, settings=None) -> N
 def test_a_grid_runs_record_is_its_point_and_the_chosen_run_is_adopted_whole(tmp_path):
     write_run(tmp_path / "a", 0.003, 1.25)
     write_run(tmp_path / "b", 0.006, math.nan)
-    assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {"run": str(tmp_path / "a")}
+    assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {"run": str(tmp_path / "a"), "stopped_early": False}
     assert point(tmp_path / "b")["best_dev_loss"] is None
     (tmp_path / "choice.json").write_text(json.dumps({"run": str(tmp_path / "a")}))
     (tmp_path / "tuned.json").write_text(json.dumps({"train": {"lr": 0.003}}))
@@ -154,3 +156,90 @@ def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, mo
     assert (copied / "model.pt").read_bytes() == b"weights" and not (copied / "model.pt").samefile(
         tmp_path / "a" / "model.pt")  # fmt: skip
     assert (copied / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()
+
+
+def rung_record(run: str, lr: float, loss: float | None, diverged=None) -> dict:
+    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss,
+            "diverged": diverged, "stopped": None}  # fmt: skip
+
+
+def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_last(tmp_path, capsys):
+    (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 2}))
+    rungs = {"a": (0.001, 2.0, None), "b": (0.002, 1.5, None), "c": (0.004, None, "nan loss"), "d": (0.008, 1.7, None)}
+    for name, (lr, loss, diverged) in rungs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(rung_record(name, lr, loss, diverged)))
+    files = [tmp_path / f"{name}.json" for name in rungs]
+    decision = halve(tmp_path / "halving.json", files, tmp_path / "decision.json")
+    assert json.loads((tmp_path / "decision.json").read_text()) == decision
+    assert (decision["kept"], decision["stopped"]) == (["b", "d"], ["a", "c"])
+    assert [p["run"] for p in decision["rungs"]] == ["b", "d", "a", "c"] and decision["epoch"] == 1
+    assert capsys.readouterr().out == "halving after epoch 1: 2 of 4 go on; stopped: a, c\n"
+    # each run's part in it: a kept one goes on to its end, a stopped one ends at the rung
+    assert Halving.decided(tmp_path / "decision.json", Path("b")) is None
+    assert Halving.decided(tmp_path / "decision.json", Path("./a")) == Halving(1, rung=False)
+    with pytest.raises(UserError, match=r"decision.json decides nothing of e: it is another grid's"):
+        Halving.decided(tmp_path / "decision.json", Path("e"))
+
+
+def test_a_run_stopped_by_halving_is_never_chosen_and_its_record_says_so(tmp_path):
+    write_run(tmp_path / "stopped", 0.002, 1.1)
+    record = json.loads((tmp_path / "stopped" / "run.json").read_text())
+    (tmp_path / "stopped" / "run.json").write_text(json.dumps(record | {"stopped_by": "halving"}))
+    stopped = point(tmp_path / "stopped")
+    assert stopped["stopped_early"] and stopped["best_dev_loss"] == 1.1
+    choice = choose([grid_point(0.001, 1.5), stopped, grid_point(0.004, 1.3)])
+    assert choice["chosen"]["lr"] == 0.004 and choice["at_edge"] == "highest"
+
+
+@pytest.mark.parametrize(("halving", "said"), [
+    ({"epoch": 1}, r"study\.tuning\.halving: \{'epoch': 1\}: both an epoch and how many to keep"),
+    ({"epoch": 1, "keep": 3}, r"study\.tuning\.halving\.keep: 3: fewer than the grid's 3 rates"),
+    ({"epoch": 6, "keep": 2}, r"study\.tuning\.halving\.epoch: 6: before the last of seq's 6 epochs"),
+])  # fmt: skip
+def test_a_halving_that_would_stop_nothing_is_named(halving, said):
+    with pytest.raises(ConfigError, match=said):
+        tuned_study(lr_factors=[0.5, 1, 2], halving=halving)
+    assert tuned_study(halving={"epoch": 1, "keep": 2}).halving == {}  # untuned: no grid to halve
+
+
+def test_every_grid_run_is_halved_but_one_the_study_also_reports():
+    """The default study tuned and halved, with a sweep of SSGD's rate whose points are grid runs."""
+    config = merged()
+    config["study"] |= {
+        "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}},
+        "sweeps": [{"algorithm": "ssgd", "learners": 4, "vary": "train.lr", "values": [0.0015, 0.012]}],
+    }
+    study = Study(config)
+    ssgd = Run("simulated", "ssgd", TUNED, 4, 1)
+    grid = study.grid(ssgd)
+    assert study.halved_runs(ssgd) == grid[1:] and study.halved_grid(grid[0]) is None  # the sweep's point
+    assert all(study.halved_grid(run) == tuned for tuned in study.tunings() for run in study.halved_runs(tuned))
+    assert study.halved_grid(Run("simulated", "ssgd", TUNED, 4, 2)) is None  # a tuned run's other seed
+    assert study.halving_file(ssgd).endswith("/tuning/sim-zhang19b-v100/ssgd/P4.halving.json")
+    assert study.stage_settings("halving") == {"epoch": 2, "keep": 1}
+
+
+@pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])
+def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there(corpus, tmp_path, algorithm):
+    """4 simulated learners halved after epoch 1 of 2: a kept run ends as an unhalved one, no row
+    lost or twice (ASGD's server too; its order follows the clock, which restarts, so its model
+    may differ), a stopped one at its rung's model, its record saying why."""
+    whole, whole_metrics = simulate(corpus, tmp_path / "whole", algorithm, 4, False, epochs=2)
+    for name in ("kept", "stopped"):
+        at_rung = simulate(corpus, tmp_path / name, algorithm, 4, False, halving=Halving(1, rung=True), epochs=2)
+        assert at_rung == (None, None) and not (tmp_path / name / "model.pt").exists()
+    rung = json.loads((tmp_path / "kept" / "rung.json").read_text())
+    first = whole_metrics[(whole_metrics.kind == "epoch") & (whole_metrics.epoch == 1)]
+    assert rung["epoch"] == 1 and rung["train"]["lr"] == 3e-3
+    assert rung["best_dev_loss"] == pytest.approx(first.dev_loss.item(), abs=1e-5)
+    kept, metrics = simulate(corpus, tmp_path / "kept", algorithm, 4, False, epochs=2)
+    key = ["kind", "epoch", "step", "rank"]
+    assert not metrics.duplicated(key).any() and metrics[key].equals(whole_metrics[key])
+    if algorithm == "ssgd":
+        assert same_models(whole, kept)
+        assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+    halved = Halving(1, rung=False)
+    _, metrics = simulate(corpus, tmp_path / "stopped", algorithm, 4, False, halving=halved, epochs=2)
+    record = json.loads((tmp_path / "stopped" / "run.json").read_text())
+    assert record["stopped_by"] == "halving" and record["best_epoch"] == 1 and "after epoch 1" in record["stopped"]
+    assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1]

@@ -521,3 +521,22 @@ def test_the_report_of_a_study_without_seq(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs[runs.trained_as != "seq"])
     assert "No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs)." in page
     assert "<li>P=2, " not in page and re.search(r'<table id="runs">.*?</table>', page)
+
+
+def test_a_halved_study_plans_every_grid_run_to_its_rung_then_each_grid_halved(tmp_path):
+    """The tiny study's 6 grids of 3 halved after epoch 1 (study.tuning.halving): each grid run
+    trains to its rung, each grid is halved, and its runs go on from their rung as it decides."""
+    result = snakemake(tmp_path, "-n", "--printshellcmds")
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
+    # 18 grid runs, SEQ's seed 2 and the sweeps' 2 runs
+    assert (jobs["train_rung"], jobs["halve"], jobs["train"]) == ("18", "6", "21"), result.stdout[-2000:]
+    grid_run = r"\S+/ssgd/train.lr=0.003/P2/seed1"
+    assert re.search(
+        rf"asrscale train .* --out {grid_run} --rung \S+/settings/halving.json --calibration", result.stdout
+    )
+    decision = r"\S+/tuning/sim-this-machine/ssgd/P2.halving.json"
+    assert re.search(rf"asrscale train .* --out {grid_run} --halving {decision} --calibration", result.stdout)
+    rungs = r"(\S+/ssgd/train.lr=\S+/P2/seed1/rung.json ){3}"
+    assert re.search(
+        rf"asrscale halve --settings \S+/settings/halving.json --rungs {rungs}--out {decision}", result.stdout
+    )

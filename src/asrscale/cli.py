@@ -129,10 +129,18 @@ def calibrate(args):
 
 def train(args):
     from asrscale.training.run import RunPaths, run_settings_file
+    from asrscale.training.tuning import Halving
 
     paths = RunPaths(args.train_data, args.dev_data, args.train_feats, args.dev_feats, args.shards, args.tokens,
                      args.out)  # fmt: skip
-    run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores)
+    if args.rung and args.halving:
+        raise UserError("asrscale train: --rung trains to the rung, --halving on from it: one of them")
+    halving = None  # the whole run
+    if args.rung:
+        halving = Halving.at_rung(args.rung)
+    elif args.halving:
+        halving = Halving.decided(args.halving, args.out)
+    run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores, halving)
 
 
 def decode(args):
@@ -166,6 +174,12 @@ def tune(args):
     from asrscale.training.tuning import tune as choose_in_grid
 
     choose_in_grid(args.runs, args.out)
+
+
+def halve(args):
+    from asrscale.training.tuning import halve as decide
+
+    decide(args.settings, args.rungs, args.out)
 
 
 def adopt(args):
@@ -327,7 +341,9 @@ COMMANDS = [
     (train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile", [
         SETTINGS, *paths("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out"),
         ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
-        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"})]),
+        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"}),
+        ("--rung", {"type": Path, "help": "a halved grid's run: to the rung these halving settings name"}),
+        ("--halving", {"type": Path, "help": "a halved grid's run: on from its rung as this decision says"})]),
     (decode, "decode the test sets greedily and with the LM (its weights chosen on dev) and score both", [
         SETTINGS, *paths("model", "dev-data", "dev-feats", "train-feats", "lm"),
         ("--data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"}),
@@ -335,6 +351,9 @@ COMMANDS = [
         ("--out", {"type": Path, "required": True, "help": "the run's folder: each set's scores in <out>/<set>"})]),
     (tune, "choose a configuration's settings among its grid's runs by their best dev loss (study.tuning)", [
         *paths("out"), ("--runs", {"type": Path, "nargs": "+", "required": True, "help": "the grid's run folders"})]),
+    (halve, "a grid halved at its rung: its runs of lowest dev loss so far go on, the others stop "
+     "(study.tuning.halving)", [SETTINGS, *paths("out"),
+                                ("--rungs", {"type": Path, "nargs": "+", "required": True, "help": "its rung.json"})]),
     (adopt, "the chosen grid run as its configuration's tuned run at the tuning seed (trained once)", [
         ("--choice", PATH), ("--settings", {**PATH, "help": "the tuned run's settings"}), *paths("out")]),
     (clear_shared_memory, "remove the MPI shared memory that killed ranks of this SLURM job left on this machine, "

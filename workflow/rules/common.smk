@@ -122,6 +122,37 @@ def grid_records(wildcards):
     return [f"{STUDY.folder(run)}/run.json" for run in STUDY.grid(tuned)]
 
 
+def simulated_arguments(wildcards, input, threads):
+    """A simulated run's calibration and cores; a run on MPI ranks none."""
+    if "calibration" not in input.keys():
+        return ""
+    return f"--calibration {input.calibration} --cores {threads}"
+
+
+def run_folder(wildcards, output):
+    """A training job's run folder (`asrscale train --out`): its first output's."""
+    return Path(output[0]).parent
+
+
+def halving_decision(wildcards):
+    """A halved grid's run goes on from its rung as its grid's decision says (study.tuning.halving);
+    other runs need nothing more."""
+    tuned = STUDY.halved_grid(run_of(wildcards))
+    return {"decision": STUDY.halving_file(tuned)} if tuned else {}
+
+
+def halving_rungs(wildcards):
+    """A configuration's halved grid runs at their rung, which its halving decides among."""
+    tuned = STUDY.run_of(
+        wildcards.cluster,
+        wildcards.algorithm,
+        TUNED,
+        wildcards.learners,
+        STUDY.tuning_seed,
+    )
+    return [f"{STUDY.folder(run)}/rung.json" for run in STUDY.halved_runs(tuned)]
+
+
 def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)

@@ -1,6 +1,7 @@
 localrules:
     replay_published,
     tune,
+    halve,
     adopt,
 
 
@@ -85,18 +86,34 @@ rule adopt:
         " > {log} 2>&1"
 
 
+# what every run's training reads; decoding's LM first made and checked against the dev transcripts
+TRAIN_INPUTS = {
+    "settings": f"{paths.RUN}/settings.json",
+    "train_data": fill(paths.DATA, subset="train"),
+    "dev_data": fill(paths.DATA, subset="dev"),
+    "train_feats": fill(paths.FEATURES, subset="train"),
+    "dev_feats": fill(paths.FEATURES, subset="dev"),
+    "shards": paths.SHARDS,
+    "tokens": paths.TOKENS,
+    "lm": STUDY.language_model,
+}
+# Snakemake empties a job's log for each attempt: what a preempted, cancelled or failed attempt
+# printed stays in {params.attempts}, each attempt under a line saying when and where (a halved
+# grid's run: its rung's attempts and the rest's). {params.part}: a halved grid's run's part.
+TRAIN_SHELL = (
+    'echo "== attempt $(date -Is) on $(uname -n)${{SLURM_JOB_ID:+, SLURM job $SLURM_JOB_ID}}" >> {params.attempts};'
+    " {{ {params.launch} python -m asrscale train --settings {input.settings} --train-data {input.train_data}"
+    " --dev-data {input.dev_data} --train-feats {input.train_feats} --dev-feats {input.dev_feats}"
+    " --shards {input.shards} --tokens {input.tokens} --out {params.folder} {params.part} {params.simulated};"
+    " }} 2>&1 | tee -a {params.attempts} > {log}"
+)
+
+
 rule train:
     input:
         unpack(simulation_inputs),
-        settings=f"{paths.RUN}/settings.json",
-        train_data=fill(paths.DATA, subset="train"),
-        dev_data=fill(paths.DATA, subset="dev"),
-        train_feats=fill(paths.FEATURES, subset="train"),
-        dev_feats=fill(paths.FEATURES, subset="dev"),
-        shards=paths.SHARDS,
-        tokens=paths.TOKENS,
-        # no run trains before decoding's LM is made and checked against the dev transcripts
-        lm=STUDY.language_model,
+        unpack(halving_decision),
+        **TRAIN_INPUTS,
     output:
         model=f"{paths.RUN}/model.pt",
         metrics=f"{paths.RUN}/metrics.tsv",
@@ -112,18 +129,53 @@ rule train:
         **TRAIN_RESOURCES,
     params:
         launch=launch_line,
-        folder=lambda wildcards, output: Path(output.model).parent,
+        folder=run_folder,
         attempts=f"logs/{TRAIN_JOB}.attempts.log",
-        simulated=lambda wildcards, input, threads: (
-            f"--calibration {input.calibration} --cores {threads}"
-            if "calibration" in input.keys()
-            else ""
+        simulated=simulated_arguments,
+        part=lambda wildcards, input: (
+            f"--halving {input.decision}" if "decision" in input.keys() else ""
         ),
     shell:
-        # Snakemake empties {log} for each attempt: what a preempted, cancelled or failed attempt
-        # printed stays in {params.attempts}, each attempt under a line saying when and where
-        'echo "== attempt $(date -Is) on $(uname -n)${{SLURM_JOB_ID:+, SLURM job $SLURM_JOB_ID}}" >> {params.attempts};'
-        " {{ {params.launch} python -m asrscale train --settings {input.settings} --train-data {input.train_data}"
-        " --dev-data {input.dev_data} --train-feats {input.train_feats} --dev-feats {input.dev_feats}"
-        " --shards {input.shards} --tokens {input.tokens} --out {params.folder} {params.simulated};"
-        " }} 2>&1 | tee -a {params.attempts} > {log}"
+        TRAIN_SHELL
+
+
+# study.tuning.halving: a halved grid's run to its rung (it goes on in `train` if its grid keeps it)
+rule train_rung:
+    input:
+        unpack(simulation_inputs),
+        **TRAIN_INPUTS,
+        halving=fill(paths.STUDY_SETTINGS, stage="halving"),
+    output:
+        f"{paths.RUN}/rung.json",
+    log:
+        f"logs/{TRAIN_JOB}.rung.log",
+    benchmark:
+        f"benchmarks/{TRAIN_JOB}.rung.tsv"
+    conda:
+        "../../envs/train.yaml"
+    threads: train_cores
+    resources:
+        **TRAIN_RESOURCES,
+    params:
+        launch=launch_line,
+        folder=run_folder,
+        attempts=f"logs/{TRAIN_JOB}.attempts.log",
+        simulated=simulated_arguments,
+        part=lambda wildcards, input: f"--rung {input.halving}",
+    shell:
+        TRAIN_SHELL
+
+
+# a configuration's halved grid at its rung: which runs go on (study.tuning.halving)
+rule halve:
+    input:
+        settings=fill(paths.STUDY_SETTINGS, stage="halving"),
+        rungs=halving_rungs,
+    output:
+        paths.HALVING,
+    log:
+        "logs/{corpus}/{study}/halve/{cluster}/{algorithm}-P{learners}.log",
+    conda:
+        "../../envs/train.yaml"
+    shell:
+        "python -m asrscale halve --settings {input.settings} --rungs {input.rungs} --out {output} > {log} 2>&1"

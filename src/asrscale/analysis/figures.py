@@ -253,7 +253,8 @@ def configuration_names(tuning: pd.DataFrame) -> pd.Series:
 
 def tuning(points: pd.DataFrame):
     """Each tuned configuration's grid (study.tuning): its best dev loss against the rate, a line
-    per batch size, the chosen point ringed; a diverged point is missing from its line."""
+    per batch size, the chosen point ringed, a run stopped early by successive halving crossed (its
+    dev loss is its rung's); a diverged point is missing from its line."""
     data = points.assign(configuration=configuration_names(points), batch=points.batch_size.map("batch {}".format))
     batches = "batch" if data.batch.nunique() > 1 else None  # a legend only where SEQ's batches were tuned
     grid = sns.relplot(data=data, x="lr", y="best_dev_loss", hue=batches, col="configuration", kind="line",
@@ -262,11 +263,13 @@ def tuning(points: pd.DataFrame):
     for configuration, axis in grid.axes_dict.items():
         chosen = data[(data.configuration == configuration) & data.chosen]
         axis.scatter(chosen.lr, chosen.best_dev_loss, s=160, facecolors="none", edgecolors="black", zorder=3)
+        stopped = data[(data.configuration == configuration) & data.stopped_early.astype(bool)]
+        axis.scatter(stopped.lr, stopped.best_dev_loss, s=60, marker="x", color="black", zorder=3)
         axis.set_xscale("log", base=2)
         axis.set_xticks(sorted(data.lr.unique()), labels=[f"{v:g}" for v in sorted(data.lr.unique())])
     grid.set_titles("{col_name}")
     grid.set_axis_labels("learning rate (train.lr)", "best dev loss")
-    grid.figure.suptitle("Tuning: each configuration's grid, the chosen rate ringed")
+    grid.figure.suptitle("Tuning: each configuration's grid, the chosen rate ringed, runs stopped early crossed")
     return grid.figure
 
 

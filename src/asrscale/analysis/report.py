@@ -88,7 +88,8 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
         rows.append({"configuration": configuration, "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
                      "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
                      "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}", "dev_loss": chosen.best_dev_loss,
-                     "diverged": int(grid.diverged.notna().sum()), "state": edge})  # fmt: skip
+                     "diverged": int(grid.diverged.notna().sum()), "stopped": int(grid.stopped_early.sum()),
+                     "state": edge})  # fmt: skip
     return rows
 
 

@@ -23,6 +23,8 @@ LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of de
 RUN = STUDY + "/runs/{cluster}/{algorithm}/{variant}/P{learners}/seed{seed}"
 # a tuned study's grid of one configuration (an algorithm at a learner count) and its choice
 TUNING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.json"
+# its grid's halving at the rung (study.tuning.halving): which runs go on, which stop
+HALVING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.halving.json"
 # what decoding writes of a run's test set, in <run>/<test set>/
 SCORES = ("scores.json", "hypotheses.tsv", "utterances.tsv", "alignment.lm.txt", "alignment.greedy.txt")
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables

@@ -221,10 +221,19 @@ class ReportStage:
     config: dict
 
 
+@dataclass(frozen=True)
+class HalvingStage:
+    """halving: successive halving of every grid (study.tuning.halving): the epoch after which
+    each grid is halved, and how many of its runs go on."""
+
+    epoch: int
+    keep: int
+
+
 #: every stage's settings file, by stage ("import" for each import-<subset>)
 STAGES = {"synthesise": SyntheticConfig, "import": ImportStage, "features": FeatureStage, "calibrate": CalibrationStage,
           "language-model": LanguageModelStage, "decode": DecodeSettings, "gather": GatherStage,
-          "report": ReportStage}  # fmt: skip
+          "report": ReportStage, "halving": HalvingStage}  # fmt: skip
 
 
 # a run's world (its settings file's `world`)

@@ -75,6 +75,7 @@ class Study:
         self.imported = "subsets" in self.config["corpus"]
         self.hardware = self.config["study"]["hardware"]
         self._check(check_paths)
+        self._check_halving()
 
     def _check(self, check_paths: bool) -> None:
         config, study = self.config, self.config["study"]
@@ -135,6 +136,13 @@ class Study:
             raise ConfigError(f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
                               "some below 1 and some above, the largest at least 4 times the smallest "
                               "(e.g. [0.5, 1, 2])")  # fmt: skip
+        halving = tuning["halving"]
+        if halving and sorted(halving) != ["epoch", "keep"]:
+            raise ConfigError(f"config: study.tuning.halving: {halving}: both an epoch and how many to keep "
+                              "(e.g. {epoch: 3, keep: 2})")  # fmt: skip
+        if halving and factors and halving["keep"] >= len(factors):
+            raise ConfigError(f"config: study.tuning.halving.keep: {halving['keep']}: fewer than the grid's "
+                              f"{len(factors)} rates (study.tuning.lr_factors), or it halves nothing")  # fmt: skip
 
     def _sources(self) -> list[tuple[str, dict]]:
         """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set by name)."""
@@ -258,6 +266,46 @@ class Study:
         return list(
             dict.fromkeys(run for run in grids + [self.trained_as(r) for r in self.runs()] if run not in adopted)
         )
+
+    # successive halving (study.tuning.halving)
+    @property
+    def halving(self) -> dict:
+        """study.tuning.halving: {epoch, keep}, or {} (every grid run trains to its end; an untuned
+        study has no grid to halve)."""
+        return self.config["study"]["tuning"]["halving"] if self.tuned else {}
+
+    def _check_halving(self) -> None:
+        """The rung comes before every grid's last epoch: a run stopped there must have more to go."""
+        for tuned in self.tunings() if self.halving else ():
+            epochs = self._in_effect(tuned.algorithm, "train.epochs")
+            if self.halving["epoch"] >= epochs:
+                raise ConfigError(f"config: study.tuning.halving.epoch: {self.halving['epoch']}: before the "
+                                  f"last of {tuned.algorithm}'s {epochs} epochs (train.epochs), or it stops "
+                                  "nothing")  # fmt: skip
+
+    def halved_grid(self, run: Run) -> Run | None:
+        """The configuration whose halved grid `run` (as trained) belongs to; None for a run that is
+        no grid's, every run where halving is off, and a grid run the study also reports (it trains
+        to its end)."""
+        if not self.halving or self.trained_as(run) in self._reported():
+            return None
+        return next((tuned for tuned in self.tunings() if run in self._grid_as_trained(tuned)), None)
+
+    def halved_runs(self, tuned: Run) -> list[Run]:
+        """A configuration's grid runs, as trained, that its halving decides."""
+        return [run for run in self._grid_as_trained(tuned) if self.halved_grid(run) == tuned]
+
+    def _grid_as_trained(self, tuned: Run) -> list[Run]:
+        return [self.trained_as(run) for run in self.grid(tuned)]
+
+    def _reported(self) -> set[Run]:
+        """Every run the study reports, as trained."""
+        return {self.trained_as(run) for run in self.runs()}
+
+    def halving_file(self, tuned: Run) -> str:
+        """Where a configuration's halving decision is written (beside its tuning's file)."""
+        return self.at(paths.HALVING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
+                       learners=tuned.learners)  # fmt: skip
 
     @staticmethod
     def variant_of(train: dict) -> str:
@@ -401,8 +449,8 @@ class Study:
     # every other stage's settings
     def stage_settings(self, stage: str) -> dict:
         """The settings file of a stage that is not a run (`sections.STAGES`: `synthesise`,
-        `import-<subset>`, `features`, `calibrate`, `language-model`, `decode`, `gather` or
-        `report`), in the shape its stage reads."""
+        `import-<subset>`, `features`, `calibrate`, `language-model`, `decode`, `gather`, `report`
+        or `halving`), in the shape its stage reads."""
         kind, _, subset = stage.partition("-") if stage.startswith("import-") else (stage, "", "")
         if kind not in STAGES or (kind == "import" and not (self.imported and subset in self.subsets)):
             raise ValueError(f"no settings of a stage {stage!r}")
@@ -447,11 +495,14 @@ class Study:
     def _report(self, _) -> dict:
         return {"title": self.config["report"]["title"], "config": self.config}
 
+    def _halving(self, _) -> dict:
+        return dict(self.halving)
+
 
 LM_KEYS = ("lm", "lm_order", "max_lm_oov_rate")  # decode's keys of the language-model stage
 # each stage's settings, by the stage of sections.STAGES they are for
 _STAGE_SETTINGS = {"synthesise": Study._synthesise, "import": Study._import, "features": Study._extract,
                    "calibrate": Study._calibrate, "language-model": Study._language_model, "decode": Study._decode,
-                   "gather": Study._gather, "report": Study._report}  # fmt: skip
+                   "gather": Study._gather, "report": Study._report, "halving": Study._halving}  # fmt: skip
 if _STAGE_SETTINGS.keys() != STAGES.keys():
     raise RuntimeError(f"stages with settings {list(_STAGE_SETTINGS)} differ from sections.STAGES {list(STAGES)}")

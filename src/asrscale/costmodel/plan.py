@@ -10,7 +10,8 @@ GPU idle); each subset's size, from its extracted features where they exist, els
 published subset sizes or the built-in corpus's utterances at their measured mean length
 (`subset_size`); each run's own band (asrscale.costmodel.fitted.Band). Training: dev evaluation and
 checkpoints add a little, data loading none beyond the profile's. A run is priced for every epoch
-it may take (newbob usually stops a run earlier; a fixed-epoch schedule not). The other jobs: CPU
+it may take (newbob usually stops a run earlier; a fixed-epoch schedule not), a halved grid's run
+for its share of its grid's (`expected_epochs`). The other jobs: CPU
 work at the rates of `OTHER_JOBS` (a machine of another speed scales them; a larger lexicon and LM
 search slower than the built-in corpus's), a decode's forward passes on the profile's device.
 Which claims' halves the study can decide is the analysis's to say (asrscale.analysis.decidable).
@@ -26,7 +27,7 @@ import torch
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.sections import FeatureConfig, ModelConfig
-from asrscale.config.study import Study
+from asrscale.config.study import Run, Study
 from asrscale.costmodel.clock import Achieved, Hardware
 from asrscale.costmodel.fitted import GOSSIP, Band, bound_by
 from asrscale.costmodel.replay import Workload, replay
@@ -99,6 +100,16 @@ def _model_size(settings: dict) -> dict:
             "flops_per_frame": flops_per_frame(model, features.dim, TOKENS)}  # fmt: skip
 
 
+def expected_epochs(study: Study, run: Run, epochs: int) -> float:
+    """The epochs a run trains at most: a halved grid's run (study.tuning.halving) its rung's, and
+    the rest as often as its grid keeps a run (which ones go on is not known before)."""
+    tuned = study.halved_grid(run)
+    if tuned is None:
+        return epochs
+    rung, keep = study.halving["epoch"], study.halving["keep"]
+    return rung + (epochs - rung) * keep / len(study.halved_runs(tuned))
+
+
 def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.DataFrame:
     """Every run the study trains, priced on `hardware` (see the module)."""
     rows = []
@@ -118,10 +129,11 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         used |= {hardware.network_link.transport} if ranks > hardware.learners_per_node else set()
         bound = bound_by(outside, ranks > hardware.learners_per_node, learners)
         low, high = band.of(1.0, outside, used, run.algorithm in GOSSIP, bound)
-        hours = epoch_s * train["epochs"] * ranks / 3600
+        epochs = expected_epochs(study, run, train["epochs"])
+        hours = epoch_s * epochs * ranks / 3600
         rows.append({"algorithm": run.algorithm, "variant": run.variant, "learners": learners, "seed": run.seed,
                      "ranks": ranks, "epoch_s": epoch_s, "epoch_s_low": epoch_s / high, "epoch_s_high": epoch_s / low,
-                     "epochs": train["epochs"], "schedule": train["schedule"], "device_hours": hours,
+                     "epochs": epochs, "schedule": train["schedule"], "device_hours": hours,
                      "device_hours_low": hours / high, "device_hours_high": hours / low,
                      "outside_share": outside, "bound_by": bound})  # fmt: skip
     return pd.DataFrame(rows)

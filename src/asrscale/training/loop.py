@@ -37,6 +37,7 @@ from asrscale.training.evaluation import evaluate
 from asrscale.training.learner import Learner
 from asrscale.training.records import Interval, Progress
 from asrscale.training.schedule import Schedule, learning_rate, lr_scale
+from asrscale.training.tuning import Halving, write_rung
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
 from asrscale.worlds.timing import WallTimes
@@ -56,6 +57,7 @@ class RunContext:
     world: dict  # the world's description (run.json)
     wall: WallTimes  # where this process's wall time goes, by phase (run.json)
     evaluation_part: Callable[[ops.Layout], tuple[int, int] | None]  # ops.World.evaluation_part
+    halving: Halving | None = None  # a halved grid's run: its part (to its rung, or on from it)
 
 
 @dataclass(frozen=True)
@@ -100,18 +102,26 @@ class LearnerLoop:
             raise ValueError(f"shard {self.layout.rank} of {self.shared.shards} is empty")
         (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
         yield from self.algorithm.plan(frames / (self.layout.size * steps))
-        epochs = self.run_config.train.epochs
-        while progress.epoch <= epochs and progress.stopped is None and not progress.diverged:
+        epochs, halving = self.run_config.train.epochs, self.shared.halving
+        until = min(epochs, halving.epoch) if halving else epochs
+        while progress.epoch <= until and progress.stopped is None and not progress.diverged:
             epoch_start, lr = yield from self.train_epoch(progress, steps)
             if not progress.diverged:
                 yield from self.end_epoch(progress, steps, epoch_start, lr)
         yield from self.algorithm.finish(self.learner)
         if not self.leader:
             return
+        ended = progress.stopped is not None or progress.diverged or progress.epoch > epochs
+        if halving and halving.rung:
+            write_rung(self.shared.out, self.run_config, progress, until)
+            if not ended:  # on from its checkpoint if its grid's decision keeps it
+                return
         if progress.diverged:
             self.write_diverged(progress)
             return
-        if progress.stopped is None:
+        if not ended:  # only a run that its grid's halving stopped at the rung ends early
+            halving.stop(progress)
+        elif progress.stopped is None:
             progress.stopped, progress.stopped_by = f"its {epochs} epochs done", "budget"
         self.write_outputs(progress, self.best_model(progress))
         with self.wall.measure("checkpoints"):

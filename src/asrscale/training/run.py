@@ -21,6 +21,7 @@ from asrscale.training.algorithms import make_algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.loop import LearnerContext, LearnerLoop, RunContext
+from asrscale.training.tuning import Halving
 from asrscale.worlds import ops
 
 
@@ -35,13 +36,14 @@ class RunPaths:
     out: Path  # the run's folder
 
 
-def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None, cores: int | None) -> None:
-    """`asrscale train`: the run a settings file describes, in the world it names. An error on one
-    rank ends every rank, so that none is left waiting for it."""
+def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None, cores: int | None,
+                      halving: Halving | None = None) -> None:  # fmt: skip
+    """`asrscale train`: the run a settings file describes, in the world it names (a halved grid's
+    run: its part, `halving`). An error on one rank ends every rank, so that none is left waiting for it."""
     run = RunConfig.from_settings(settings)
     world = make_world(world_of(settings), run, calibration, cores)
     try:
-        train(run, paths, world)
+        train(run, paths, world, halving)
     except BaseException as error:
         said = error if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
         print(f"asrscale train: {world.label}: {said}", file=sys.stderr, flush=True)
@@ -76,7 +78,7 @@ def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConf
                     device, fused, cores)  # fmt: skip
 
 
-def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
+def train(run: RunConfig, paths: RunPaths, world: ops.World, halving: Halving | None = None) -> None:
     """Have `world` carry out a run: each learner's loop, and the algorithm's server loop on a
     server rank. The MPI world runs this rank's program; a simulated world runs every rank's."""
     torch.set_num_threads(run.train.threads or world.threads_per_rank)
@@ -91,7 +93,7 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World) -> None:
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
     prefetcher = functools.partial(Prefetcher, train_set, depth=world.batches_ahead(run.train.prefetch), loader=loader)
     shared = RunContext(run, paths.out, paths.shards, train_set, dev_set, saved, prefetcher, world.description(),
-                        world.wall, world.evaluation_part)  # fmt: skip
+                        world.wall, world.evaluation_part, halving)  # fmt: skip
 
     def program(layout: ops.Layout, serving: bool, clock):
         with world.wall.measure("start"):

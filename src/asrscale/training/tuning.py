@@ -9,12 +9,21 @@ of one grid, multiples of the rate it takes untuned, at the tuning seed, through
 run trains with. The lowest best dev loss chooses; a diverged run is never chosen. A choice at the
 grid's edge (its lowest or highest rate) may be short of the best rate beyond it: it is said ("tuned
 at the edge") and decides no claim (`asrscale.analysis.halves`). The chosen run is the
-configuration's run at the tuning seed, and its other seeds train at its settings."""
+configuration's run at the tuning seed, and its other seeds train at its settings.
+
+With study.tuning.halving, a grid is halved once, as a bracket of Hyperband's successive halving
+does (Li et al., "Hyperband: a novel bandit-based approach to hyperparameter optimization", JMLR
+2018): every grid run trains to the end of one epoch (its rung), the `keep` of lowest dev loss so
+far (and any the study also reports) go on to their last epoch, and the others stop there. A
+stopped run's outputs say so, and it is never chosen: the choice is among runs trained to their
+end. Each run's rung is its own training's first epochs, resumed from its checkpoint: a kept run
+ends with the model it would have had unhalved."""
 
 import json
 import math
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from asrscale.errors import UserError
@@ -26,16 +35,22 @@ TUNED_SETTINGS = ("batch_size", "lr")  # the train settings a grid varies
 def point(run: Path) -> dict:
     """A grid run's settings and outcome, from its record (run.json)."""
     record = json.loads((run / "run.json").read_text())
+    return {"run": str(run), **_outcome(record), "stopped_early": record["stopped_by"] == "halving"}
+
+
+def _outcome(record: dict) -> dict:
+    """A run's tuned settings, best dev loss so far (None where it is not finite or the run
+    diverged) and divergence, from its run.json or rung.json."""
     loss = record["best_dev_loss"]
     finite = loss is not None and math.isfinite(loss) and not record["diverged"]
-    return {"run": str(run), **{key: record["train"][key] for key in TUNED_SETTINGS},
-            "best_dev_loss": loss if finite else None, "diverged": record["diverged"]}  # fmt: skip
+    return {**{key: record["train"][key] for key in TUNED_SETTINGS}, "best_dev_loss": loss if finite else None,
+            "diverged": record["diverged"]}  # fmt: skip
 
 
 def choose(points: list[dict]) -> dict:
     """The grid's choice: the point of the lowest best dev loss, whether it is at the grid's edge
     (the lowest or highest rate of its batch size), and the grid."""
-    trained = [p for p in points if p["best_dev_loss"] is not None]
+    trained = [p for p in points if p["best_dev_loss"] is not None and not p.get("stopped_early")]
     if not trained:
         runs = ", ".join(f"lr {p['lr']:g} (batch {p['batch_size']}): {p['diverged']}" for p in points)
         raise UserError(f"tuning: every run of the grid diverged ({runs}): lower study.tuning.lr_factors or train.lr")
@@ -72,3 +87,63 @@ def adopt(choice_file: Path, settings: Path, folder: Path) -> None:
             os.link(chosen / name, target)
         except OSError:  # a file system without hard links
             shutil.copy2(chosen / name, target)
+
+
+@dataclass(frozen=True)
+class Halving:
+    """A grid run's part in its grid's halving: it trains to the end of epoch `epoch`, and there
+    either waits for the grid's decision (`rung`: it writes rung.json and keeps its checkpoint), or,
+    stopped by the decision, ends (its outputs say so)."""
+
+    epoch: int
+    rung: bool
+
+    @classmethod
+    def at_rung(cls, settings: Path) -> "Halving":
+        """A grid run's first part: to the rung of the halving's settings (the halving stage's)."""
+        from asrscale.config.sections import HalvingStage, read_settings_of
+
+        return cls(read_settings_of(HalvingStage, settings).epoch, rung=True)
+
+    @classmethod
+    def decided(cls, decision: Path, out: Path) -> "Halving | None":
+        """What the grid's decision (`asrscale halve`) says of the run in `out`: None where it goes
+        on to its end."""
+        decided = json.loads(decision.read_text())
+        folder = os.path.normpath(out)
+        if folder in map(os.path.normpath, decided["kept"]):
+            return None
+        if folder in map(os.path.normpath, decided["stopped"]):
+            return cls(decided["epoch"], rung=False)
+        raise UserError(f"{decision} decides nothing of {out}: it is another grid's; rerun this grid's halving")
+
+    def stop(self, progress) -> None:
+        """The run stopped by its grid's decision (`records.Progress`)."""
+        progress.stopped = f"stopped after epoch {self.epoch} by successive halving (study.tuning.halving)"
+        progress.stopped_by = "halving"
+
+
+def write_rung(out: Path, run, progress, epoch: int) -> None:
+    """A grid run at its rung (`rung.json`): its settings, and its best dev loss and divergence so far."""
+    best = progress.best or {}
+    atomic_write_json(out / "rung.json", {"run": str(out), "epoch": epoch, "train": {key: getattr(run.train, key)
+                      for key in TUNED_SETTINGS}, "best_dev_loss": best.get("dev_loss"),
+                      "diverged": progress.diverged, "stopped": progress.stopped})  # fmt: skip
+
+
+def halve(settings: Path, rungs: list[Path], out: Path) -> dict:
+    """`asrscale halve`: a grid's decision at its rung: the `keep` (study.tuning.halving) of lowest
+    dev loss so far go on (a diverged one last); the others stop. Written to `out`. (A grid run the
+    study also reports has no rung: it trains to its end.)"""
+    from asrscale.config.sections import HalvingStage, read_settings_of
+
+    halving = read_settings_of(HalvingStage, settings)
+    points = sorted(({"run": found["run"], **_outcome(found)} for found in map(json.loads, map(Path.read_text, rungs))),
+                    key=lambda p: (p["best_dev_loss"] is None, p["best_dev_loss"] or 0.0, p["lr"]))  # fmt: skip
+    kept = [p["run"] for p in points[: halving.keep]]
+    decision = {"epoch": halving.epoch, "keep": halving.keep, "kept": kept,
+                "stopped": [p["run"] for p in points[halving.keep :]], "rungs": points}  # fmt: skip
+    atomic_write_json(out, decision)
+    print(f"halving after epoch {halving.epoch}: {len(kept)} of {len(points)} go on; stopped: "
+          f"{', '.join(decision['stopped']) or 'none'}")  # fmt: skip
+    return decision
