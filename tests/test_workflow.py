@@ -498,6 +498,8 @@ def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, 
     modelled SSGD made 19× at P=2 (as a busy calibration made it) is flagged, with its cause, and
     ranked nowhere."""
     runs, page = table(study, "runs"), page_of(study)
+    # SEQ's own times too: each clock's runs apart
+    assert re.search(r"SEQ \(the baseline\): [^<]* trained in [\d.]+ s \(measured\), [\d.]+ s \(modelled on", page)
     for kind in runs.speedup_kind.unique():
         line = re.search(rf"<li>P=2, {re.escape(kind)}: .*?</li>", page).group(0)
         of_kind = runs[(runs.speedup_kind == kind) & (runs.learners == 2) & (runs.variant == "default")]

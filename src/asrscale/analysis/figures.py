@@ -66,10 +66,11 @@ def speedup_vs_learners(table, palette):
             axis.text(0.5, 0.5, "no run reached the target" if column == "target_speedup" else "no run has it",
                       ha="center", va="center", transform=axis.transAxes, color="grey")  # fmt: skip
             continue
-        sns.lineplot(data=data, x="learners", y=column, hue="algorithm", palette=palette, marker="o",
-                     errorbar=SPREAD, ax=axis)  # fmt: skip
+        # a line per algorithm and clock: a measured speedup and a modelled one are never averaged
+        sns.lineplot(data=data, x="learners", y=column, hue="algorithm", style="speedup_kind", palette=palette,
+                     marker="o", errorbar=SPREAD, ax=axis)  # fmt: skip
         if f"{column}_low" in data:  # the cost model's band around a modelled speedup
-            for algorithm, runs in data.groupby("algorithm"):
+            for (algorithm, _), runs in data.groupby(["algorithm", "speedup_kind"]):
                 edges = runs.groupby("learners")[[f"{column}_low", f"{column}_high"]].mean()
                 axis.fill_between(edges.index, edges.iloc[:, 0], edges.iloc[:, 1], color=palette[algorithm], alpha=0.1)
         ideal = sorted(table.learners.unique())
@@ -82,23 +83,25 @@ def speedup_vs_learners(table, palette):
 def accuracy_against_speedup(table, palette):
     """Per learner count, each algorithm's test WER against its time speedup (its band where
     modelled), with SEQ's WER as a line: the runs below it and to the right are better on both
-    (the Pareto front joins those no other beats on both). Hollow: stopped by its budget."""
+    (the Pareto front joins those no other beats on both, one front a clock: a measured speedup
+    is never ranked against a modelled one). Hollow: stopped by its budget; squares: modelled."""
     counts = sorted(p for p in table.learners.unique() if p > 1)
     seq = table[table.algorithm == "seq"].wer.mean()
     figure, axes = plt.subplots(1, len(counts), figsize=(5.2 * len(counts), 4), squeeze=False, sharey=True)
     for axis, p in zip(axes[0], counts):
-        runs = table[table.learners == p].groupby("algorithm").agg(
+        runs = table[table.learners == p].groupby(["speedup_kind", "algorithm"]).agg(
             wer=("wer", "mean"), speedup=("time_speedup", "mean"), low=("time_speedup_low", "mean"),
             high=("time_speedup_high", "mean"), converged=("converged", "all"),
         ).dropna(subset=["wer", "speedup"])  # fmt: skip
-        for algorithm, run in runs.iterrows():
+        for (kind, algorithm), run in runs.iterrows():
             colour = palette[algorithm]
             axis.errorbar(run.speedup, 100 * run.wer, xerr=[[run.speedup - run.low], [run.high - run.speedup]],
-                          fmt="o", color=colour, mfc=colour if run.converged else "white", capsize=3,
-                          label=algorithm)  # fmt: skip
-        front = runs.sort_values("speedup", ascending=False)
-        front = front[front.wer <= front.wer.cummin()]
-        axis.plot(front.speedup, 100 * front.wer, ":", color="grey", linewidth=1, label="Pareto front")
+                          fmt="s" if kind.startswith("modelled") else "o", color=colour, capsize=3,
+                          mfc=colour if run.converged else "white", label=f"{algorithm} ({kind})")  # fmt: skip
+        for kind, of_kind in runs.groupby(level="speedup_kind"):
+            front = of_kind.sort_values("speedup", ascending=False)
+            front = front[front.wer <= front.wer.cummin()]
+            axis.plot(front.speedup, 100 * front.wer, ":", color="grey", linewidth=1, label=f"Pareto front ({kind})")
         if seq == seq:
             axis.axhline(100 * seq, color=palette.get("seq", "black"), linestyle="--", linewidth=1, label="SEQ's WER")
         axis.set_xlabel(f"time speedup over SEQ at P={p}")

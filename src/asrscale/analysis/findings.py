@@ -157,6 +157,7 @@ def _at_learners(table: pd.DataFrame, utterances: pd.DataFrame) -> list[AtLearne
         speedups, reached = group.speedup.dropna(), group.to_target.dropna()
         impossible = speedups[[beyond_p(x, p) for x in speedups]]
         speedups = speedups.drop(impossible.index)
+        reached = reached.drop(impossible.index, errors="ignore")  # its times are as suspect
         first = reached.idxmax()[0] if not reached.empty else None
         runs = {a: runs_of(trained(table), a, p) for a, _ in group.index}
         late = [a for a, r in runs.items() if not r.converged.all()]
