@@ -114,6 +114,9 @@ def test_a_speed_half_needs_three_seeds_on_gpus_and_a_claim_within_p():
     assert halves.testable_speed(measured_runs([4.0, 4.1, 4.2]), "time_speedup", 4.4) is None
     beyond = halves.testable_speed(measured_runs([4.0, 4.1, 4.2], column="own_speedup"), "own_speedup", 4.5)
     assert (beyond.outcome, beyond.reason) == (NOT_TESTABLE, "beyond 4 learners")
+    # a measured one beyond P decides nothing either (its clock is suspect), whatever the claim
+    found = halves.testable_speed(measured_runs([4.6, 4.7, 4.8]), "time_speedup", 3.2)
+    assert (found.outcome, found.reason) == (NOT_TESTABLE, "beyond 4 learners") and "4.70× measured" in found.why
     # to a target, fewer epochs can make a speedup beyond P: the bound is for the same epochs alone
     to_accuracy = measured_runs([6.0, 6.1, 6.2], column="accuracy_speedup")
     assert halves.testable_speed(to_accuracy, "accuracy_speedup", 6.1) is None

@@ -259,12 +259,12 @@ def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_a
     """Training's output goes through a pipeline (tee): the job must still fail by its exit status."""
     workdir = tmp_path / "study"
     shutil.copytree(study, workdir, symlinks=True)
-    run = Path("results/tiny/studies/tiny/runs/mpi/seq/train.lr=0.003/P1/seed1")  # a grid's
+    run = Path("results/tiny/studies/tiny/runs/sim-this-machine/seq/tuned/P1/seed2")  # SEQ's second seed
     (workdir / run / "settings.json").write_text("{ not the workflow's")
     result = snakemake(workdir, "--forcerun", "train", run / "model.pt", check=False)
     printed = result.stdout + result.stderr
     assert result.returncode != 0 and "returned non-zero exit status 1" in printed, printed[-3000:]
-    log = f"{workdir}/logs/tiny/tiny/train/mpi/seq/train.lr=0.003-P1-seed1"
+    log = f"{workdir}/logs/tiny/tiny/train/sim-this-machine/seq/tuned-P1-seed2"
     assert "not a settings file the workflow wrote" in Path(f"{log}.log").read_text()
     attempts = Path(f"{log}.attempts.log").read_text()
     assert attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
@@ -517,6 +517,7 @@ def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, 
     line = re.search(r"<li>P=2, modelled on [^:]*: .*?</li>", page).group(0)
     assert "<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere (modelled on this machine" in line
     assert "a calibration timed while another process held the cores" in line and "(19.00×)" not in line
+    assert re.search(r"19\.00× \([\d.-]+\) \(beyond what 2 learners can give\)", page)  # at a glance too
     assert re.search(r"calibrated rates \([^;]*; repeats at most [\d.]+× apart", line)  # the calibration's spread
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from asrscale.analysis.bootstrap import Interval, relative_difference
-from asrscale.analysis.measures import diverged
+from asrscale.analysis.measures import beyond_p, diverged
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
 NOT_DECIDED, NOT_TESTABLE = "not decided", "not testable here"
@@ -224,12 +224,16 @@ def measured_on(runs: pd.DataFrame) -> str:
 
 def testable_speed(runs: pd.DataFrame, column: str, claimed: float | None = None) -> Half | None:
     """Why the runs cannot decide a speed half (None where they can): modelled, on CPU ranks,
-    too few seeds, or a claimed same-epochs speedup beyond P."""
-    learners = int(runs.learners.iloc[0])
-    if claimed is not None and column in ("time_speedup", "own_speedup") and (1 - SPEED_MARGIN) * claimed > learners:
+    too few seeds, or a claimed or measured same-epochs speedup beyond P."""
+    learners, same_epochs = int(runs.learners.iloc[0]), column in ("time_speedup", "own_speedup")
+    if claimed is not None and same_epochs and (1 - SPEED_MARGIN) * claimed > learners:
         return Half(NOT_TESTABLE, f"{(1 - SPEED_MARGIN) * claimed:g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
                     f"{claimed:g}×) for the same epochs is beyond what {learners} learners can give",
                     modelled(runs, column), f"beyond {learners} learners")  # fmt: skip
+    if same_epochs and beyond_p(float(runs[column].mean()), learners):
+        return Half(NOT_TESTABLE, f"{runs[column].mean():.2f}× measured for the same epochs is beyond what {learners} "
+                    "learners can give: a clock that ran slow for its baseline (a busy machine) or a calibration "
+                    "taken on one; time them again", modelled(runs, column), f"beyond {learners} learners")  # fmt: skip
     if not on_gpus(runs):
         where = "measured on CPU ranks" if (runs.world == "mpi").all() else "modelled"
         return Half(NOT_TESTABLE, f"a speed claim is decided by {learners} GPUs measured (real ranks, wall clock, "

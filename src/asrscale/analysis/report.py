@@ -17,7 +17,7 @@ from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
-from asrscale.analysis.measures import diverged, trained
+from asrscale.analysis.measures import beyond_p, diverged, trained
 from asrscale.analysis.tables import Tables, load
 from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
@@ -147,6 +147,8 @@ def _glance_cell(cell: pd.Series) -> tuple[str, str]:
     text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
     if cell.algorithm != "seq" and cell.speedup == cell.speedup:
         text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
+        if beyond_p(cell.speedup, cell.learners):  # the summary says why: ranked nowhere
+            text += f" (beyond what {cell.learners} learners can give)"
     text += f" · {device_hours(cell.device_hours)} device-hours"
     text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
     return "best" if cell.best else "", text
