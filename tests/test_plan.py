@@ -87,9 +87,9 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
     assert found.study == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
     others = found.others.set_index("stage")
     # decoded: SEQ, ASGD and MA alone; at 4 every algorithm but H-ADPSGD (SSGD's run in one node)
-    assert others.jobs["decode"] == 8 and others.cpu_hours["features"] == pytest.approx(
+    assert others.jobs["decode"] == 9 and others.cpu_hours["features"] == pytest.approx(
         (5000 + 300 + 1000) * BUILTIN_FRAMES_PER_UTTERANCE / 360_000 / OTHER_JOBS["features_real_time"])  # fmt: skip
-    assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd"} and (table.epochs == 6).all()
+    assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "bmuf"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):
         plan(study_of("config.yaml"), "this-machine")
@@ -156,5 +156,5 @@ def test_a_halved_grids_runs_are_priced_for_their_share_of_its_epochs():
     config["study"] |= {"seeds": [1, 2], "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}}}
     table = plan(Study(config, check_paths=False), "zhang19b-v100").runs
     grid = table.variant.str.startswith("train.lr=")
-    assert grid.sum() == 3 * 8 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 8)
+    assert grid.sum() == 3 * 9 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 9)
     assert (table[~grid].variant == "tuned").all() and table[~grid].epochs.eq(6).all()

@@ -34,9 +34,9 @@ def merged(*names: str) -> dict:
 def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():
     study = Study(merged())
     runs = study.runs()
-    # SEQ, ASGD and MA alone, and 5 algorithms at 4: H-ADPSGD's 4 learners are one of the profile's
+    # SEQ, ASGD and MA alone, and 6 algorithms at 4: H-ADPSGD's 4 learners are one of the profile's
     # nodes of 8, SSGD's run
-    assert len({study.folder(run) for run in runs}) == 8
+    assert len({study.folder(run) for run in runs}) == 9
     ssgd_alone = Run("simulated", "ssgd", "default", 1, 1)
     assert study.trained_as(ssgd_alone) == Run("simulated", "seq", "default", 1, 1)
     in_one_node = Run("simulated", "hadpsgd", "default", 4, 1)

@@ -25,7 +25,7 @@ def test_each_configuration_is_tuned_once_over_one_grid_and_seq_over_its_batches
     trained: KAVG alone is SEQ's, H-ADPSGD at 4 in a node of 8 SSGD's) over the 3 rates."""
     study = tuned_study(lr_factors=[2, 0.5, 1], seq_batch_sizes=[8, 32])
     tunings = study.tunings()
-    assert len(tunings) == len({(t.algorithm, t.learners) for t in tunings}) == 8
+    assert len(tunings) == len({(t.algorithm, t.learners) for t in tunings}) == 9
     assert all(t.variant == TUNED and t.seed == 1 for t in tunings)
     seq = Run("simulated", "seq", TUNED, 1, 1)
     assert study.trained_as(Run("simulated", "kavg", "default", 1, 2)) == Run("simulated", "seq", TUNED, 1, 2)
@@ -39,8 +39,8 @@ def test_each_configuration_is_tuned_once_over_one_grid_and_seq_over_its_batches
     chosen = {"lr": 0.006, "batch_size": 32}
     assert study.run_settings(replace_seed(kavg, 1), chosen) == study.run_settings(study.grid(kavg)[2])
     assert study.run_settings(replace_seed(kavg, 2), chosen)["train"]["lr"] == 0.006
-    # every run trained once: 6 + 7 × 3 grid runs, and 2 more seeds of each of the 8 configurations
-    assert len(study.trained()) == 6 + 7 * 3 + 8 * 2
+    # every run trained once: 6 + 8 × 3 grid runs, and 2 more seeds of each of the 9 configurations
+    assert len(study.trained()) == 6 + 8 * 3 + 9 * 2
     assert study.folder(Run("simulated", "kavg", "default", 4, 2)).endswith("/kavg/tuned/P4/seed2")
 
 

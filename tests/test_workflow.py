@@ -387,7 +387,7 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
 
 @pytest.mark.parametrize(
     "study, runs, simulated",
-    [((), 8, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("kavg-at-4.yaml",), 15, 4),
+    [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("kavg-at-4.yaml",), 15, 4),
      (("asgd-at-4.yaml",), 15, 4), (("stragglers.yaml",), 9, 4), (("scaled-32.yaml",), 9, 32),
      (("scaled-64.yaml",), 6, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
      (("large-batch.yaml",), 21, 16)],
