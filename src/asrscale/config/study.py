@@ -9,13 +9,8 @@ variant: the configuration with one setting changed by a sweep, named "<setting>
 option of algorithms.<name>, or train.<key>). An algorithm may train with settings of its own over
 train: (study.runs[].train, as a study trained it). An algorithm that is SEQ with one learner
 reports SEQ's run (trained once), and one that is another in one node (H-ADPSGD: SSGD) that
-one's, unless it has train settings of its own.
-
-A tuned study (study.tuning, `asrscale.training.tuning`) trains each configuration it reports (an
-algorithm at a learner count, as it is trained) first at each point of its grid, at the tuning
-seed (the first of study.seeds): variants "train.lr=<rate>" (SEQ's also with train.batch_size), a
-variant of several settings joining them with commas. Its runs are then the "tuned" variant, whose
-settings are those its grid chose; at the tuning seed that run is the chosen grid run itself."""
+one's, unless it has train settings of its own. A tuned study's grids, and their halving, are
+`asrscale.config.grids`'s."""
 
 import copy
 import json
@@ -25,6 +20,7 @@ from pathlib import Path
 
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
+from asrscale.config.grids import TUNED, Grids
 from asrscale.config.schema import PROFILES, validate, with_profiles
 from asrscale.config.sections import STAGES, RunConfig, TrainConfig, from_settings, world_of
 from asrscale.data.corpus.formats import source_problem
@@ -50,7 +46,6 @@ def arpa_problem(path: Path) -> str | None:
 
 SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
-TUNED = "tuned"  # the variant of a tuned study's runs: their settings are those their grid chose
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class Run:
     seed: int
 
 
-class Study:
+class Study(Grids):
     """A configuration, checked (every key against the schema, defaults filled in; keys that
     disagree named), and what follows from it."""
 
@@ -123,26 +118,6 @@ class Study:
                     spec.resolve({**self._options(spec.name), sweep["vary"]: value})
                 except ConfigError as error:
                     raise ConfigError(f"{key}.values: {error}") from None
-
-    @staticmethod
-    def _check_tuning(tuning: dict) -> None:
-        """A grid of at least 3 rates, below and above the untuned one, spanning at least 4×
-        (Shallue et al. 2019 tune over a wider one; fewer cannot tell a best rate from an edge)."""
-        factors = tuning["lr_factors"]
-        if tuning["seq_batch_sizes"] and not factors:
-            raise ConfigError("config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside "
-                              "the rates of study.tuning.lr_factors, and none is given")  # fmt: skip
-        if factors and (len(factors) < 3 or not min(factors) < 1 < max(factors) or max(factors) < 4 * min(factors)):
-            raise ConfigError(f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
-                              "some below 1 and some above, the largest at least 4 times the smallest "
-                              "(e.g. [0.5, 1, 2])")  # fmt: skip
-        halving = tuning["halving"]
-        if halving and sorted(halving) != ["epoch", "keep"]:
-            raise ConfigError(f"config: study.tuning.halving: {halving}: both an epoch and how many to keep "
-                              "(e.g. {epoch: 3, keep: 2})")  # fmt: skip
-        if halving and factors and halving["keep"] >= len(factors):
-            raise ConfigError(f"config: study.tuning.halving.keep: {halving['keep']}: fewer than the grid's "
-                              f"{len(factors)} rates (study.tuning.lr_factors), or it halves nothing")  # fmt: skip
 
     def _sources(self) -> list[tuple[str, dict]]:
         """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set by name)."""
@@ -232,32 +207,6 @@ class Study:
             return self.trained_as(Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed))
         return run
 
-    # tuning (study.tuning)
-    @property
-    def tuned(self) -> bool:
-        return bool(self.config["study"]["tuning"]["lr_factors"])
-
-    @property
-    def tuning_seed(self) -> int:
-        """The seed the grids train at: the first of study.seeds."""
-        return self.config["study"]["seeds"][0]
-
-    def tunings(self) -> list[Run]:
-        """Every configuration a tuned study tunes: its tuned runs as trained, at the tuning seed."""
-        tuned = [self.trained_as(replace(run, seed=self.tuning_seed)) for run in self.runs()]
-        return list(dict.fromkeys(run for run in tuned if run.variant == TUNED))
-
-    def grid(self, tuned: Run) -> list[Run]:
-        """The grid of a configuration (`tunings`): its runs at each multiple of its untuned rate
-        (SEQ's at each of study.tuning.seq_batch_sizes), at the tuning seed."""
-        tuning = self.config["study"]["tuning"]
-        lr = self._in_effect(tuned.algorithm, "train.lr")
-        batches = tuning["seq_batch_sizes"] if tuned.algorithm == "seq" else []
-        points = [({"batch_size": batch} if batch else {}) | {"lr": float(f"{lr * factor:.6g}")}
-                  for batch in batches or [None] for factor in sorted(tuning["lr_factors"])]  # fmt: skip
-        return [Run(tuned.world, tuned.algorithm, self.variant_of(point), tuned.learners, self.tuning_seed)
-                for point in points]  # fmt: skip
-
     def trained(self) -> list[Run]:
         """Every run the study trains, each once: its runs as trained and its grids' runs (a
         tuned run at the tuning seed is its chosen grid run)."""
@@ -266,56 +215,6 @@ class Study:
         return list(
             dict.fromkeys(run for run in grids + [self.trained_as(r) for r in self.runs()] if run not in adopted)
         )
-
-    # successive halving (study.tuning.halving)
-    @property
-    def halving(self) -> dict:
-        """study.tuning.halving: {epoch, keep}, or {} (every grid run trains to its end; an untuned
-        study has no grid to halve)."""
-        return self.config["study"]["tuning"]["halving"] if self.tuned else {}
-
-    def _check_halving(self) -> None:
-        """The rung comes before every grid's last epoch: a run stopped there must have more to go."""
-        for tuned in self.tunings() if self.halving else ():
-            epochs = self._in_effect(tuned.algorithm, "train.epochs")
-            if self.halving["epoch"] >= epochs:
-                raise ConfigError(f"config: study.tuning.halving.epoch: {self.halving['epoch']}: before the "
-                                  f"last of {tuned.algorithm}'s {epochs} epochs (train.epochs), or it stops "
-                                  "nothing")  # fmt: skip
-
-    def halved_grid(self, run: Run) -> Run | None:
-        """The configuration whose halved grid `run` (as trained) belongs to; None for a run that is
-        no grid's, every run where halving is off, and a grid run the study also reports (it trains
-        to its end)."""
-        if not self.halving or self.trained_as(run) in self._reported():
-            return None
-        return next((tuned for tuned in self.tunings() if run in self._grid_as_trained(tuned)), None)
-
-    def halved_runs(self, tuned: Run) -> list[Run]:
-        """A configuration's grid runs, as trained, that its halving decides."""
-        return [run for run in self._grid_as_trained(tuned) if self.halved_grid(run) == tuned]
-
-    def _grid_as_trained(self, tuned: Run) -> list[Run]:
-        return [self.trained_as(run) for run in self.grid(tuned)]
-
-    def _reported(self) -> set[Run]:
-        """Every run the study reports, as trained."""
-        return {self.trained_as(run) for run in self.runs()}
-
-    def halving_file(self, tuned: Run) -> str:
-        """Where a configuration's halving decision is written (beside its tuning's file)."""
-        return self.at(paths.HALVING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
-                       learners=tuned.learners)  # fmt: skip
-
-    @staticmethod
-    def variant_of(train: dict) -> str:
-        """The variant that changes these train settings: "train.<key>=<value as JSON>", comma-joined."""
-        return ",".join(f"train.{key}={json.dumps(value)}" for key, value in train.items())
-
-    def tuning_file(self, tuned: Run) -> str:
-        """Where a configuration's grid and choice are written (paths.TUNING)."""
-        return self.at(paths.TUNING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
-                       learners=tuned.learners)  # fmt: skip
 
     def _node_size(self, world: str) -> int:
         """The learners of a node as the algorithms see them: study.node_size, else real ranks'
