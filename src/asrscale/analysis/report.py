@@ -147,8 +147,8 @@ def _glance_cell(cell: pd.Series) -> tuple[str, str]:
     text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
     if cell.algorithm != "seq" and cell.speedup == cell.speedup:
         text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
-        if beyond_p(cell.speedup, cell.learners):  # the summary says why: ranked nowhere
-            text += f" (beyond what {cell.learners} learners can give)"
+        if beyond_p(cell.speedup, cell.name):  # the summary says why: ranked nowhere (name: its learners)
+            text += f" (beyond what {cell.name} learners can give)"
     text += f" · {device_hours(cell.device_hours)} device-hours"
     text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
     return "best" if cell.best else "", text
