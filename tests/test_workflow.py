@@ -259,12 +259,13 @@ def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_a
     """Training's output goes through a pipeline (tee): the job must still fail by its exit status."""
     workdir = tmp_path / "study"
     shutil.copytree(study, workdir, symlinks=True)
-    run = Path("results/tiny/studies/tiny/runs/sim-this-machine/seq/tuned/P1/seed2")  # SEQ's second seed
+    # a sweep's point: untuned, so no grid's training comes before it (--forcerun would rerun those)
+    run = Path("results/tiny/studies/tiny/runs/sim-this-machine/ssgd/train.batch_size=4/P2/seed1")
     (workdir / run / "settings.json").write_text("{ not the workflow's")
     result = snakemake(workdir, "--forcerun", "train", run / "model.pt", check=False)
     printed = result.stdout + result.stderr
     assert result.returncode != 0 and "returned non-zero exit status 1" in printed, printed[-3000:]
-    log = f"{workdir}/logs/tiny/tiny/train/sim-this-machine/seq/tuned-P1-seed2"
+    log = f"{workdir}/logs/tiny/tiny/train/sim-this-machine/ssgd/train.batch_size=4-P2-seed1"
     assert "not a settings file the workflow wrote" in Path(f"{log}.log").read_text()
     attempts = Path(f"{log}.attempts.log").read_text()
     assert attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
