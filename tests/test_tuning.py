@@ -54,16 +54,45 @@ def test_an_untuned_study_trains_its_runs_as_configured():
     assert study.folder(Run("simulated", "kavg", "default", 4, 1)).endswith("/kavg/default/P4/seed1")
 
 
-@pytest.mark.parametrize("factors", [[0.5, 2], [0.5, 1, 1.5], [1, 2, 4], [0.25, 0.5, 0.75]])
+@pytest.mark.parametrize("factors", [[0.5, 2], [0.5, 1, 1.5], [1, 2, 4], [0.25, 0.5, 0.75], [0.25, 0.5, 1]])
 def test_a_grid_too_narrow_to_tell_a_best_rate_from_an_edge_is_named(factors):
-    """Fewer than 3 rates, spanning less than 4×, or all on one side of the untuned rate."""
-    with pytest.raises(ConfigError, match=r"study\.tuning\.lr_factors: .*at least 3 multiples of the untuned rate"):
+    """Fewer than 3 rates, spanning less than 4×, or all on one side of the untuned rate (its
+    largest the untuned rate itself too)."""
+    said = (f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, some below 1 and "
+            "some above, the largest at least 4 times the smallest (e.g. [0.5, 1, 2])")  # fmt: skip
+    with pytest.raises(ConfigError) as raised:
         tuned_study(lr_factors=factors)
+    assert str(raised.value) == said
 
 
 def test_batch_sizes_without_rates_are_named():
-    with pytest.raises(ConfigError, match=r"study\.tuning\.seq_batch_sizes: .*none is given"):
+    with pytest.raises(ConfigError) as raised:
         tuned_study(seq_batch_sizes=[8, 32])
+    assert str(raised.value) == ("config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside the "
+                                 "rates of study.tuning.lr_factors, and none is given")  # fmt: skip
+
+
+def test_a_grid_is_of_its_own_rate_at_the_tuning_seed_and_its_files_name_its_world():
+    """An entry's own train.lr is its grid's centre; a grid trains at the first of study.seeds,
+    whichever seed of the configuration asks; a run on MPI ranks is tuned and halved under mpi/."""
+    config = merged()
+    config["study"] |= {
+        "seeds": [1, 2],
+        "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}},
+        "runs": [{"algorithm": "seq"}, {"algorithm": "ssgd", "world": "mpi", "train": {"lr": 0.1}}],
+    }
+    study = Study(config)
+    ssgd = Run("mpi", "ssgd", TUNED, 4, 2)
+    assert [(run.variant, run.seed) for run in study.grid(ssgd)] == [
+        ("train.lr=0.05", 1), ("train.lr=0.1", 1), ("train.lr=0.2", 1)]  # fmt: skip
+    assert study.tuning_file(ssgd).endswith("/tuning/mpi/ssgd/P4.json")
+    assert study.halving_file(ssgd).endswith("/tuning/mpi/ssgd/P4.halving.json")
+    # an entry's own epochs bound its rung
+    config["study"]["runs"][1]["train"] = {"lr": 0.1, "epochs": 2}
+    with pytest.raises(ConfigError) as raised:
+        Study(config)
+    assert str(raised.value) == ("config: study.tuning.halving.epoch: 2: before the last of ssgd's 2 epochs "
+                                 "(train.epochs), or it stops nothing")  # fmt: skip
 
 
 def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None) -> dict:
@@ -171,7 +200,7 @@ def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_las
     files = [tmp_path / f"{name}.json" for name in rungs]
     decision = halve(tmp_path / "halving.json", files, tmp_path / "decision.json")
     assert json.loads((tmp_path / "decision.json").read_text()) == decision
-    assert (decision["kept"], decision["stopped"]) == (["b", "d"], ["a", "c"])
+    assert (decision["kept"], decision["stopped"], decision["keep"]) == (["b", "d"], ["a", "c"], 2)
     assert [p["run"] for p in decision["rungs"]] == ["b", "d", "a", "c"] and decision["epoch"] == 1
     assert capsys.readouterr().out == "halving after epoch 1: 2 of 4 go on; stopped: a, c\n"
     # each run's part in it: a kept one goes on to its end, a stopped one ends at the rung
@@ -179,6 +208,10 @@ def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_las
     assert Halving.decided(tmp_path / "decision.json", Path("./a")) == Halving(1, rung=False)
     with pytest.raises(UserError, match=r"decision.json decides nothing of e: it is another grid's"):
         Halving.decided(tmp_path / "decision.json", Path("e"))
+    # the rung of the halving's settings; a grid whose every run goes on stops none
+    assert Halving.at_rung(tmp_path / "halving.json") == Halving(1, rung=True)
+    assert halve(tmp_path / "halving.json", files[:2], tmp_path / "all.json")["stopped"] == []
+    assert capsys.readouterr().out == "halving after epoch 1: 2 of 2 go on; stopped: none\n"
 
 
 def test_a_run_stopped_by_halving_is_never_chosen_and_its_record_says_so(tmp_path):
@@ -192,7 +225,7 @@ def test_a_run_stopped_by_halving_is_never_chosen_and_its_record_says_so(tmp_pat
 
 
 @pytest.mark.parametrize(("halving", "said"), [
-    ({"epoch": 1}, r"study\.tuning\.halving: \{'epoch': 1\}: both an epoch and how many to keep"),
+    ({"epoch": 1}, r"halving: \{'epoch': 1\}: both an epoch and how many to keep \(e\.g\. \{epoch: 3, keep: 2\}\)$"),
     ({"epoch": 1, "keep": 3}, r"study\.tuning\.halving\.keep: 3: fewer than the grid's 3 rates"),
     ({"epoch": 6, "keep": 2}, r"study\.tuning\.halving\.epoch: 6: before the last of seq's 6 epochs"),
 ])  # fmt: skip
@@ -230,7 +263,8 @@ def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there
         assert at_rung == (None, None) and not (tmp_path / name / "model.pt").exists()
     rung = json.loads((tmp_path / "kept" / "rung.json").read_text())
     first = whole_metrics[(whole_metrics.kind == "epoch") & (whole_metrics.epoch == 1)]
-    assert rung["epoch"] == 1 and rung["train"]["lr"] == 3e-3
+    assert rung["epoch"] == 1 and rung["train"]["lr"] == 3e-3 and rung["run"] == str(tmp_path / "kept")
+    assert rung["diverged"] is None and rung["stopped"] is None
     assert rung["best_dev_loss"] == pytest.approx(first.dev_loss.item(), abs=1e-5)
     kept, metrics = simulate(corpus, tmp_path / "kept", algorithm, 4, False, epochs=2)
     key = ["kind", "epoch", "step", "rank"]

@@ -79,8 +79,10 @@ def scratch_copy(module: str, tests: list[str]) -> Path:
         if (ROOT / name).is_file():
             (where / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, where / name)
-    # mutmut runs the tests in its own copy of src/ and tests/: the configuration they read goes too
-    settings = {"source_paths": ["src"], "only_mutate": [f"src/asrscale/{module}"], "also_copy": ["config.yaml"],
+    # mutmut runs the tests in its own copy of src/ and tests/: what they read goes too (the
+    # configuration; the study files and the workflow's rules, which the study resolver's tests read)
+    settings = {"source_paths": ["src"], "only_mutate": [f"src/asrscale/{module}"],
+                "also_copy": ["config.yaml", "studies", "Snakefile", "workflow"],
                 "pytest_add_cli_args_test_selection": tests,
                 "pytest_add_cli_args": ["-p", "no:cacheprovider", "-q", "-o", "addopts="]}  # fmt: skip
     lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]

@@ -138,8 +138,8 @@ def halve(settings: Path, rungs: list[Path], out: Path) -> dict:
     from asrscale.config.sections import HalvingStage, read_settings_of
 
     halving = read_settings_of(HalvingStage, settings)
-    points = sorted(({"run": found["run"], **_outcome(found)} for found in map(json.loads, map(Path.read_text, rungs))),
-                    key=lambda p: (p["best_dev_loss"] is None, p["best_dev_loss"] or 0.0, p["lr"]))  # fmt: skip
+    points = [{"run": found["run"], **_outcome(found)} for found in map(json.loads, map(Path.read_text, rungs))]
+    points.sort(key=lambda p: (math.inf if p["best_dev_loss"] is None else p["best_dev_loss"], p["lr"]))
     kept = [p["run"] for p in points[: halving.keep]]
     decision = {"epoch": halving.epoch, "keep": halving.keep, "kept": kept,
                 "stopped": [p["run"] for p in points[halving.keep :]], "rungs": points}  # fmt: skip
