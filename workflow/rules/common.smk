@@ -110,16 +110,23 @@ def tuning_choice(wildcards):
     }
 
 
-def grid_records(wildcards):
-    """A configuration's grid runs, as trained (study.tuning), which its tuning chooses among."""
-    tuned = STUDY.run_of(
+def configuration_of(wildcards):
+    """The tuned configuration (its run at the tuning seed) a tuning's or halving's wildcards name."""
+    return STUDY.run_of(
         wildcards.cluster,
         wildcards.algorithm,
         TUNED,
         wildcards.learners,
         STUDY.tuning_seed,
     )
-    return [f"{STUDY.folder(run)}/run.json" for run in STUDY.grid(tuned)]
+
+
+def grid_records(wildcards):
+    """A configuration's grid runs, as trained (study.tuning), which its tuning chooses among."""
+    return [
+        f"{STUDY.folder(run)}/run.json"
+        for run in STUDY.grid(configuration_of(wildcards))
+    ]
 
 
 def simulated_arguments(wildcards, input, threads):
@@ -143,14 +150,8 @@ def halving_decision(wildcards):
 
 def halving_rungs(wildcards):
     """A configuration's halved grid runs at their rung, which its halving decides among."""
-    tuned = STUDY.run_of(
-        wildcards.cluster,
-        wildcards.algorithm,
-        TUNED,
-        wildcards.learners,
-        STUDY.tuning_seed,
-    )
-    return [f"{STUDY.folder(run)}/rung.json" for run in STUDY.halved_runs(tuned)]
+    halved = STUDY.halved_runs(configuration_of(wildcards))
+    return [f"{STUDY.folder(run)}/rung.json" for run in halved]
 
 
 def write_settings(path, log, settings):
