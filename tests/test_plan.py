@@ -35,8 +35,11 @@ def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
     utterances, 1.6 of its 100.6 hours, at their mean per speaker."""
     main(["plan", "--configfile", *(str(ROOT / name) for name in ("config.yaml", "studies/librispeech.yaml",
           "studies/librispeech-smoke.yaml")), "--hardware", "h100"])  # fmt: skip
+    printed = capfd.readouterr().out
     assert ("455 training utterances, 1.6 hours (LibriSpeech's published subset sizes, its first 4 speakers of each "
-            "at their mean share)") in capfd.readouterr().out  # fmt: skip
+            "at their mean share)") in printed  # fmt: skip
+    # its small prices in significant figures, not rounded to zero
+    assert re.search(r"seq default +1 +1 +1 +0\.2\d\d s \(0\.2\d\d-0\.2\d\d\) +1 +7\.\d\de-05", printed), printed
 
 
 def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):

@@ -240,9 +240,9 @@ def plan(args):
     table, size = found.runs, found.size
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    shown = table.assign(epoch=[f"{s:,.0f} s ({lo:,.0f}-{hi:,.0f})" for s, lo, hi in
+    shown = table.assign(epoch=[f"{amount(s)} s ({amount(lo)}-{amount(hi)})" for s, lo, hi in
                                 zip(table.epoch_s, table.epoch_s_low, table.epoch_s_high)],
-                         device_hours_for_epochs=[f"{h:,.2f} ({lo:,.2f}-{hi:,.2f})" for h, lo, hi in
+                         device_hours_for_epochs=[f"{amount(h, 2)} ({amount(lo, 2)}-{amount(hi, 2)})" for h, lo, hi in
                                                   zip(table.device_hours, table.device_hours_low,
                                                       table.device_hours_high)])  # fmt: skip
     print(
@@ -252,19 +252,25 @@ def plan(args):
     print(shown[["algorithm", "variant", "learners", "seed", "ranks", "epoch", "epochs", "device_hours_for_epochs"]]
           .to_string(index=False))  # fmt: skip
     print(
-        f"training in all: {table.device_hours.sum():,.1f} device-hours ({table.device_hours_low.sum():,.1f}-"
-        f"{table.device_hours_high.sum():,.1f}) for every epoch each run may take"
-        + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
+        f"training in all: {amount(table.device_hours.sum(), 1)} device-hours "
+        f"({amount(table.device_hours_low.sum(), 1)}-{amount(table.device_hours_high.sum(), 1)}) for every epoch "
+        "each run may take" + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
     others = found.others
     print("\nbeside training, at the rates the benchmark suite measured on a 2-core CPU (asrscale.costmodel.plan):")
-    print(others.assign(cpu_hours=others.cpu_hours.map("{:,.2f}".format),
-                        device_hours=others.device_hours.map("{:,.3f}".format)).to_string(index=False))  # fmt: skip
+    print(others.assign(cpu_hours=[amount(h, 2) for h in others.cpu_hours],
+                        device_hours=[amount(h, 3) for h in others.device_hours]).to_string(index=False))  # fmt: skip
     print(
-        f"the whole study: {table.device_hours.sum() + others.device_hours.sum():,.1f} device-hours and "
-        f"{others.cpu_hours.sum():,.1f} CPU-hours"
+        f"the whole study: {amount(table.device_hours.sum() + others.device_hours.sum(), 1)} device-hours and "
+        f"{amount(others.cpu_hours.sum(), 1)} CPU-hours"
     )
     print_decidable(decidable(study, size.utterances))
+
+
+def amount(value: float, decimals: int = 0) -> str:
+    """A price as a plan prints it: to `decimals` places where they leave two significant figures,
+    else to three, so that a small study's seconds and hours read as more than zero."""
+    return f"{value:,.{decimals}f}" if value >= 10 ** (1 - decimals) or value == 0 else f"{value:.3g}"
 
 
 def print_decidable(decides):
