@@ -110,6 +110,31 @@ def test_a_rejected_epoch_rolls_every_learner_back_and_the_run_keeps_its_best_mo
     assert record["learning_rate"]["peak"] == pytest.approx(config.train.lr * record["learning_rate"]["scale"])
 
 
+@pytest.mark.parametrize(("best_by", "kept"), [("dev_loss", 1), ("dev_ter", 3)])
+def test_the_runs_model_is_its_best_by_train_best_by(corpus, tmp_path, monkeypatch, best_by, kept):
+    """The dev loss lowest after epoch 1 and rising, the TER falling to epoch 3 (CTC growing
+    confident while its transcripts improve): the model kept and its record follow train.best_by."""
+    import asrscale.training.loop as loop
+
+    measured = iter([(0.5, 0.30), (0.6, 0.25), (0.7, 0.20)])
+    calls = []
+
+    def scripted(model, subset, part, wall):
+        found = yield from real(model, subset, part, wall)
+        calls.append(found)
+        return found if len(calls) == 1 else next(measured)  # the untrained model's first
+
+    real = loop.evaluate
+    monkeypatch.setattr(loop, "evaluate", scripted)
+    out = tmp_path / "run"
+    config = run_config("seq", epochs=3, schedule="exponential", best_by=best_by, divergence_factor=100.0)
+    train(config, run_paths(corpus, corpus / "shards" / "P1", out), SimWorld(1, CostModel(profile(), CALIBRATION)))
+    record = json.loads((out / "run.json").read_text())
+    expected = {1: (0.5, 0.30), 3: (0.7, 0.20)}[kept]
+    assert (record["best_epoch"], record["best_dev_loss"], record["best_dev_ter"]) == (kept, *expected)
+    assert torch.load(out / "model.pt", weights_only=False)["epoch"] == kept
+
+
 @pytest.mark.parametrize("together", [False, True])
 def test_a_roll_back_takes_the_newest_epochs_end_not_a_checkpoint_within_the_epoch(tmp_path, together):
     """A rejected epoch goes back to the last accepted epoch's end, past any checkpoint the

@@ -96,7 +96,8 @@ def test_a_grid_is_of_its_own_rate_at_the_tuning_seed_and_its_files_name_its_wor
 
 
 def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None) -> dict:
-    return {"run": f"lr{lr}-b{batch}", "lr": lr, "batch_size": batch, "best_dev_loss": loss, "diverged": diverged}
+    return {"run": f"lr{lr}-b{batch}", "lr": lr, "batch_size": batch, "best_dev_loss": loss, "by": "dev_loss",
+            "score": loss, "diverged": diverged}  # fmt: skip
 
 
 def test_the_lowest_dev_loss_chooses_and_a_choice_at_an_edge_is_said():
@@ -119,10 +120,11 @@ def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
         choose([grid_point(0.001, None, diverged="nan loss"), grid_point(0.002, None, diverged="inf loss")])
 
 
-def write_run(folder, lr: float, loss: float, diverged=None, settings=None) -> None:
+def write_run(folder, lr: float, loss: float, diverged=None, settings=None, ter=0.2, by="dev_loss") -> None:
     folder.mkdir(parents=True)
     (folder / "checkpoints").mkdir()  # a finished run's state: not the tuned run's to link
-    record = {"train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss, "diverged": diverged, "stopped_by": "budget"}
+    record = {"train": {"lr": lr, "batch_size": 8, "best_by": by}, "best_dev_loss": loss, "best_dev_ter": ter,
+              "diverged": diverged, "stopped_by": "budget"}  # fmt: skip
     (folder / "run.json").write_text(json.dumps(record))
     (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
     (folder / "model.pt").write_bytes(b"weights")
@@ -133,7 +135,7 @@ def test_a_grid_runs_record_is_its_point_and_the_chosen_run_is_adopted_whole(tmp
     write_run(tmp_path / "a", 0.003, 1.25)
     write_run(tmp_path / "b", 0.006, math.nan)
     assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {"run": str(tmp_path / "a"), "stopped_early": False}
-    assert point(tmp_path / "b")["best_dev_loss"] is None
+    assert point(tmp_path / "b")["best_dev_loss"] is None and point(tmp_path / "b")["score"] is None
     (tmp_path / "choice.json").write_text(json.dumps({"run": str(tmp_path / "a")}))
     (tmp_path / "tuned.json").write_text(json.dumps({"train": {"lr": 0.003}}))
     adopt(tmp_path / "choice.json", tmp_path / "tuned.json", tmp_path / "tuned")
@@ -156,6 +158,23 @@ def test_a_tuning_writes_its_choice_and_says_an_edge(tmp_path, capsys):
     assert json.loads((tmp_path / "edge.json").read_text())["at_edge"] == "highest"
     said = f"tuning: chose lr 0.006, batch 8 ({runs[1]}), the highest rate of its grid: tuned at the edge\n"
     assert capsys.readouterr().out == said
+
+
+def test_a_grid_tuned_by_dev_ter_chooses_and_halves_by_it_and_shows_its_dev_loss(tmp_path):
+    """train.best_by: dev_ter: the run of lowest TER is chosen though another's dev loss is lower,
+    and a halving keeps by TER too; a run's score is its measure's, its dev loss kept to be shown."""
+    for lr, loss, ter in ((0.003, 1.1, 0.31), (0.006, 1.3, 0.24), (0.012, 1.2, 0.27)):
+        write_run(tmp_path / f"lr{lr}", lr, loss, ter=ter, by="dev_ter")
+    runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
+    assert point(runs[1]) | {"run": "x"} == {"run": "x", "lr": 0.006, "batch_size": 8, "best_dev_loss": 1.3,
+                                            "by": "dev_ter", "score": 0.24, "diverged": None, "stopped_early": False}  # fmt: skip
+    assert tune(runs, tmp_path / "choice.json")["chosen"]["lr"] == 0.006
+    (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 1}))
+    files = []
+    for name, lr, loss, ter in (("a", 0.003, 1.1, 0.31), ("b", 0.006, 1.3, 0.24), ("c", 0.012, 1.0, None)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(rung_record(name, lr, loss, ter=ter, by="dev_ter")))
+    assert halve(tmp_path / "halving.json", files, tmp_path / "decision.json")["kept"] == ["b"]
 
 
 def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, monkeypatch):
@@ -187,9 +206,9 @@ def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, mo
     assert (copied / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()
 
 
-def rung_record(run: str, lr: float, loss: float | None, diverged=None) -> dict:
-    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8}, "best_dev_loss": loss,
-            "diverged": diverged, "stopped": None}  # fmt: skip
+def rung_record(run: str, lr: float, loss: float | None, diverged=None, ter=None, by="dev_loss") -> dict:
+    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8, "best_by": by}, "best_dev_loss": loss,
+            "best_dev_ter": ter, "diverged": diverged, "stopped": None}  # fmt: skip
 
 
 def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_last(tmp_path, capsys):

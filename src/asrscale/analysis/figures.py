@@ -21,6 +21,7 @@ from asrscale.analysis.claims import NAMES
 from asrscale.analysis.measures import trained
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
+MEASURES = {"dev_loss": "dev loss", "dev_ter": "dev TER"}  # train.best_by's, in words
 SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
 #: every algorithm's colour, the same in every report (colour-blind safe, each clearly apart)
 COLOURS = {"seq": "#000000", "ssgd": "#0173b2", "asgd": "#de8f05", "kavg": "#029e73", "ma": "#cc78bc",
@@ -255,23 +256,23 @@ def configuration_names(tuning: pd.DataFrame) -> pd.Series:
 
 
 def tuning(points: pd.DataFrame):
-    """Each tuned configuration's grid (study.tuning): its best dev loss against the rate, a line
-    per batch size, the chosen point ringed, a run stopped early by successive halving crossed (its
-    dev loss is its rung's); a diverged point is missing from its line."""
+    """Each tuned configuration's grid (study.tuning): its score (best dev loss or TER, train.best_by)
+    against the rate, a line per batch size, the chosen point ringed, a run stopped early by
+    successive halving crossed (its score is its rung's); a diverged point is missing from its line."""
     data = points.assign(configuration=configuration_names(points), batch=points.batch_size.map("batch {}".format))
     batches = "batch" if data.batch.nunique() > 1 else None  # a legend only where SEQ's batches were tuned
-    grid = sns.relplot(data=data, x="lr", y="best_dev_loss", hue=batches, col="configuration", kind="line",
+    grid = sns.relplot(data=data, x="lr", y="score", hue=batches, col="configuration", kind="line",
                        marker="o", col_wrap=min(4, data.configuration.nunique()), height=2.4, aspect=1.2,
                        facet_kws={"sharey": False})  # fmt: skip
     for configuration, axis in grid.axes_dict.items():
         chosen = data[(data.configuration == configuration) & data.chosen]
-        axis.scatter(chosen.lr, chosen.best_dev_loss, s=160, facecolors="none", edgecolors="black", zorder=3)
+        axis.scatter(chosen.lr, chosen.score, s=160, facecolors="none", edgecolors="black", zorder=3)
         stopped = data[(data.configuration == configuration) & data.stopped_early.astype(bool)]
-        axis.scatter(stopped.lr, stopped.best_dev_loss, s=60, marker="x", color="black", zorder=3)
+        axis.scatter(stopped.lr, stopped.score, s=60, marker="x", color="black", zorder=3)
         axis.set_xscale("log", base=2)
         axis.set_xticks(sorted(data.lr.unique()), labels=[f"{v:g}" for v in sorted(data.lr.unique())])
     grid.set_titles("{col_name}")
-    grid.set_axis_labels("learning rate (train.lr)", "best dev loss")
+    grid.set_axis_labels("learning rate (train.lr)", " or ".join(f"best {MEASURES[by]}" for by in data.by.unique()))
     grid.figure.suptitle("Tuning: each configuration's grid, the chosen rate ringed, runs stopped early crossed")
     return grid.figure
 

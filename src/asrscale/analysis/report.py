@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
-from asrscale.analysis.figures import configuration_names, figures, sweep_name
+from asrscale.analysis.figures import MEASURES, configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
 from asrscale.analysis.measures import beyond_p, diverged, trained
@@ -87,7 +87,8 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
         edge = f"at the edge (its {chosen.at_edge} rate)" if isinstance(chosen.at_edge, str) else "tuned"
         rows.append({"configuration": configuration, "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
                      "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
-                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}", "dev_loss": chosen.best_dev_loss,
+                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}",
+                     "score": f"{MEASURES[chosen.by]} {chosen.score:.4g}",
                      "diverged": int(grid.diverged.notna().sum()), "stopped": int(grid.stopped_early.sum()),
                      "state": edge})  # fmt: skip
     return rows

@@ -36,8 +36,5 @@ def load(files: list[Path]) -> Tables:
     # each value as the configuration wrote it (a number, a boolean, a string), decoded once
     points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(runs, on=["algorithm", "variant", "learners",
                                                                            "world"])  # fmt: skip
-    tuning = read("tuning")
-    if len(tuning) and "stopped_early" not in tuning:  # recorded before successive halving: none was
-        tuning = tuning.assign(stopped_early=False)
     return Tables(runs, read("epochs"), points, read("staleness"), read("exchanges"), read("confusions"),
-                  read("learners"), read("utterances", dtype={"utt": str}), tuning)  # fmt: skip
+                  read("learners"), read("utterances", dtype={"utt": str}), read("tuning"))  # fmt: skip

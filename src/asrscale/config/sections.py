@@ -111,6 +111,7 @@ class TrainConfig:
     schedule: str  # "exponential" (lr_decay an epoch, for `epochs`) or "newbob" (until converged, `epochs` at most)
     lr_decay: float  # exponential: multiplied into the rate after every epoch
     newbob: dict  # newbob: start_halving, stop (relative dev-loss gains) and halving (the factor)
+    best_by: str  # "dev_loss" or "dev_ter": the dev measure that picks the run's model and a tuning's rate
     clip_grad_norm: float  # 0 disables
     divergence_factor: float  # a loss above this times the untrained model's dev loss: diverged
     log_interval: int  # steps

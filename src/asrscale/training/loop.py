@@ -7,10 +7,10 @@ schedule (asrscale.training.schedule) decides alike on every learner: the next e
 the epoch is kept (a rejected one sends every learner back to the last accepted epoch's model),
 and whether training stops (at train.epochs at most). The run's model is its best: the accepted
 epoch's consensus model of lowest dev loss, which Kaldi's, ESPnet's and icefall's recipes decode
-too. Checkpoints come at every epoch's end and, with `checkpoint_steps`, within epochs; each
-holds the rank's whole `Progress`, so a run killed at any point (a preempted or timed-out job)
-resumes from the newest one, neither losing nor duplicating rows, and a synchronous run ends with
-the model of an uninterrupted one.
+too, or of lowest dev TER (train.best_by). Checkpoints come at every epoch's end and, with
+`checkpoint_steps`, within epochs; each holds the rank's whole `Progress`, so a run killed at any
+point (a preempted or timed-out job) resumes from the newest one, neither losing nor duplicating
+rows, and a synchronous run ends with the model of an uninterrupted one.
 
 A run that diverges stops by the rule of `divergence`, decided alike on every learner where they
 meet anyway (checkpoints within an epoch, and the epoch's end): its last good checkpoint stays,
@@ -224,11 +224,12 @@ class LearnerLoop:
             accepted = None if decision is None else decision.accepted
             progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter),
                                                       accepted, self.shared.world["kind"]))  # fmt: skip
-            if accepted and dev_loss < (progress.best or {}).get("dev_loss", math.inf):
+            measured = {"dev_loss": dev_loss, "dev_ter": dev_ter}
+            by = self.run_config.train.best_by
+            if accepted and measured[by] < (progress.best or {}).get(by, math.inf):
                 progress.best = {
                     "epoch": progress.epoch,
-                    "dev_loss": dev_loss,
-                    "dev_ter": dev_ter,
+                    **measured,
                     "model": {k: t.detach().cpu().clone() for k, t in model.state_dict().items()},
                 }
         if diverged:

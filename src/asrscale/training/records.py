@@ -109,7 +109,7 @@ def write_table(path: Path, header: str, rows) -> None:
 
 def write_outputs(out: Path, run: RunConfig, progress: Progress, model, facts: dict, tokens: list[str]) -> None:
     """The leader's outputs of a finished or diverged run, `model` its best (the accepted epoch of
-    lowest dev loss); `facts`: what run.json records of the run as it ran (its world, learners,
+    lowest dev loss or TER, train.best_by); `facts`: what run.json records of the run as it ran (its world, learners,
     learning rate, device ...), besides its settings."""
     write_metrics(out / "metrics.tsv", progress.history)
     if progress.pairings:
@@ -121,7 +121,7 @@ def write_outputs(out: Path, run: RunConfig, progress: Progress, model, facts: d
         "parameters": sum(p.numel() for p in model.parameters()), "environment": environment(),
         "untrained_dev_loss": progress.untrained_dev_loss, "diverged": progress.diverged,
         "stopped": progress.stopped, "stopped_by": progress.stopped_by, "best_epoch": best.get("epoch"),
-        "best_dev_loss": best.get("dev_loss"), **facts,
+        "best_dev_loss": best.get("dev_loss"), "best_dev_ter": best.get("dev_ter"), **facts,
     }  # fmt: skip
     atomic_write_json(out / "run.json", record)
     final = {"model": {name: tensor.cpu() for name, tensor in model.state_dict().items()},

@@ -6,15 +6,16 @@ al., "On empirical comparisons of optimizers for deep learning", 2019): each sid
 budget here. Every configuration (an algorithm at a learner count, as it is trained; SEQ also at
 each of study.tuning.seq_batch_sizes, so that the baseline is the best SEQ) trains once at each rate
 of one grid, multiples of the rate it takes untuned, at the tuning seed, through the schedule every
-run trains with. The lowest best dev loss chooses; a diverged run is never chosen. A choice at the
+run trains with. The lowest best dev loss chooses (or dev TER: train.best_by, the measure that
+picks each run's model too); a diverged run is never chosen. A choice at the
 grid's edge (its lowest or highest rate) may be short of the best rate beyond it: it is said ("tuned
 at the edge") and decides no claim (`asrscale.analysis.halves`). The chosen run is the
 configuration's run at the tuning seed, and its other seeds train at its settings.
 
 With study.tuning.halving, a grid is halved once, as a bracket of Hyperband's successive halving
 does (Li et al., "Hyperband: a novel bandit-based approach to hyperparameter optimization", JMLR
-2018): every grid run trains to the end of one epoch (its rung), the `keep` of lowest dev loss so
-far (and any the study also reports) go on to their last epoch, and the others stop there. A
+2018): every grid run trains to the end of one epoch (its rung), the `keep` best so far by the
+same measure (and any the study also reports) go on to their last epoch, and the others stop there. A
 stopped run's outputs say so, and it is never chosen: the choice is among runs trained to their
 end. Each run's rung is its own training's first epochs, resumed from its checkpoint: a kept run
 ends with the model it would have had unhalved."""
@@ -39,22 +40,26 @@ def point(run: Path) -> dict:
 
 
 def _outcome(record: dict) -> dict:
-    """A run's tuned settings, best dev loss so far (None where it is not finite or the run
-    diverged) and divergence, from its run.json or rung.json."""
-    loss = record["best_dev_loss"]
-    finite = loss is not None and math.isfinite(loss) and not record["diverged"]
-    return {**{key: record["train"][key] for key in TUNED_SETTINGS}, "best_dev_loss": loss if finite else None,
-            "diverged": record["diverged"]}  # fmt: skip
+    """A run's tuned settings, its best model's dev loss and its score (the best so far by its
+    train.best_by), each None where it is not finite or the run diverged, and its divergence, from
+    its run.json or rung.json."""
+    by = record["train"]["best_by"]
+
+    def trained(value):
+        return value if value is not None and math.isfinite(value) and not record["diverged"] else None
+
+    return {**{key: record["train"][key] for key in TUNED_SETTINGS}, "best_dev_loss": trained(record["best_dev_loss"]),
+            "by": by, "score": trained(record[f"best_{by}"]), "diverged": record["diverged"]}  # fmt: skip
 
 
 def choose(points: list[dict]) -> dict:
-    """The grid's choice: the point of the lowest best dev loss, whether it is at the grid's edge
-    (the lowest or highest rate of its batch size), and the grid."""
-    trained = [p for p in points if p["best_dev_loss"] is not None and not p.get("stopped_early")]
+    """The grid's choice: the point of the lowest score (its best dev loss or TER), whether it is at
+    the grid's edge (the lowest or highest rate of its batch size), and the grid."""
+    trained = [p for p in points if p["score"] is not None and not p.get("stopped_early")]
     if not trained:
         runs = ", ".join(f"lr {p['lr']:g} (batch {p['batch_size']}): {p['diverged']}" for p in points)
         raise UserError(f"tuning: every run of the grid diverged ({runs}): lower study.tuning.lr_factors or train.lr")
-    best = min(trained, key=lambda p: (p["best_dev_loss"], p["lr"]))
+    best = min(trained, key=lambda p: (p["score"], p["lr"]))
     rates = sorted(p["lr"] for p in points if p["batch_size"] == best["batch_size"])
     edge = {rates[0]: "lowest", rates[-1]: "highest"}.get(best["lr"])
     return {"chosen": {key: best[key] for key in TUNED_SETTINGS}, "run": best["run"], "at_edge": edge,
@@ -124,22 +129,23 @@ class Halving:
 
 
 def write_rung(out: Path, run, progress, epoch: int) -> None:
-    """A grid run at its rung (`rung.json`): its settings, and its best dev loss and divergence so far."""
+    """A grid run at its rung (`rung.json`): its settings, and its best dev loss and TER and divergence so far."""
     best = progress.best or {}
     atomic_write_json(out / "rung.json", {"run": str(out), "epoch": epoch, "train": {key: getattr(run.train, key)
-                      for key in TUNED_SETTINGS}, "best_dev_loss": best.get("dev_loss"),
-                      "diverged": progress.diverged, "stopped": progress.stopped})  # fmt: skip
+                      for key in (*TUNED_SETTINGS, "best_by")}, "best_dev_loss": best.get("dev_loss"),
+                      "best_dev_ter": best.get("dev_ter"), "diverged": progress.diverged,
+                      "stopped": progress.stopped})  # fmt: skip
 
 
 def halve(settings: Path, rungs: list[Path], out: Path) -> dict:
     """`asrscale halve`: a grid's decision at its rung: the `keep` (study.tuning.halving) of lowest
-    dev loss so far go on (a diverged one last); the others stop. Written to `out`. (A grid run the
-    study also reports has no rung: it trains to its end.)"""
+    score so far (dev loss or TER, train.best_by) go on (a diverged one last); the others stop.
+    Written to `out`. (A grid run the study also reports has no rung: it trains to its end.)"""
     from asrscale.config.sections import HalvingStage, read_settings_of
 
     halving = read_settings_of(HalvingStage, settings)
     points = [{"run": found["run"], **_outcome(found)} for found in map(json.loads, map(Path.read_text, rungs))]
-    points.sort(key=lambda p: (math.inf if p["best_dev_loss"] is None else p["best_dev_loss"], p["lr"]))
+    points.sort(key=lambda p: (math.inf if p["score"] is None else p["score"], p["lr"]))
     kept = [p["run"] for p in points[: halving.keep]]
     decision = {"epoch": halving.epoch, "keep": halving.keep, "kept": kept,
                 "stopped": [p["run"] for p in points[halving.keep :]], "rungs": points}  # fmt: skip
