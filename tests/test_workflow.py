@@ -206,9 +206,10 @@ def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_fi
     grids = tuning.groupby(["world", "algorithm", "learners"])
     assert len(grids) == 6 and grids.size().eq(3).all() and grids.chosen.sum().eq(1).all()
     assert set(tuning.lr) == {0.0015, 0.003, 0.006} and tuning.diverged.isna().all()
+    assert grids.stopped_early.sum().eq(1).all() and set(tuning.by) == {"dev_loss"}  # halved: 2 of 3 go on
     for (world, algorithm, learners), grid in grids:
         chosen = grid[grid.chosen].iloc[0]
-        assert chosen.best_dev_loss == grid.best_dev_loss.min()
+        assert chosen.score == chosen.best_dev_loss == grid[~grid.stopped_early].score.min()
         edge = {0.0015: "lowest", 0.006: "highest"}.get(chosen.lr)
         assert (chosen.at_edge if isinstance(chosen.at_edge, str) else None) == edge
         configured = runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)
@@ -222,7 +223,9 @@ def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_fi
     assert len(runs[(runs.algorithm == "seq") & (runs.world == "simulated")]) == 2  # seeds 1 and 2
     assert set(runs[runs.variant != "default"].tuning) == {"not tuned"}  # the sweeps' other points
     page = page_of(study)
-    assert len(re.findall(r"<tr>", re.search(r'<table id="tuning-grids">.*?</table>', page).group(0))) == 1 + 6
+    grid_table = re.search(r'<table id="tuning-grids">.*?</table>', page).group(0)
+    assert len(re.findall(r"<tr>", grid_table)) == 1 + 6
+    assert len(re.findall(r'<td class="text">dev loss [\d.]+</td><td>0</td><td>1</td>', grid_table)) == 6
     assert '<figure id="tuning">' in page
 
 
@@ -388,8 +391,8 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
 
 @pytest.mark.parametrize(
     "study, runs, simulated",
-    [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("kavg-at-4.yaml",), 15, 4),
-     (("asgd-at-4.yaml",), 15, 4), (("stragglers.yaml",), 9, 4), (("scaled-32.yaml",), 9, 32),
+    [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("claims-at-4.yaml",), 20, 4),
+     (("stragglers.yaml",), 9, 4), (("scaled-32.yaml",), 9, 32),
      (("scaled-64.yaml",), 6, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
      (("large-batch.yaml",), 21, 16)],
 )  # fmt: skip
@@ -469,9 +472,9 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 11 claims.*?</li>", page).group(0)
     assert re.search(r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“",
                      decides)  # fmt: skip
-    for study in ("kavg-at-4", "asgd-at-4", "scaled-32", "scaled-64", "averaging", "averaging-scaled", "large-batch"):
+    for study in ("claims-at-4", "scaled-32", "scaled-64", "averaging", "averaging-scaled", "large-batch"):
         assert f"--configfile studies/{study}.yaml</code> (" in decides
-    assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("kavg-at-4.yaml")[1]
+    assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("claims-at-4.yaml")[1]
     assert "0 of its 9 runs, sweeps' included, converged" in page
     assert "<b>no target dev loss</b>: no SEQ run converged" in page
     assert "the others did not (stopped by its budget: 8, diverged: 1)" in page  # a sweep's run diverged
