@@ -39,3 +39,17 @@ def test_each_clock_is_its_own_point_and_its_own_pareto_front():
     assert points == {(1.5, "ssgd (measured)"), (1.9, "ssgd (modelled on h100)")}
     fronts = [line.get_label() for line in axis.lines if line.get_label().startswith("Pareto front")]
     assert sorted(fronts) == ["Pareto front (measured)", "Pareto front (modelled on h100)"]
+
+
+def test_a_speedup_beyond_p_is_said_and_on_no_pareto_front():
+    """A modelled 19× at P=2 (as a busy calibration made one) beside the measured 1.5×: its point
+    says it is beyond P, and the modelled clock has no front at P=2 (its only point is beyond)."""
+    table = both_clocks()
+    beyond = (table.learners == 2) & table.speedup_kind.str.startswith("modelled")
+    table.loc[beyond, ["time_speedup", "time_speedup_low", "time_speedup_high"]] = [19.0, 17.1, 20.9]
+    axis = figures.accuracy_against_speedup(table, PALETTE).axes[0]
+    labels = {container.get_label() for container in axis.containers}
+    assert labels == {"ssgd (measured)", "ssgd (modelled on h100, beyond P: ranked nowhere)"}
+    fronts = [line for line in axis.lines if line.get_label().startswith("Pareto front")]
+    assert [line.get_label() for line in fronts] == ["Pareto front (measured)"]
+    assert list(fronts[0].get_xdata()) == [1.5]

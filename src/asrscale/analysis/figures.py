@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from asrscale.analysis.claims import NAMES
-from asrscale.analysis.measures import trained
+from asrscale.analysis.measures import beyond_p, trained
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
 MEASURES = {"dev_loss": "dev loss", "dev_ter": "dev TER"}  # train.best_by's, in words
@@ -85,7 +85,8 @@ def accuracy_against_speedup(table, palette):
     """Per learner count, each algorithm's test WER against its time speedup (its band where
     modelled), with SEQ's WER as a line: the runs below it and to the right are better on both
     (the Pareto front joins those no other beats on both, one front a clock: a measured speedup
-    is never ranked against a modelled one). Hollow: stopped by its budget; squares: modelled."""
+    is never ranked against a modelled one; a speedup beyond P is on none). Hollow: stopped by its
+    budget; squares: modelled."""
     counts = sorted(p for p in table.learners.unique() if p > 1)
     seq = table[table.algorithm == "seq"].wer.mean()
     figure, axes = plt.subplots(1, len(counts), figsize=(5.2 * len(counts), 4), squeeze=False, sharey=True)
@@ -94,12 +95,13 @@ def accuracy_against_speedup(table, palette):
             wer=("wer", "mean"), speedup=("time_speedup", "mean"), low=("time_speedup_low", "mean"),
             high=("time_speedup_high", "mean"), converged=("converged", "all"),
         ).dropna(subset=["wer", "speedup"])  # fmt: skip
+        runs = runs.assign(beyond=[beyond_p(x, p) for x in runs.speedup])
         for (kind, algorithm), run in runs.iterrows():
-            colour = palette[algorithm]
+            colour, said = palette[algorithm], ", beyond P: ranked nowhere" if run.beyond else ""
             axis.errorbar(run.speedup, 100 * run.wer, xerr=[[run.speedup - run.low], [run.high - run.speedup]],
                           fmt="s" if kind.startswith("modelled") else "o", color=colour, capsize=3,
-                          mfc=colour if run.converged else "white", label=f"{algorithm} ({kind})")  # fmt: skip
-        for kind, of_kind in runs.groupby(level="speedup_kind"):
+                          mfc=colour if run.converged else "white", label=f"{algorithm} ({kind}{said})")  # fmt: skip
+        for kind, of_kind in runs[~runs.beyond].groupby(level="speedup_kind"):
             front = of_kind.sort_values("speedup", ascending=False)
             front = front[front.wer <= front.wer.cummin()]
             axis.plot(front.speedup, 100 * front.wer, ":", color="grey", linewidth=1, label=f"Pareto front ({kind})")
