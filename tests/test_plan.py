@@ -12,7 +12,14 @@ from asrscale.analysis.decidable import decidable
 from asrscale.cli import main
 from asrscale.config.study import Study
 from asrscale.costmodel.fitted import Band
-from asrscale.costmodel.plan import BUILTIN_FRAMES_PER_UTTERANCE, LIBRISPEECH, OTHER_JOBS, plan, subset_size
+from asrscale.costmodel.plan import (
+    BUILTIN_FRAMES_PER_UTTERANCE,
+    LIBRISPEECH,
+    OTHER_JOB_MISSES,
+    OTHER_JOBS,
+    plan,
+    subset_size,
+)
 from asrscale.errors import ConfigError
 from conftest import ROOT
 
@@ -71,7 +78,7 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     5.4 hours of dev for each of the 9 pairs of LM weight and word bonus, then 10.5 of test)."""
     found = plan(study_of("config.yaml", "studies/librispeech.yaml"), "h100")
     others = found.others.set_index("stage")
-    assert others.jobs.to_dict() == {"features": 4 * 32, "calibrate": 1, "decode": 18}
+    assert others.jobs.to_dict() == {"features": 4 * 32, "calibrate": 1, "decode": 18}  # no synthesis: imported
     assert others.cpu_hours["features"] == pytest.approx(116.5 / OTHER_JOBS["features_real_time"])
     dev, tests = 5.4 * 360_000, (5.4 + 5.1) * 360_000
     search_s = dev * 9 * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
@@ -92,6 +99,13 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
     # decoded: SEQ, ASGD and MA alone; at 4 every algorithm but H-ADPSGD (SSGD's run in one node)
     assert others.jobs["decode"] == 9 and others.cpu_hours["features"] == pytest.approx(
         (5000 + 300 + 1000) * BUILTIN_FRAMES_PER_UTTERANCE / 360_000 / OTHER_JOBS["features_real_time"])  # fmt: skip
+    # its synthesis priced too; each stage's band its misses on the studies run since, widened to hold the price
+    assert others.cpu_hours["synthesise"] == pytest.approx(6300 * 34.0 / 6300 / 3600) and others.jobs["synthesise"] == 2
+    for stage, (low, high) in OTHER_JOB_MISSES.items():
+        hours = "device_hours" if stage == "calibrate" else "cpu_hours"
+        band = others.loc[stage, [f"{hours}_low", f"{hours}_high"]] / others.loc[stage, hours]
+        assert tuple(band) == pytest.approx((min(1, low), max(1, high)))
+    assert others.cpu_hours_high["decode"] == pytest.approx(1.2 * others.cpu_hours["decode"])
     assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "bmuf"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):

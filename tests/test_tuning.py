@@ -166,8 +166,9 @@ def test_a_grid_tuned_by_dev_ter_chooses_and_halves_by_it_and_shows_its_dev_loss
     for lr, loss, ter in ((0.003, 1.1, 0.31), (0.006, 1.3, 0.24), (0.012, 1.2, 0.27)):
         write_run(tmp_path / f"lr{lr}", lr, loss, ter=ter, by="dev_ter")
     runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
-    assert point(runs[1]) | {"run": "x"} == {"run": "x", "lr": 0.006, "batch_size": 8, "best_dev_loss": 1.3,
-                                            "by": "dev_ter", "score": 0.24, "diverged": None, "stopped_early": False}  # fmt: skip
+    expected = {"run": "x", "lr": 0.006, "batch_size": 8, "best_dev_loss": 1.3, "by": "dev_ter", "score": 0.24,
+                "diverged": None, "stopped_early": False}  # fmt: skip
+    assert point(runs[1]) | {"run": "x"} == expected
     assert tune(runs, tmp_path / "choice.json")["chosen"]["lr"] == 0.006
     (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 1}))
     files = []

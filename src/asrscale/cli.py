@@ -257,13 +257,19 @@ def plan(args):
         "each run may take" + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
     others = found.others
-    print("\nbeside training, at the rates the benchmark suite measured on a 2-core CPU (asrscale.costmodel.plan):")
-    print(others.assign(cpu_hours=[amount(h, 2) for h in others.cpu_hours],
-                        device_hours=[amount(h, 3) for h in others.device_hours]).to_string(index=False))  # fmt: skip
     print(
-        f"the whole study: {amount(table.device_hours.sum() + others.device_hours.sum(), 1)} device-hours and "
-        f"{amount(others.cpu_hours.sum(), 1)} CPU-hours"
+        "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on the studies "
+        "run since (asrscale.costmodel.plan):"
     )
+    print(others.assign(**{hours: [f"{amount(h, decimals)} ({amount(lo, decimals)}-{amount(hi, decimals)})"
+                                   for h, lo, hi in zip(others[hours], others[f"{hours}_low"], others[f"{hours}_high"])]
+                           for hours, decimals in (("cpu_hours", 2), ("device_hours", 3))})
+          [["stage", "jobs", "cpu_hours", "device_hours", "rests_on"]].to_string(index=False))  # fmt: skip
+    edges = ("", "_low", "_high")
+    device = [table[f"device_hours{edge}"].sum() + others[f"device_hours{edge}"].sum() for edge in edges]
+    cpu = [others[f"cpu_hours{edge}"].sum() for edge in edges]
+    print(f"the whole study: {amount(device[0], 1)} device-hours ({amount(device[1], 1)}-{amount(device[2], 1)}) "
+          f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})")  # fmt: skip
     print_decidable(decidable(study, size.utterances))
 
 
