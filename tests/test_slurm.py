@@ -38,8 +38,12 @@ def profile_run(workdir, *configfiles, targets=()):
 
 @pytest.fixture(scope="module")
 def study(cluster, tmp_path_factory):
-    """The cut-down tiny study, every job a SLURM job; the report rendered here."""
+    """The cut-down tiny study, every job a SLURM job; the report rendered here. Before it, the
+    same command's dry run, whose printed commands are kept in dry-run.txt."""
     workdir = tmp_path_factory.mktemp("slurm")
+    dry = subprocess.run([*profile_command(workdir), "-n"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    (workdir / "dry-run.txt").write_text(dry.stdout)
     profile_run(workdir)
     return workdir
 
@@ -56,6 +60,18 @@ def test_the_tiny_study_runs_on_slurm_to_its_report(study):
     record = json.loads((run / "run.json").read_text())
     assert record["world"] == {"kind": "mpi", "ranks": 2, "nodes": 1, "transport": "mpi"}
     assert record["threads_per_learner"] == 1
+
+
+def test_a_dry_run_through_the_profile_prints_the_srun_each_training_job_ran(study):
+    """docs/slurm.md: a dry run through the profile shows the srun a job will run (the profile's
+    `cores` caps threads alike in both). Each multi-rank training job's srun lines, as its job on
+    the cluster printed them, are those of the dry run before it, shapes and paths alike."""
+    srun = re.compile(r"^\s*(srun --mpi=none .*asrscale train .*)$", re.MULTILINE)
+    planned = sorted(srun.findall((study / "dry-run.txt").read_text()))
+    logs = sorted((study / ".snakemake" / "slurm_logs" / "rule_train").rglob("*.log"))
+    ran = sorted(line for log in logs for line in set(srun.findall(log.read_text())))
+    assert planned and planned == ran, (planned, ran)
+    assert all("--ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 python -m asrscale train" in line for line in ran)
 
 
 def slurm_job(study_name: str) -> str | None:

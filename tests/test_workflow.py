@@ -497,6 +497,24 @@ def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_boot
     assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
 
+def test_every_modelled_runs_band_covers_the_held_out_misses_of_its_kind(study):
+    """A modelled speedup's band holds at least what the cost model missed by on the held-out
+    figures of runs bound as it is (a model that predicted x times a published speedup leaves the
+    truth at speedup / x); SEQ's, one learner, is its own ratio, 1. The report shows the same band."""
+    from asrscale.costmodel.fitted import Band
+
+    band, runs = Band.fitted(), table(study, "runs")
+    modelled = runs[runs.speedup_kind.str.startswith("modelled") & (runs.learners > 1)]
+    assert len(modelled) >= 4 and set(modelled.bound_by) - {"one learner"}
+    for run in modelled.itertuples():
+        lowest, highest = band.misses(run.bound_by)
+        assert run.band_low <= 1 / highest + 1e-9 and run.band_high >= 1 / lowest - 1e-9, run
+        assert run.time_speedup_low == pytest.approx(run.time_speedup * run.band_low)
+        assert run.time_speedup_high == pytest.approx(run.time_speedup * run.band_high)
+    seq = runs[runs.speedup_kind.str.startswith("modelled") & (runs.trained_as == "seq")]
+    assert (seq.band_low == 1).all() and (seq.band_high == 1).all()
+
+
 def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, tmp_path):
     """The tiny study times SSGD at 2 learners both ways: each summary line is of one clock, its
     fastest the mean of that clock's runs alone (never a mean of a measured and a modelled one). A
@@ -515,11 +533,16 @@ def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, 
         assert float(shown) == pytest.approx(of_kind[of_kind.algorithm == algorithm].time_speedup.mean(), abs=0.005)
         assert ("fastest in time an epoch" in line) != beyond_p(float(shown), 2)
     modelled = (runs.world == "simulated") & (runs.algorithm == "ssgd") & (runs.learners == 2)
+    seq = runs[(runs.world == "simulated") & (runs.trained_as == "seq")]
     made = {column: runs[column].mask(modelled, 19.0 * factor) for column, factor in
-            (("time_speedup", 1.0), ("time_speedup_low", 0.9), ("time_speedup_high", 1.25))}  # fmt: skip
+            (("time_speedup", 1.0), ("time_speedup_low", 0.9), ("time_speedup_high", 1.25),
+             ("frames_per_s", seq.frames_per_s.mean()))}  # fmt: skip
     page = report_of(study, tmp_path, lambda runs: runs.assign(**made))
     line = re.search(r"<li>P=2, modelled on [^:]*: .*?</li>", page).group(0)
-    assert "<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere (modelled on this machine" in line
+    # its cause: the rates the runs trained at (each learner 9.5× SEQ's, whose 19× at 2), which runs, what they rest on
+    assert re.search(r"<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere \(each of its 2 "
+                     r"learners trained [\d,]+ frames/s, 9.5× SEQ's [\d,]+ \(seeds 1 against SEQ's 1, 2\); "
+                     r"modelled on this machine", line), line  # fmt: skip
     assert "a calibration timed while another process held the cores" in line and "(19.00×)" not in line
     assert re.search(r"19\.00× \([\d.-]+\) \(beyond what 2 learners can give\)", page)  # at a glance too
     assert re.search(r"calibrated rates \([^;]*; repeats at most [\d.]+× apart", line)  # the calibration's spread

@@ -167,7 +167,7 @@ def _at_learners(table: pd.DataFrame, utterances: pd.DataFrame) -> list[AtLearne
             learners=int(p),
             timing=table.speedup_kind.iloc[0],
             fastest=(speedups.idxmax()[0], speedups.max()) if not speedups.empty else None,
-            beyond=[(a, x, _beyond_cause(runs[a])) for (a, _), x in impossible.items()],
+            beyond=[(a, x, _beyond_cause(runs[a], trained(seq))) for (a, _), x in impossible.items()],
             to_target=(first, reached.max(), group.hours[first, p]) if first else None,
             kept=kept,
             late=late,
@@ -176,14 +176,24 @@ def _at_learners(table: pd.DataFrame, utterances: pd.DataFrame) -> list[AtLearne
     return found
 
 
-def _beyond_cause(runs: pd.DataFrame) -> str:
-    """Why a time speedup beyond P was found: what its runs' times rest on."""
+def _beyond_cause(runs: pd.DataFrame, seq: pd.DataFrame) -> str:
+    """Why a time speedup beyond P was found: the rates its runs and SEQ's trained at, which runs,
+    and what their times rest on."""
+    learners = int(runs.learners.iloc[0])
+    each, alone = runs.frames_per_s.mean() / learners, seq.frames_per_s.mean()
+    rates = (
+        f"each of its {learners} learners trained {each:,.0f} frames/s, {each / alone:.2g}× SEQ's {alone:,.0f} "
+        f"(seeds {', '.join(map(str, sorted(runs.seed)))} against SEQ's {', '.join(map(str, sorted(seq.seed)))})"
+    )
     if runs.world.iloc[0] == "simulated":
         return (
-            f"modelled on {runs.compute_basis.iloc[0]}: a calibration timed while another process held the "
-            "cores makes each learner's rate too fast against SEQ's (calibrate on a machine to itself)"
+            f"{rates}; modelled on {runs.compute_basis.iloc[0]}: a calibration timed while another process held "
+            "the cores makes each learner's rate too fast against SEQ's (calibrate on a machine to itself)"
         )
-    return "measured: SEQ's own runs may have been slowed while they were timed (time them again on a quiet machine)"
+    return (
+        f"{rates}; measured: SEQ's own runs may have been slowed while they were timed (time them again on a "
+        "quiet machine)"
+    )
 
 
 def _elsewhere(claims: pd.DataFrame, this_study: str | None) -> list[tuple[str, str, str, list[str]]]:
