@@ -105,7 +105,7 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
         hours = "device_hours" if stage == "calibrate" else "cpu_hours"
         band = others.loc[stage, [f"{hours}_low", f"{hours}_high"]] / others.loc[stage, hours]
         assert tuple(band) == pytest.approx((min(1, low), max(1, high)))
-    assert others.cpu_hours_high["decode"] == pytest.approx(1.2 * others.cpu_hours["decode"])
+    assert others.cpu_hours_high["decode"] == pytest.approx(1.21 * others.cpu_hours["decode"])
     assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "bmuf"} and (table.epochs == 6).all()
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
     with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):

@@ -75,7 +75,7 @@ class Claim:
 #: runs and its wall time (docs/reproductions.md has every run of them); a speed half is decided on GPUs
 STUDIES = {
     "claims-at-4": ("SEQ, KAVG, ASGD and the SSGD control at 4 learners, each tuned over one grid of rates and "
-                    "halved, 3 seeds, 20 epochs each", "about 75 minutes on 2 CPU cores, estimated"),
+                    "halved, 3 seeds, 20 epochs each", "1 hour 9 minutes on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds, 16 epochs each",
                   "about 1.5 hours on 2 CPU cores, estimated"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds, 16 epochs each",

@@ -58,7 +58,7 @@ OTHER_JOBS = {"features_real_time": 1841.0, "choose_s_per_frame_and_pair": 13.25
 #: utterances at 4aaabf8) and the calibration job (25.1 s in claims-at-4 at 6d08e33: it repeats its
 #: timings since issue 60) are priced at those studies' own times, the others at the benchmark's
 OTHER_JOB_MISSES = {"synthesise": (1.0, 1.03), "features": (1.14, 1.18), "calibrate": (1.0, 1.0),
-                    "decode": (1.20, 1.20)}  # fmt: skip
+                    "decode": (1.20, 1.21)}  # fmt: skip
 TOKENS = 30  # a character set's size (letters, space, apostrophe, blank), where the corpus's is not yet made
 REPLAYED_STEPS = 64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
 
