@@ -26,7 +26,8 @@ def profile_command(workdir, *configfiles, targets=()):
     """The cut-down tiny study (with `configfiles` over it) through the site's profile."""
     profile = site_profile(Path(workdir), **LOCAL)
     return [sys.executable, "-m", "snakemake", "--profile", str(profile), "--directory", str(workdir),
-            "--configfile", *map(str, STUDY + configfiles), *WITHOUT_ACCOUNTING, *map(str, targets)]  # fmt: skip
+            "--configfile", *map(str, STUDY + configfiles), *WITHOUT_ACCOUNTING, "--slurm-keep-successful-logs",
+            *map(str, targets)]  # fmt: skip
 
 
 def profile_run(workdir, *configfiles, targets=()):
@@ -66,12 +67,13 @@ def test_a_dry_run_through_the_profile_prints_the_srun_each_training_job_ran(stu
     """docs/slurm.md: a dry run through the profile shows the srun a job will run (the profile's
     `cores` caps threads alike in both). Each multi-rank training job's srun lines, as its job on
     the cluster printed them, are those of the dry run before it, shapes and paths alike."""
-    srun = re.compile(r"^\s*(srun --mpi=none .*asrscale train .*)$", re.MULTILINE)
+    srun = re.compile(r"^Shell command: .*?\{ (srun --mpi=none .*? asrscale train .*?) +; \}", re.MULTILINE)
     planned = sorted(srun.findall((study / "dry-run.txt").read_text()))
-    logs = sorted((study / ".snakemake" / "slurm_logs" / "rule_train").rglob("*.log"))
+    logs = sorted((study / ".snakemake" / "slurm_logs" / "rule_train").glob("tiny_tiny_*/*.log"))
     ran = sorted(line for log in logs for line in set(srun.findall(log.read_text())))
     assert planned and planned == ran, (planned, ran)
-    assert all("--ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 python -m asrscale train" in line for line in ran)
+    assert all(" && srun --mpi=pmi2 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 python -m asrscale train " in line
+               for line in ran)  # fmt: skip
 
 
 def slurm_job(study_name: str) -> str | None:
