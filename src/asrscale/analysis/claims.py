@@ -143,8 +143,11 @@ def _against(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFram
 def _control(ev: Evidence, runs: pd.DataFrame, name: str, seq: pd.DataFrame) -> str:
     """The gap between `runs` and SEQ split in two by SSGD at the same learners and global batch
     (the control, as configured): the global batch's share (SSGD against SEQ) and the algorithm's
-    own (the runs against SSGD), each with its interval; or that the study has no control."""
+    own (the runs against SSGD), each with its interval; or that the study has no control; or, where
+    an update of `runs` applies SEQ's batch, that none of the gap is the batch's."""
     learners, batch = int(runs.learners.iloc[0]), runs.global_batch.iloc[0]
+    if batch == seq.global_batch.iloc[0]:  # ASGD's server applies each learner's minibatch alone, as SEQ does
+        return f"no share of the gap is a larger batch's: {name}'s updates apply {batch:,.0f} utterances, as SEQ's do"
     control = runs_of(ev.runs, "ssgd", learners)
     control = control[control.global_batch == batch]
     at = f"SSGD at {learners} learners and global batch {batch:,.0f}"

@@ -75,7 +75,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "epochs": len(epochs),
         # the training set's hours of speech: an epoch's frames at the features' shift
         "train_hours": epochs.frames.iloc[0] * record["features"]["shift_ms"] / 1000 / 3600 if len(epochs) else 0.0,
-        "global_batch": train["batch_size"] * record["learners"],
+        "global_batch": record["global_batch"],
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],

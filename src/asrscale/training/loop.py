@@ -327,6 +327,8 @@ class LearnerLoop:
         run = self.run_config
         facts = {
             "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
+            # the utterances an update applies: P minibatches, or one where each gradient is applied alone (ASGD)
+            "global_batch": run.train.batch_size * (self.layout.size if self.algorithm.combines_learners else 1),
             # what the run's train settings (recorded beside) make of train.lr at its P
             "learning_rate": {"scale": self.scale, "factor": self.algorithm.rate_factor,
                               "peak": run.train.lr * self.algorithm.rate_factor * self.scale},
