@@ -91,7 +91,8 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     assert smoke.size.utterances == round(28_539 * 4 / 251)
 
 
-def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused():
+def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no features extracted here (README command 1 leaves its own in results/)
     found = plan(study_of("config.yaml"), "zhang19b-v100")
     table, size = found.runs, found.size
     assert found.study == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
