@@ -95,15 +95,15 @@ def test_a_grid_is_of_its_own_rate_at_the_tuning_seed_and_its_files_name_its_wor
                                  "(train.epochs), or it stops nothing")  # fmt: skip
 
 
-def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None) -> dict:
-    return {"run": f"lr{lr}-b{batch}", "lr": lr, "batch_size": batch, "best_dev_loss": loss, "by": "dev_loss",
-            "score": loss, "diverged": diverged}  # fmt: skip
+def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None, momentum=0.9) -> dict:
+    return {"run": f"lr{lr}-b{batch}-m{momentum}", "lr": lr, "batch_size": batch, "momentum": momentum,
+            "best_dev_loss": loss, "by": "dev_loss", "score": loss, "diverged": diverged}  # fmt: skip
 
 
 def test_the_lowest_dev_loss_chooses_and_a_choice_at_an_edge_is_said():
     inside = choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])
-    assert inside["chosen"] == {"batch_size": 32, "lr": 0.002} and inside["at_edge"] is None
-    assert [p["chosen"] for p in inside["grid"]] == [False, True, False] and inside["run"] == "lr0.002-b32"
+    assert inside["chosen"] == {"batch_size": 32, "momentum": 0.9, "lr": 0.002} and inside["at_edge"] is None
+    assert [p["chosen"] for p in inside["grid"]] == [False, True, False] and inside["run"] == "lr0.002-b32-m0.9"
     assert choose([grid_point(0.001, 1.4), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])["at_edge"] == "lowest"
     assert choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.4)])["at_edge"] == "highest"
     # a diverged rate is never chosen, and the highest that trained is not the grid's edge
@@ -112,7 +112,38 @@ def test_the_lowest_dev_loss_chooses_and_a_choice_at_an_edge_is_said():
     # SEQ over two batches: the edge is of the chosen batch's rates; equal losses take the lower rate
     seq = choose([grid_point(0.001, 1.9, 8), grid_point(0.002, 1.2, 8), grid_point(0.004, 1.3, 8),
                   grid_point(0.001, 1.5), grid_point(0.002, 1.2), grid_point(0.004, 1.6)])  # fmt: skip
-    assert seq["chosen"] == {"batch_size": 8, "lr": 0.002} and seq["at_edge"] is None
+    assert seq["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.002} and seq["at_edge"] is None
+
+
+def test_momenta_cross_every_grid_and_the_edge_is_of_the_chosen_momentums_rates():
+    """study.tuning.momenta: every configuration's rates at each momentum (SEQ's at each batch too);
+    a choice inside its momentum's rates is inside, whatever the other momenta's rates are."""
+    config = merged()
+    config["train"] |= {"optimizer": "sgd"}
+    config["study"] |= {"tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9], "seq_batch_sizes": [8, 32]}}
+    study = Study(config)
+    seq, kavg = Run("simulated", "seq", TUNED, 1, 1), Run("simulated", "kavg", TUNED, 4, 1)
+    assert [run.variant for run in study.grid(seq)][:4] == [
+        f"train.batch_size=8,train.momentum={momentum},train.lr={lr}"
+        for momentum, lr in ((0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015))]  # fmt: skip
+    assert len(study.grid(seq)) == 12
+    assert [(s["train"]["momentum"], s["train"]["lr"]) for s in map(study.run_settings, study.grid(kavg))] == [
+        (0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015), (0.9, 0.003), (0.9, 0.006)]  # fmt: skip
+    grid = [grid_point(lr, loss, momentum=0) for lr, loss in ((0.001, 2.0), (0.002, 1.4), (0.004, 1.6))]
+    grid += [grid_point(lr, loss) for lr, loss in ((0.002, 1.8), (0.004, 1.7), (0.008, 1.9))]
+    choice = choose(grid)
+    assert choice["chosen"] == {"batch_size": 32, "momentum": 0, "lr": 0.002} and choice["at_edge"] is None
+    # the lowest rate of momentum 0.9's line, where momentum 0 had a lower one: at the edge
+    assert choose(grid[:3] + [grid_point(0.002, 1.3)] + grid[4:])["at_edge"] == "lowest"
+
+
+def test_momenta_under_adam_are_named():
+    config = merged()
+    config["study"] |= {"tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9]}}
+    with pytest.raises(ConfigError) as raised:
+        Study(config)
+    assert str(raised.value) == ("config: study.tuning.momenta: tunes train.momentum, which only train.optimizer sgd "
+                                 "has, and seq trains with adam")  # fmt: skip
 
 
 def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
@@ -123,8 +154,8 @@ def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
 def write_run(folder, lr: float, loss: float, diverged=None, settings=None, ter=0.2, by="dev_loss") -> None:
     folder.mkdir(parents=True)
     (folder / "checkpoints").mkdir()  # a finished run's state: not the tuned run's to link
-    record = {"train": {"lr": lr, "batch_size": 8, "best_by": by}, "best_dev_loss": loss, "best_dev_ter": ter,
-              "diverged": diverged, "stopped_by": "budget"}  # fmt: skip
+    record = {"train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by}, "best_dev_loss": loss,
+              "best_dev_ter": ter, "diverged": diverged, "stopped_by": "budget"}  # fmt: skip
     (folder / "run.json").write_text(json.dumps(record))
     (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
     (folder / "model.pt").write_bytes(b"weights")
@@ -152,12 +183,12 @@ def test_a_tuning_writes_its_choice_and_says_an_edge(tmp_path, capsys):
     runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
     choice = tune(runs, tmp_path / "inside.json")
     assert json.loads((tmp_path / "inside.json").read_text()) == choice
-    assert choice["chosen"] == {"batch_size": 8, "lr": 0.006} and choice["run"] == str(runs[1])
-    assert capsys.readouterr().out == f"tuning: chose lr 0.006, batch 8 ({runs[1]})\n"
+    assert choice["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.006} and choice["run"] == str(runs[1])
+    assert capsys.readouterr().out == f"tuning: chose lr 0.006, batch 8, momentum 0.9 ({runs[1]})\n"
     tune(runs[:2], tmp_path / "edge.json")
     assert json.loads((tmp_path / "edge.json").read_text())["at_edge"] == "highest"
-    said = f"tuning: chose lr 0.006, batch 8 ({runs[1]}), the highest rate of its grid: tuned at the edge\n"
-    assert capsys.readouterr().out == said
+    said = f"tuning: chose lr 0.006, batch 8, momentum 0.9 ({runs[1]}), the highest rate of its grid: tuned at the edge"
+    assert capsys.readouterr().out == said + "\n"
 
 
 def test_a_grid_tuned_by_dev_ter_chooses_and_halves_by_it_and_shows_its_dev_loss(tmp_path):
@@ -166,8 +197,8 @@ def test_a_grid_tuned_by_dev_ter_chooses_and_halves_by_it_and_shows_its_dev_loss
     for lr, loss, ter in ((0.003, 1.1, 0.31), (0.006, 1.3, 0.24), (0.012, 1.2, 0.27)):
         write_run(tmp_path / f"lr{lr}", lr, loss, ter=ter, by="dev_ter")
     runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
-    expected = {"run": "x", "lr": 0.006, "batch_size": 8, "best_dev_loss": 1.3, "by": "dev_ter", "score": 0.24,
-                "diverged": None, "stopped_early": False}  # fmt: skip
+    expected = {"run": "x", "lr": 0.006, "batch_size": 8, "momentum": 0.9, "best_dev_loss": 1.3, "by": "dev_ter",
+                "score": 0.24, "diverged": None, "stopped_early": False}  # fmt: skip
     assert point(runs[1]) | {"run": "x"} == expected
     assert tune(runs, tmp_path / "choice.json")["chosen"]["lr"] == 0.006
     (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 1}))
@@ -208,8 +239,8 @@ def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, mo
 
 
 def rung_record(run: str, lr: float, loss: float | None, diverged=None, ter=None, by="dev_loss") -> dict:
-    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8, "best_by": by}, "best_dev_loss": loss,
-            "best_dev_ter": ter, "diverged": diverged, "stopped": None}  # fmt: skip
+    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by},
+            "best_dev_loss": loss, "best_dev_ter": ter, "diverged": diverged, "stopped": None}  # fmt: skip
 
 
 def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_last(tmp_path, capsys):

@@ -257,13 +257,22 @@ def configuration_names(tuning: pd.DataFrame) -> pd.Series:
     return names + " P=" + tuning.learners.astype(str) + ", " + tuning.world
 
 
+def _grid_lines(points: pd.DataFrame) -> pd.Series:
+    """Each grid point's line: its batch size, and its momentum where momenta were tuned."""
+    lines = points.batch_size.map("batch {}".format)
+    if "momentum" in points and points.momentum.nunique() > 1:  # older records have no momentum column
+        lines += points.momentum.map(", momentum {:g}".format)
+    return lines
+
+
 def tuning(points: pd.DataFrame):
     """Each tuned configuration's grid (study.tuning): its score (best dev loss or TER, train.best_by)
-    against the rate, a line per batch size, the chosen point ringed, a run stopped early by
-    successive halving crossed (its score is its rung's); a diverged point is missing from its line."""
-    data = points.assign(configuration=configuration_names(points), batch=points.batch_size.map("batch {}".format))
-    batches = "batch" if data.batch.nunique() > 1 else None  # a legend only where SEQ's batches were tuned
-    grid = sns.relplot(data=data, x="lr", y="score", hue=batches, col="configuration", kind="line",
+    against the rate, a line per batch size and momentum (a legend where either was tuned), the chosen
+    point ringed, a run stopped early by successive halving crossed (its score is its rung's); a
+    diverged point is missing from its line."""
+    data = points.assign(configuration=configuration_names(points), line=_grid_lines(points))
+    lines = "line" if data.line.nunique() > 1 else None
+    grid = sns.relplot(data=data, x="lr", y="score", hue=lines, col="configuration", kind="line",
                        marker="o", col_wrap=min(4, data.configuration.nunique()), height=2.4, aspect=1.2,
                        facet_kws={"sharey": False})  # fmt: skip
     for configuration, axis in grid.axes_dict.items():

@@ -212,8 +212,8 @@ def tuning_state(choice_file: str | None) -> str:
 def tuning_table(tunings: list[dict]) -> pd.DataFrame:
     """Every point of every tuned configuration's grid (`tunings`: {algorithm, learners, world,
     file}), with its outcome and whether it was chosen."""
-    columns = ["algorithm", "learners", "world", "lr", "batch_size", "best_dev_loss", "by", "score", "diverged",
-               "stopped_early", "chosen", "at_edge"]  # fmt: skip
+    columns = ["algorithm", "learners", "world", "lr", "batch_size", "momentum", "best_dev_loss", "by", "score",
+               "diverged", "stopped_early", "chosen", "at_edge"]  # fmt: skip
     rows = [{key: tuning[key] for key in ("algorithm", "learners", "world")} | {"stopped_early": False} | point
             | {"at_edge": choice["at_edge"]}
             for tuning in tunings if (choice := json.loads(Path(tuning["file"]).read_text()))

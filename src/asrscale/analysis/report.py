@@ -85,9 +85,12 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
     for configuration, grid in tuning.groupby(configuration_names(tuning), sort=False):
         chosen = grid[grid.chosen].iloc[0]
         edge = f"at the edge (its {chosen.at_edge} rate)" if isinstance(chosen.at_edge, str) else "tuned"
+        momenta = sorted(grid.momentum.dropna().unique()) if "momentum" in grid else []  # none in older records
+        said = f", momentum {chosen.momentum:g}" if len(momenta) > 1 else ""
         rows.append({"configuration": configuration, "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
                      "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
-                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}",
+                     "momenta": ", ".join(f"{momentum:g}" for momentum in momenta) or "as trained",
+                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}{said}",
                      "score": f"{MEASURES[chosen.by]} {chosen.score:.4g}",
                      "diverged": int(grid.diverged.notna().sum()), "stopped": int(grid.stopped_early.sum()),
                      "state": edge})  # fmt: skip

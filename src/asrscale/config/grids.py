@@ -63,12 +63,15 @@ class Grids:
 
     def grid(self, tuned: "Run") -> list["Run"]:
         """The grid of a configuration (`tunings`): its runs at each multiple of its untuned rate
-        (SEQ's at each of study.tuning.seq_batch_sizes), at the tuning seed."""
+        (SEQ's at each of study.tuning.seq_batch_sizes), at each of study.tuning.momenta, at the
+        tuning seed."""
         tuning = self.config["study"]["tuning"]
         lr = self._in_effect(tuned.algorithm, "train.lr")
         batches = tuning["seq_batch_sizes"] if tuned.algorithm == "seq" else []
-        points = [({"batch_size": batch} if batch else {}) | {"lr": float(f"{lr * factor:.6g}")}
-                  for batch in batches or [None] for factor in sorted(tuning["lr_factors"])]  # fmt: skip
+        points = [({"batch_size": batch} if batch else {}) | ({"momentum": momentum} if momentum is not None else {})
+                  | {"lr": float(f"{lr * factor:.6g}")}
+                  for batch in batches or [None] for momentum in tuning["momenta"] or [None]
+                  for factor in sorted(tuning["lr_factors"])]  # fmt: skip
         return [replace(tuned, variant=self.variant_of(point), seed=self.tuning_seed) for point in points]
 
     # successive halving (study.tuning.halving)
@@ -77,6 +80,15 @@ class Grids:
         """study.tuning.halving: {epoch, keep}, or {} (every grid run trains to its end; an untuned
         study has no grid to halve)."""
         return self.config["study"]["tuning"]["halving"] if self.tuned else {}
+
+    def _check_momenta(self) -> None:
+        """Momenta are tuned where every configuration trains with SGD (Adam has none)."""
+        if not self.config["study"]["tuning"]["momenta"]:
+            return
+        for algorithm in ["seq", *(entry["algorithm"] for entry in self.config["study"]["runs"])]:
+            if (optimizer := self._in_effect(algorithm, "train.optimizer")) != "sgd":
+                raise ConfigError(f"config: study.tuning.momenta: tunes train.momentum, which only "
+                                  f"train.optimizer sgd has, and {algorithm} trains with {optimizer}")  # fmt: skip
 
     def _check_halving(self) -> None:
         """The rung comes before every grid's last epoch: a run stopped there must have more to go."""

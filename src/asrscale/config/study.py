@@ -70,6 +70,7 @@ class Study(Grids):
         self.imported = "subsets" in self.config["corpus"]
         self.hardware = self.config["study"]["hardware"]
         self._check(check_paths)
+        self._check_momenta()
         self._check_halving()
 
     def _check(self, check_paths: bool) -> None:

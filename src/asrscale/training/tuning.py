@@ -30,7 +30,7 @@ from pathlib import Path
 from asrscale.errors import UserError
 from asrscale.io import atomic_write_json
 
-TUNED_SETTINGS = ("batch_size", "lr")  # the train settings a grid varies
+TUNED_SETTINGS = ("batch_size", "momentum", "lr")  # the train settings a grid varies
 
 
 def point(run: Path) -> dict:
@@ -54,13 +54,14 @@ def _outcome(record: dict) -> dict:
 
 def choose(points: list[dict]) -> dict:
     """The grid's choice: the point of the lowest score (its best dev loss or TER), whether it is at
-    the grid's edge (the lowest or highest rate of its batch size), and the grid."""
+    the grid's edge (the lowest or highest rate of its batch size and momentum), and the grid."""
     trained = [p for p in points if p["score"] is not None and not p.get("stopped_early")]
     if not trained:
         runs = ", ".join(f"lr {p['lr']:g} (batch {p['batch_size']}): {p['diverged']}" for p in points)
         raise UserError(f"tuning: every run of the grid diverged ({runs}): lower study.tuning.lr_factors or train.lr")
     best = min(trained, key=lambda p: (p["score"], p["lr"]))
-    rates = sorted(p["lr"] for p in points if p["batch_size"] == best["batch_size"])
+    line = ("batch_size", "momentum")  # the rates of the chosen point's batch size and momentum
+    rates = sorted(p["lr"] for p in points if all(p[key] == best[key] for key in line))
     edge = {rates[0]: "lowest", rates[-1]: "highest"}.get(best["lr"])
     return {"chosen": {key: best[key] for key in TUNED_SETTINGS}, "run": best["run"], "at_edge": edge,
             "grid": [p | {"chosen": p is best} for p in points]}  # fmt: skip
@@ -72,7 +73,8 @@ def tune(runs: list[Path], out: Path) -> dict:
     atomic_write_json(out, choice)
     said = f", the {choice['at_edge']} rate of its grid: tuned at the edge" if choice["at_edge"] else ""
     chosen = choice["chosen"]
-    print(f"tuning: chose lr {chosen['lr']:g}, batch {chosen['batch_size']} ({choice['run']}){said}")
+    print(f"tuning: chose lr {chosen['lr']:g}, batch {chosen['batch_size']}, momentum {chosen['momentum']:g} "
+          f"({choice['run']}){said}")  # fmt: skip
     return choice
 
 
