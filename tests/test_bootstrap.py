@@ -2,6 +2,8 @@
 them: exact cases, pairing, speakers drawn whole, seeds' spread, and the coverage of the interval
 on simulated studies whose true difference is known."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -273,3 +275,45 @@ def test_the_interval_is_computed_in_double_precision_whatever_the_tables_number
     runs = (["a0", "a1", "a2"], ["b0", "b1", "b2"])
     wide = relative_difference(rows, *runs)
     assert relative_difference(rows.astype({"lm_errors": np.float32}), *runs) == wide
+
+
+def voiced_study(rng, voices: int = 12, per_voice: int = 13, seeds: int = 3, words: int = 250):
+    """`simulated_study`'s two systems, where the speakers are settings of `voices` voices (the
+    built-in corpus's): system a's tilt (15%, log) is the voice's, shared by its speakers, each
+    speaker with a difficulty of its own; seeds' spread 2%. Errors are speakers × seeds."""
+    tilt = np.repeat(np.exp(rng.normal(0, 0.15, voices)), per_voice)
+    difficulty = rng.gamma(4.0, 0.25, voices * per_voice)
+    training = np.exp(rng.normal(0, 0.02, (2, 1, seeds)))
+    mean = words * difficulty[:, None] * np.array([0.22 * tilt, 0.20 * np.ones(voices * per_voice)])[:, :, None]
+    return rng.poisson(mean * training).astype(float)
+
+
+def test_where_speakers_share_a_voice_the_interval_over_voices_covers_and_that_over_speakers_does_not():
+    """12 voices of 13 speakers each, the systems' difference varying by voice: drawn by voice
+    (each voice's errors summed), 400 simulated studies' intervals cover the true difference
+    91-98% of the time (94.5% here); drawn by speaker, the 156 would pass for independent voices
+    and cover far less (70%)."""
+    truth, rng, by_voice, by_speaker = 0.22 / 0.2 * np.exp(0.15**2 / 2) - 1, np.random.default_rng(12), [], []
+    for _ in range(400):
+        ours, theirs = voiced_study(rng)
+        voices = [errors.reshape(12, 13, -1).sum(1) for errors in (ours, theirs)]
+        for hits, (a, b) in ((by_voice, voices), (by_speaker, (ours, theirs))):
+            found = interval_of(a, b, len(ours))
+            hits.append(found.low <= truth <= found.high)
+    assert 0.91 <= np.mean(by_voice) <= 0.98 and np.mean(by_speaker) < 0.8, (np.mean(by_voice), np.mean(by_speaker))
+
+
+def test_a_table_naming_voices_is_drawn_by_voice_and_says_so():
+    """Where utterances.tsv's rows carry a voice, its speakers' errors are summed per voice, and
+    the interval says how many voices it rests on."""
+    ours, theirs = voiced_study(np.random.default_rng(13), voices=4, per_voice=3)
+    speakers = [f"s{i:02d}" for i in range(12)]  # in the order speaker_errors sorts them
+    rows = pd.concat([pd.DataFrame({"run": f"{system}{k}", "utt": speakers, "speaker": speakers, "words": 250,
+                                    "voice": np.repeat(["v0", "v1", "v2", "v3"], 3), "lm_errors": errors[:, k],
+                                    "greedy_errors": 0.0})
+                      for system, errors in (("a", ours), ("b", theirs)) for k in range(3)])  # fmt: skip
+    found = relative_difference(rows, ["a0", "a1", "a2"], ["b0", "b1", "b2"])
+    by_voice = [errors.reshape(4, 3, -1).sum(1) for errors in (ours, theirs)]
+    assert found == replace(interval_of(*by_voice, 12), drawn="voices") and found.speakers == 4
+    assert found.rests_on() == "12 test utterances of 4 voices, 3 and 3 seeds"
+    assert relative_difference(rows.drop(columns="voice"), ["a0", "a1", "a2"], ["b0", "b1", "b2"]).speakers == 12

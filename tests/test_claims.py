@@ -116,7 +116,7 @@ def test_matching_seqs_accuracy_is_non_inferiority_by_the_paired_bootstrap(wer, 
 def test_a_test_set_too_small_for_the_margin_says_so_with_the_utterances_it_would_need():
     small = row(runs(SEQ, ("kavg", 4, 1, 0.20, 3.9)), "KAVG with 4", utterances=60)
     assert small.accuracy == f"{NOT_DECIDED}: the test set is too small"
-    assert "wider than the margin 3%: about" in small.accuracy_why and "test utterances would narrow it" in (
+    assert "wider than the margin 3%: about" in small.accuracy_why and "speakers would narrow it" in (
         small.accuracy_why)  # fmt: skip
 
 

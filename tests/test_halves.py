@@ -256,7 +256,8 @@ def test_a_test_set_too_small_says_how_many_utterances_would_narrow_its_interval
     half = compare(utterances, system("a"), system("b"), matches())
     wide = relative_difference(utterances, system("a").run, system("b").run)
     assert half.reason == "the test set is too small"
-    assert f"about {80 * (wide.parts['speakers'] / 0.03) ** 2:,.0f} test utterances would narrow it" in half.why
+    needed = 80 * (wide.parts["speakers"] / 0.03) ** 2  # one utterance a speaker, as this test set's
+    assert f"about {needed:,.0f} test utterances of about {needed:,.0f} speakers would narrow it" in half.why
 
 
 def test_an_interval_wide_by_its_seeds_says_more_seeds_would_narrow_it():
@@ -348,9 +349,9 @@ def test_a_half_width_at_the_margin_is_not_too_small_and_one_beyond_it_says_its_
     at_margin = compare(utterances, a, b, Rule("below", 0.03, wide.parts["speakers"], "matches SEQ's accuracy"))
     assert (at_margin.outcome, at_margin.reason) == (NOT_DECIDED, "the interval spans the threshold")
     assert at_margin.why == "the interval spans +3.0%"
-    beyond = compare(utterances, a, b, matches())
+    beyond, needed = compare(utterances, a, b, matches()), 80 * (wide.parts["speakers"] / 0.03) ** 2
     assert beyond.why == (f"the interval spans +3.0%; its half-width {100 * wide.half_width:.1f}% is wider than the "
-                          f"margin 3%: about {80 * (wide.parts['speakers'] / 0.03) ** 2:,.0f} test utterances would "
+                          f"margin 3%: about {needed:,.0f} test utterances of about {needed:,.0f} speakers would "
                           "narrow it to the margin")  # fmt: skip
 
 

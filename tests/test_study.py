@@ -272,3 +272,22 @@ def test_the_rules_read_the_configuration_only_through_the_study():
     raw = [f"{path.name}: {line.strip()}" for path in rules for line in path.read_text().splitlines()
            if re.search(r"config\[", line)]  # fmt: skip
     assert not raw, raw
+
+
+def test_voices_are_drawn_for_the_built_in_corpus_alone(tmp_path):
+    """report.drawn: by default the built-in corpus's intervals draw its voices (a speaker is one
+    setting of an eSpeak voice), your own corpus's its speakers; voices asked of your own corpus
+    is an error naming the key."""
+    import pandas as pd
+
+    from asrscale.analysis.findings import drawn_together
+
+    rows = pd.DataFrame(
+        {"utt": ["u1", "u2"], "speaker": ["test/test_annie_en_170_50_0", "test/test_m2_en-us_160_40_1"]}
+    )
+    assert drawn_together(rows, merged()).voice.tolist() == ["annie", "m2"]
+    assert "voice" not in drawn_together(rows, {**merged(), "report": {"drawn": "speakers"}})
+    own = own_corpus(*[{"format": "kaldi", "path": str(tmp_path)}] * 3, tmp_path / "lm.arpa")
+    assert "voice" not in drawn_together(rows, own)
+    with pytest.raises(ConfigError, match=r"^config: report.drawn: voices are the built-in corpus's"):
+        Study({**own, "report": {"drawn": "voices"}}, check_paths=False)

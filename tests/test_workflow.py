@@ -493,7 +493,7 @@ def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_boot
     asgd = re.search(r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts).group(0)
     # one seed of ASGD: the interval is computed (its speakers and seeds said) but cannot decide
     assert "<b>not decided: needs 3 seeds</b>" in asgd, asgd
-    assert re.search(r"test utterances of [\d,]+ speakers, \d and \d seeds \(training", page)
+    assert re.search(r"test utterances of [\d,]+ voices, \d and \d seeds \(training", page)  # the built-in corpus
     assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
 

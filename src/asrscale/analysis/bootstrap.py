@@ -8,7 +8,9 @@ has two parts, estimated apart and added (on the log of the ratio, where both ar
   Field and Welsh 2007 resample clusters): a resample draws the test set's speakers with
   replacement, every utterance of each, the same draw for both systems (paired: a speaker hard
   for one is hard for the other). Utterances of one voice are not independent: drawn one by one,
-  5,000 utterances of 200 speakers would look like 5,000 independent trials;
+  5,000 utterances of 200 speakers would look like 5,000 independent trials. Where the table
+  names each utterance's voice (the built-in corpus: its speakers are settings of a few eSpeak
+  voices, asrscale.analysis.findings), a resample draws voices, every speaker of each;
 - training's: the spread of each system's per-seed totals over its seeds, less the part of it that
   is the seeds' disagreement on single speakers (a two-way analysis of variance's residual, which
   the speaker bootstrap already holds: counted twice, a 95% interval would cover 98%).
@@ -23,7 +25,7 @@ A single system's WER (`error_rate`) is described with the percentile bootstrap 
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -39,7 +41,7 @@ MEASURES = {"wer": "lm_errors", "greedy_wer": "greedy_errors"}  # runs.tsv's mea
 @dataclass(frozen=True)
 class Interval:
     """A statistic with its `CONFIDENCE` interval, over `utterances` test utterances of `speakers`
-    speakers and each system's `seeds`; `parts`: the half-width each source of variance would give
+    speakers (or voices: `drawn`) and each system's `seeds`; `parts`: the half-width each source of variance would give
     alone ("speakers", "seeds"), for what would narrow it."""
 
     estimate: float
@@ -49,6 +51,7 @@ class Interval:
     speakers: int = 0
     seeds: tuple[int, ...] = ()
     parts: dict = field(default_factory=dict, compare=False)
+    drawn: str = "speakers"  # what `speakers` counts: the test set's units drawn together ("voices")
 
     @property
     def half_width(self) -> float:
@@ -58,7 +61,7 @@ class Interval:
         """What the interval holds over, in words."""
         said = f"{self.utterances:,} test utterances"
         if self.speakers:
-            said += f" of {self.speakers:,} speakers"
+            said += f" of {self.speakers:,} {self.drawn}"
         if self.seeds:
             said += f", {' and '.join(map(str, self.seeds))} seeds"
             if min(self.seeds) < 2:
@@ -107,14 +110,15 @@ def error_rate(system: pd.DataFrame, measure: str = "wer") -> Interval:
 def speaker_errors(utterances: pd.DataFrame, runs: list[str], column: str) -> tuple[pd.DataFrame, int]:
     """Each speaker's word errors (`column`) in each of `runs` (speakers × runs), over the utterances
     every run was scored on (how many: the second value); an utterance with no speaker is its own
-    (Kaldi's convention)."""
+    (Kaldi's convention). Where the table names each utterance's voice, each voice's instead."""
     scored = utterances[utterances.run.isin(runs)]
-    speaker = scored.speaker if "speaker" in scored else scored.utt
+    unit = "voice" if "voice" in scored else "speaker"
+    speaker = scored[unit] if unit in scored else scored.utt
     scored = scored.assign(speaker=speaker.where(speaker.astype(str) != "", scored.utt))
     everywhere = scored.groupby("utt").run.nunique() == len(runs)
     scored = scored[scored.utt.isin(everywhere.index[everywhere])]
     table = scored.groupby(["speaker", "run"])[column].sum().unstack("run")
-    return table.reindex(columns=runs), int(everywhere.sum())
+    return table.reindex(columns=runs).rename_axis(f"{unit}s"), int(everywhere.sum())
 
 
 def _seed_variance(errors: np.ndarray) -> float:
@@ -138,7 +142,8 @@ def relative_difference(utterances: pd.DataFrame, runs, reference, measure: str 
     table, common = speaker_errors(utterances, runs + reference, MEASURES[measure])
     if table.empty:
         raise ValueError("the two systems were scored on no common test utterance")
-    return interval_of(table[runs].to_numpy(float), table[reference].to_numpy(float), common)
+    found = interval_of(table[runs].to_numpy(float), table[reference].to_numpy(float), common)
+    return replace(found, drawn=table.index.name)
 
 
 def interval_of(ours: np.ndarray, theirs: np.ndarray, utterances: int) -> Interval:

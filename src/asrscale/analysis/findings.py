@@ -29,6 +29,7 @@ from asrscale.analysis.measures import (
     trained,
 )  # fmt: skip
 from asrscale.analysis.tables import Tables
+from asrscale.data.corpus.synthetic import variant_of
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)  # the verdicts of a claim, or a half, decided
 
@@ -83,13 +84,14 @@ class Findings:
 def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: list[Path], config: dict) -> Findings:
     runs = tables.runs.assign(lm_change=tables.runs.wer - tables.runs.greedy_wer)
     configured = runs[runs.variant == "default"]
-    claims = verdicts(runs, tables.points, tables.utterances)
+    utterances = drawn_together(tables.utterances, config)
+    claims = verdicts(runs, tables.points, utterances)
     decided = claims.verdict.isin(DECIDED)
     best = best_run(runs)
     return Findings(
         runs=runs, best=best, best_mean=_best_mean(configured), seq=baseline(configured),
-        target_dev_loss=runs.target_dev_loss.iloc[0], grid=grid(configured, tables.utterances),
-        at_learners=at_learners(configured, tables.utterances), claims=claims,
+        target_dev_loss=runs.target_dev_loss.iloc[0], grid=grid(configured, utterances),
+        at_learners=at_learners(configured, utterances), claims=claims,
         trained=len(trained(runs)), converged=int(trained(runs).converged.sum()), unconverged=_unconverged(runs),
         undecided=int((~decided).sum()), decided=list(dict.fromkeys(claims[decided].claim)),
         halves_decided={half: (int(claims[half].isin(DECIDED).sum()), int((claims[half] != "").sum()))
@@ -108,6 +110,17 @@ def analyse(tables: Tables, lm: dict, published: pd.DataFrame, skipped_reports: 
         lm=lm, config=config,
         config_digest=hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12],
     )  # fmt: skip
+
+
+def drawn_together(utterances: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """The test utterances, each with its voice where the intervals draw voices (report.drawn; by
+    default for the built-in corpus, whose test speakers are settings of a few held-out voices,
+    e.g. claims-at-4's 160 of 12: drawn apart, they would pass for 160 independent voices). A
+    record made before report.drawn (its config without it) is read as the default."""
+    drawn = config.get("report", {}).get("drawn") or ("speakers" if "subsets" in config["corpus"] else "voices")
+    if drawn == "speakers" or "speaker" not in utterances:
+        return utterances
+    return utterances.assign(voice=utterances.speaker.map(variant_of))
 
 
 def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:

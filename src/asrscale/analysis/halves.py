@@ -14,9 +14,10 @@ why. The relative WER difference d = WER(runs) / WER(reference) − 1 and its 95
 - "worse" ("poor accuracy"): reproduced where low > m, not reproduced where high ≤ m;
 - "better": reproduced where high < 0, not reproduced where low ≥ 0;
 else not decided: the interval spans the threshold. Where it does and its half-width is wider than
-the margin, the why says what would narrow it: where the speakers' part alone is wider, the test
-set is too small, and about how many utterances would narrow it (that part shrinks as one over the
-root of the speakers, at the test set's utterances per speaker); else more seeds would. An
+the margin, the why says what would narrow it: where the speakers' (or voices') part alone is
+wider, the test set is too small, and about how many utterances of how many speakers would narrow
+it (that part shrinks as one over the root of the speakers, at the test set's utterances per
+speaker); else more seeds would. An
 accuracy half rests on converged runs only: a run stopped by its budget (or that diverged) leaves
 it not decided.
 
@@ -170,9 +171,10 @@ def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFram
     if outcome == NOT_DECIDED:
         reason, narrower = "the interval spans the threshold", ""
         if lm.parts["speakers"] > rule.margin:
-            per_speaker = lm.utterances / lm.speakers
-            needed = per_speaker * lm.speakers * (lm.parts["speakers"] / rule.margin) ** 2
-            reason, narrower = "the test set is too small", f"about {needed:,.0f} test utterances would narrow it"
+            needed = lm.speakers * (lm.parts["speakers"] / rule.margin) ** 2
+            reason, narrower = "the test set is too small", (
+                f"about {needed * lm.utterances / lm.speakers:,.0f} test utterances of about {needed:,.0f} "
+                f"{lm.drawn} would narrow it")  # fmt: skip
         elif lm.half_width > rule.margin:
             reason, narrower = "too few seeds", "the seeds' spread makes most of it: more seeds would narrow it"
         if narrower:

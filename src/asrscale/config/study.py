@@ -98,6 +98,10 @@ class Study(Grids):
             raise ConfigError(f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both say "
                               "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a node's "
                               "GPUs), from which the algorithms' nodes follow")  # fmt: skip
+        if config["report"]["drawn"] == "voices" and self.imported:
+            raise ConfigError("config: report.drawn: voices are the built-in corpus's (its speakers are "
+                              "settings of eSpeak's voices); your own corpus (corpus.subsets) is drawn by its "
+                              "speakers")  # fmt: skip
         self._check_tuning(study["tuning"])
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):

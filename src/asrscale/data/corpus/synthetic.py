@@ -40,6 +40,17 @@ class Utterance:
     seed: int
 
 
+def speaker_id(subset: str, variant: str, accent: str, rate: int, pitch: int, index: int) -> str:
+    """A speaker's id: its subset, its voice setting and its place in the subset."""
+    return f"{subset}_{variant.lower()}_{accent}_{rate}_{pitch}_{index}"
+
+
+def variant_of(speaker: str) -> str:
+    """The voice variant a speaker's id names (`speaker_id`): the speakers of one variant share its
+    timbre whatever their accent, rate and pitch, so they are not independent samples of voices."""
+    return "_".join(speaker.split("_")[1:-4])
+
+
 def plan(config: SyntheticConfig) -> list[Utterance]:
     """Every utterance of the corpus, cheaply and deterministically, before any audio is made. No
     dev or test sentence is a training sentence: the word LM, estimated from the training
@@ -56,7 +67,7 @@ def plan(config: SyntheticConfig) -> list[Utterance]:
             if index % config.utterances_per_speaker == 0:
                 variant, accent = rng.choice(pools[subset]), rng.choice(ACCENTS)
                 rate, pitch = rng.randint(*config.rate_wpm), rng.randint(*config.pitch)
-                speaker = f"{subset}_{variant.lower()}_{accent}_{rate}_{pitch}_{index // config.utterances_per_speaker}"
+                speaker = speaker_id(subset, variant, accent, rate, pitch, index // config.utterances_per_speaker)
             utterances.append(
                 Utterance(
                     utt=f"{speaker}-{index:06d}",
