@@ -29,7 +29,7 @@ from asrscale.analysis.measures import (
     trained,
 )  # fmt: skip
 from asrscale.analysis.tables import Tables
-from asrscale.data.corpus.synthetic import variant_of
+from asrscale.data.corpus.speakers import variant_of
 
 DECIDED = (REPRODUCED, NOT_REPRODUCED)  # the verdicts of a claim, or a half, decided
 

@@ -20,6 +20,7 @@ from asrscale.config.sections import SyntheticConfig
 from asrscale.data.audio import resample
 from asrscale.data.corpus.espeak import Espeak, variant_names
 from asrscale.data.corpus.grammar import Grammar
+from asrscale.data.corpus.speakers import speaker_id
 from asrscale.data.datadir import DataDir
 from asrscale.errors import UserError
 
@@ -38,17 +39,6 @@ class Utterance:
     text: str
     snr_db: float
     seed: int
-
-
-def speaker_id(subset: str, variant: str, accent: str, rate: int, pitch: int, index: int) -> str:
-    """A speaker's id: its subset, its voice setting and its place in the subset."""
-    return f"{subset}_{variant.lower()}_{accent}_{rate}_{pitch}_{index}"
-
-
-def variant_of(speaker: str) -> str:
-    """The voice variant a speaker's id names (`speaker_id`): the speakers of one variant share its
-    timbre whatever their accent, rate and pitch, so they are not independent samples of voices."""
-    return "_".join(speaker.split("_")[1:-4])
 
 
 def plan(config: SyntheticConfig) -> list[Utterance]:
