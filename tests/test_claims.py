@@ -287,15 +287,19 @@ def test_a_batch_where_newbob_stopped_a_run_before_it_transcribed_does_not_conve
 
 
 def convergence_of(losses: dict, stopped_by: dict | None = None, rates: dict | None = None, ter: dict | None = None,
-                   schedule: str = "newbob") -> pd.DataFrame:  # fmt: skip
+                   schedule: str = "newbob", ters: dict | None = None) -> pd.DataFrame:  # fmt: skip
     """The convergence of runs whose epochs had these dev losses (their last rates a share of a
-    peak of 1; dev TERs of their best models; what stopped each)."""
+    peak of 1; dev TERs of their best models; what stopped each); with `ters`, the runs named there
+    had these dev TERs an epoch and chose their models by them (train.best_by: dev_ter)."""
+    ters = ters or {}
     table = pd.DataFrame([{"algorithm": run, "trained_as": "seq" if run == "seq" else "kavg", "run": run,
                            "variant": "default", "peak_lr": 1.0, "best_dev_ter": (ter or {}).get(run, 0.2),
                            "stopped_by": (stopped_by or {}).get(run, "budget"), "schedule": schedule,
+                           "best_by": "dev_ter" if run in ters else "dev_loss",
                            "diverged": "", "best_dev_loss": min(loss)} for run, loss in losses.items()])  # fmt: skip
     epochs = pd.concat([pd.DataFrame({"run": run, "epoch": range(1, len(loss) + 1), "step": 10, "dev_loss": loss,
-                                      "lr": (rates or {}).get(run, 1.0)}) for run, loss in losses.items()])  # fmt: skip
+                                      "dev_ter": ters.get(run, [0.2] * len(loss)), "lr": (rates or {}).get(run, 1.0)})
+                        for run, loss in losses.items()])  # fmt: skip
     return convergence(table, epochs, plateau=0.02, plateau_max_dev_ter=0.5).set_index("run")
 
 
@@ -317,6 +321,19 @@ def test_an_exponential_run_converges_on_a_plateau_at_a_rate_that_still_moves_it
     table = convergence_of(losses, rates={"decayed": 0.6**8}, schedule="exponential")
     assert table.converged.to_dict() == {"kavg": True, "decayed": False, "adpsgd": False}
     assert table.last_epoch_gain.kavg == pytest.approx((0.45 - 0.446) / 0.45)  # against the best before, not 0.48
+
+
+def test_a_run_that_chose_its_model_by_dev_ter_converges_by_its_ter_not_by_its_loss():
+    """Under SGD, CTC's dev loss turns up while the transcripts still improve: a run scored on its
+    best dev TER has converged when its TER stopped improving (claims-at-4's ASGD had its loss
+    flat and its TER falling 1.1-1.4% an epoch), and not when its loss did."""
+    losses = {"rising": [0.50, 0.45, 0.47, 0.52], "falling": [0.50, 0.45, 0.44, 0.43]}
+    ters = {"rising": [0.30, 0.25, 0.22, 0.20], "falling": [0.30, 0.25, 0.22, 0.2195]}
+    by_ter = convergence_of(losses, schedule="exponential", ters=ters)
+    assert by_ter.converged.to_dict() == {"rising": False, "falling": True}
+    assert by_ter.last_epoch_gain.rising == pytest.approx((0.22 - 0.20) / 0.22)
+    by_loss = convergence_of(losses, schedule="exponential")
+    assert by_loss.converged.to_dict() == {"rising": True, "falling": False}
 
 
 def test_a_target_dev_loss_comes_only_from_seqs_converged_runs():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.measures import KEYS, add_speedups, convergence, discount_diverged, time_to_target
+from asrscale.analysis.measures import KEYS, assess
 from asrscale.costmodel.fitted import Band, bound_by
 from asrscale.worlds.timing import CATEGORIES
 
@@ -69,6 +69,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "stopped": record["stopped"] or "",
         "stopped_by": _stopped_by(record),
         "schedule": train["schedule"],
+        "best_by": train.get("best_by", "dev_loss"),  # the measure that chose its model (runs before it: loss)
         **{f"{c}_share": split[f"{c}_s"] / split.sum() for c in CATEGORIES},
         "outside_share": outside,
         "bound_by": _bound(world_record, outside, record["learners"]),
@@ -232,9 +233,7 @@ def gather_runs(runs: list[dict], sweeps: list[dict], test_sets: list[str], out_
     rows, *tables = zip(*(_run_tables(r["algorithm"], r["variant"], Path(r["run"]), test_sets) for r in runs))
     rows = [row | {"tuning": tuning_state(r.get("tuning"))} for row, r in zip(rows, runs)]
     epochs, confusions, learners, utterances = map(pd.concat, tables)
-    table = convergence(pd.DataFrame(rows), epochs, rule["plateau"], rule["plateau_max_dev_ter"])
-    table = time_to_target(table, epochs, rule["target_dev_loss"])
-    table = add_speedups(discount_diverged(table), Band.fitted())
+    table = assess(pd.DataFrame(rows), epochs, rule, Band.fitted())
     out_dir.mkdir(parents=True, exist_ok=True)
     table.to_csv(out_dir / "runs.tsv", sep="\t", index=False)
     epochs.to_csv(out_dir / "epochs.tsv", sep="\t", index=False)

@@ -7,10 +7,13 @@ Every run is scored on its best model: the epoch of lowest dev loss that its sch
 
 Convergence. A run has converged when its schedule's own stop ended it (newbob: halving, an epoch
 gained less than newbob.stop, as Kaldi nnet1 stops), or, under a schedule with no stop of its own
-(exponential), when its dev loss stopped improving while its rate could still move it: its last
-epoch's dev loss less than `plateau` (relative, report.plateau) below the best of the epochs
-before, at a rate at least `RATE_FLOOR` of its peak (a rate decayed below it stops any run
-improving, whatever it has learnt). Either way its best model must transcribe (dev token error
+(exponential), when the measure that chooses its model (train.best_by: dev loss or dev TER)
+stopped improving while its rate could still move it: its last epoch's measure less than `plateau`
+(relative, report.plateau) below the best of the epochs before, at a rate at least `RATE_FLOOR` of
+its peak (a rate decayed below it stops any run improving, whatever it has learnt). The measure is
+the model's: under SGD, CTC's dev loss turns up while the transcripts still improve, and a run
+judged by its loss would count as converged with its dev TER falling an epoch (claims-at-4's ASGD,
+1.1-1.4% at its last). Either way its best model must transcribe (dev token error
 rate below report.plateau_max_dev_ter: an untrained CTC model emits blanks only, at a dev loss
 just as flat). A run whose epochs ran out first was stopped by its budget: the accuracy claims it
 feeds are not decided. A run that diverged (asrscale.training.loop) is no result at all: it counts
@@ -100,20 +103,23 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
 
 
 def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plateau_max_dev_ter: float) -> pd.DataFrame:
-    """Each run's updates (optimizer steps of each learner), its last epoch's relative dev-loss gain
-    on the best before and its rate then (a share of its peak), and whether and how it converged
-    (see the module): `converged_by` is "schedule" or "plateau" where it did; "budget" where its
-    epochs ran out first, "untrained" where its best model does not transcribe. SEQ's run stands
-    for every algorithm that is SEQ alone: its epochs count once."""
+    """Each run's updates (optimizer steps of each learner), its last epoch's relative gain on the
+    best before by the measure that chose its model (its `best_by`: dev_loss where the table has
+    none) and its rate then (a share of its peak), and whether and how it converged (see the
+    module): `converged_by` is "schedule" or "plateau" where it did; "budget" where its epochs ran
+    out first, "untrained" where its best model does not transcribe. SEQ's run stands for every
+    algorithm that is SEQ alone: its epochs count once."""
     epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"]).reset_index(drop=True)
     by_run = epochs.groupby("run")
+    measure = table.best_by if "best_by" in table else pd.Series("dev_loss", index=table.index)
 
-    def last_gain(losses: pd.Series) -> float:
-        best = losses.iloc[:-1].min()
-        return (best - losses.iloc[-1]) / best if len(losses) > 1 else float("inf")
+    def last_gain(values: pd.Series) -> float:
+        best = values.iloc[:-1].min()
+        return (best - values.iloc[-1]) / best if len(values) > 1 else float("inf")
 
+    gains = {name: table.run.map(by_run[name].apply(last_gain)) for name in set(measure)}
     table = table.assign(updates=table.run.map(by_run.step.sum()),
-                         last_epoch_gain=table.run.map(by_run.dev_loss.apply(last_gain)),
+                         last_epoch_gain=[gains[name][index] for index, name in measure.items()],
                          last_rate=table.run.map(by_run.lr.last()) / table.peak_lr)  # fmt: skip
     transcribes = table.best_dev_ter < plateau_max_dev_ter
     stopped = table.stopped_by == "schedule"
@@ -204,6 +210,17 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
         )
     return table.assign(**{f"{s}_{edge}": table[s] * table[f"band_{edge}"] for s in SPEEDUPS
                            for edge in ("low", "high")})  # fmt: skip
+
+
+def assess(table: pd.DataFrame, epochs: pd.DataFrame, rule: dict, band) -> pd.DataFrame:
+    """Every judgement of the runs that rests on a rule of the analysis rather than on training:
+    convergence (`rule`: report.plateau and plateau_max_dev_ter), times to the target
+    (report.target_dev_loss), diverged runs discounted, speedups with their bands (`band`:
+    asrscale.costmodel.fitted.Band). The gathered table and a study's record alike: a report
+    assesses its runs again, so that a record is read by the rules of the day."""
+    table = convergence(table, epochs, rule["plateau"], rule["plateau_max_dev_ter"])
+    table = time_to_target(table, epochs, rule["target_dev_loss"])
+    return add_speedups(discount_diverged(table), band)
 
 
 def beyond_p(speedup: float, learners: int) -> bool:

@@ -11,11 +11,16 @@ the report's settings (its title and the study's configuration) and what made it
 import gzip
 import json
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
+
+from asrscale.analysis.measures import assess
 from asrscale.analysis.report import make_report
 from asrscale.config.paths import TABLES
+from asrscale.costmodel.fitted import Band
 from asrscale.errors import UserError
 from asrscale.io import atomic_write_json
 from asrscale.provenance import git_commit
@@ -53,12 +58,29 @@ def _gzipped(source: Path, target: Path) -> None:
 
 
 def rerender(record: Path, out: Path, figures: Path) -> None:
-    """`asrscale rerender`: a recorded study's report and verdicts, made again from its record."""
+    """`asrscale rerender`: a recorded study's report and verdicts, made again from its record, its
+    runs assessed again by today's rules of analysis (`reassessed`)."""
     if not (record / "record.json").is_file():
         raise UserError(
             f"rerender: {record} is not a study's record (no record.json; `snakemake ... record` makes one)"
         )
     settings = json.loads((record / "record.json").read_text())["report"]
     skipped = sorted((path.parent for path in (record / "skipped").glob("*/skipped.tsv")), key=lambda f: int(f.name))
-    make_report([record / f"{name}.tsv.gz" for name in TABLES], record / "lm.json", record / PUBLISHED, figures,
-                settings["title"], out, skipped, settings["config"])  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder) / "runs.tsv"
+        reassessed(record, settings["config"]).to_csv(runs, sep="\t", index=False)
+        tables = [runs if name == "runs" else record / f"{name}.tsv.gz" for name in TABLES]
+        make_report(tables, record / "lm.json", record / PUBLISHED, figures, settings["title"], out, skipped,
+                    settings["config"])  # fmt: skip
+
+
+def reassessed(record: Path, config: dict) -> pd.DataFrame:
+    """A record's runs assessed again (asrscale.analysis.measures.assess: convergence, targets,
+    speedups) by the study's report settings and today's rules, from its epochs: a rule of analysis
+    changed since the study ran applies to it. Runs recorded before the table said which measure
+    chose their model (`best_by`) take the study's train.best_by."""
+    runs = pd.read_csv(record / "runs.tsv.gz", sep="\t", dtype={"transports": str}).fillna({"transports": ""})
+    if "best_by" not in runs:
+        runs = runs.assign(best_by=config["train"].get("best_by") or "dev_loss")
+    rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
+    return assess(runs, pd.read_csv(record / "epochs.tsv.gz", sep="\t"), rule, Band.fitted())

@@ -111,8 +111,13 @@ def render(found: Findings, images: dict[str, Markup], title: str, tuning: list[
         verdicts=found.claims.verdict.value_counts().items(),
         environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
         runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
-        decode=found.config.get("decode", {}), tuning=tuning,
+        decode=found.config.get("decode", {}), tuning=tuning, measures_of=measures_of,
     )  # fmt: skip
+
+
+def measures_of(runs: pd.DataFrame) -> list[str]:
+    """The measures that chose the runs' models (train.best_by), in words: each run's plateau is its own."""
+    return sorted({MEASURES[by] for by in runs.get("best_by", pd.Series(["dev_loss"])).fillna("dev_loss")})
 
 
 def verdict_class(verdict: str) -> str:
