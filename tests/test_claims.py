@@ -89,11 +89,11 @@ def seeds(algorithm, learners, wer, speedup, n=3, **options) -> pd.DataFrame:
 
 def test_every_claim_has_a_row_with_its_halves_and_a_study_without_runs_decides_none():
     table = found(runs(SEQ))
-    assert len(table) == len(CLAIMS) == 11
-    assert (table.accuracy != "").sum() == 10 and (table.speed != "").sum() == 7  # rosc17's saving is speed alone
+    assert len(table) == len(CLAIMS) == 12
+    assert (table.accuracy != "").sum() == 11 and (table.speed != "").sum() == 8  # rosc17's saving is speed alone
     undecided = table.accuracy[table.accuracy != ""]
     assert undecided.str.startswith(f"{NOT_DECIDED}: not measured in this study").all()
-    assert table.verdict.tolist() == [NOT_DECIDED] * 5 + [NOT_TESTABLE] + [NOT_DECIDED] * 5  # rosc17's saving 6th
+    assert table.verdict.tolist() == [NOT_DECIDED] * 5 + [NOT_TESTABLE] + [NOT_DECIDED] * 6  # rosc17's saving 6th
     assert (table.accuracy_why[table.accuracy != ""].str.len() > 0).all()  # each says which runs it lacks
     saving = table[table.study == "rosc17"].iloc[1]  # speed alone, which asrscale cannot run: untestable
     assert saving.verdict == NOT_TESTABLE and "Kaldi's scripts" in saving.speed_why
@@ -202,6 +202,35 @@ def test_adaptive_kavg_at_20_is_more_accurate_than_seq_over_three_seeds_and_fast
     assert at_16.accuracy.endswith("not measured in this study")
     one_seed = row(pd.concat([seq, fast[fast.seed == 1]]), "adaptive KAVG")
     assert "needs 3 seeds of KAVG at 20 and of SEQ (has 1)" in one_seed.accuracy_why
+
+
+def test_bmuf_at_16_is_judged_against_seq_with_the_averaging_it_filters_and_64_learners_beside():
+    """chen16: BMUF without loss at 16 learners (their BLSTM's), almost linear: 90% of 16×; beside
+    it, BMUF against KAVG and MA at each of 16 and 64, and at 64 against SEQ, each with its
+    interval and whichever side had not converged."""
+    seq = seeds("seq", 1, 0.20, 1.0, measured=True)
+    kept = pd.concat(
+        [
+            seq,
+            seeds("bmuf", 16, 0.20, 15.5, measured=True),
+            seeds("kavg", 16, 0.24, 15.5, measured=True),
+            seeds("bmuf", 64, 0.22, 60.0, measured=True),
+            seeds("ma", 64, 0.30, 60.0, measured=True),
+        ]
+    )
+    decided = row(kept, "BMUF: almost linear")
+    assert (decided.accuracy, decided.speed, decided.verdict) == (REPRODUCED, REPRODUCED, REPRODUCED)
+    said = decided.accuracy_measured
+    assert re.search(r"BMUF P=16 against KAVG P=16: -1\d\.\d% \(95% interval .*?\) over 2,000 test utterances", said)
+    assert re.search(r"BMUF P=64 against SEQ: \+\d+\.\d%.*BMUF P=64 against MA P=64: -2\d\.\d%", said)
+    assert "P=64 against KAVG" not in said and "not converged" not in said
+    late = pd.concat([seq, seeds("bmuf", 16, 0.23, 12.0, measured=True),
+                      seeds("kavg", 16, 0.24, 15.5, measured=True, converged=False)])  # fmt: skip
+    decided = row(late, "BMUF: almost linear")
+    assert (decided.accuracy, decided.speed) == (NOT_REPRODUCED, NOT_REPRODUCED), decided.speed_why
+    assert "(KAVG P=16 not converged in every seed)" in decided.accuracy_measured
+    alone = row(pd.concat([seq, seeds("kavg", 16, 0.24, 15.5)]), "BMUF: almost linear")
+    assert alone.accuracy.endswith("not measured in this study") and "KAVG" not in alone.accuracy_measured
 
 
 def ma_at(*rows, **options) -> pd.DataFrame:
@@ -541,6 +570,7 @@ def test_a_study_of_seq_alone_says_in_each_half_which_runs_it_lacks():
         ("no ADPSGD P=32 run, or no SEQ run", "no ADPSGD run at 32 learners, or no SEQ run"),
         ("needs sweeps of train.batch_size for ssgd and adpsgd (study.sweeps), and SEQ", ""),
         ("no H-ADPSGD P=64 run, or no SEQ run", "no H-ADPSGD run at 64 learners, or no SEQ run"),
+        ("no BMUF P=16 run, or no SEQ run", "no BMUF run at 16 learners, or no SEQ run"),
     ]
     assert (table.accuracy_measured == "").all() and (table.speed_measured == "").all()
     assert table.speed.tolist()[:2] == [f"{NOT_DECIDED}: not measured in this study", ""] and table.accuracy[5] == ""

@@ -153,7 +153,7 @@ def test_the_plan_says_which_halves_a_study_can_decide_and_why_not_the_others(ca
     main(["plan", "--configfile", str(ROOT / "config.yaml"), str(ROOT / "studies" / "librispeech.yaml"),
           "--hardware", "h100"])  # fmt: skip
     printed = capfd.readouterr().out
-    assert "it can decide 0 of the 17 claims' halves, if their runs converge:\n  none\n" in printed
+    assert "it can decide 0 of the 19 claims' halves, if their runs converge:\n  none\n" in printed
     assert "needs GPUs" not in printed and "4 GPUs measured" not in printed  # its runs are measured on GPUs
 
 

@@ -481,7 +481,7 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
                                                               schedule="exponential"))  # fmt: skip
     # what the study decides in one sentence (a claim whose speed fails is decided all the same),
     # which accuracy halves its budget leaves undecided, and which study decides the rest, with its time
-    decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 11 claims.*?</li>", page).group(0)
+    decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 12 claims.*?</li>", page).group(0)
     assert re.search(r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“",
                      decides)  # fmt: skip
     for study in ("claims-at-4", "asgd-at-4", "scaled-32", "scaled-64", "averaging", "averaging-scaled", "large-batch"):

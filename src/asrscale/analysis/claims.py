@@ -22,6 +22,7 @@ from asrscale.analysis.bootstrap import Interval, error_rate, pooled, relative_d
 from asrscale.analysis.halves import (
     ACCURACY_SEEDS,
     NOT_DECIDED,
+    NOT_MEASURED,
     NOT_REPRODUCED,
     NOT_TESTABLE,
     REPRODUCED,
@@ -88,6 +89,8 @@ STUDIES = {
                          "about 1.5 hours on 2 CPU cores, estimated"),
     "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds, 16 epochs each",
                     "about 2 hours on 2 CPU cores, estimated"),
+    "bmuf": ("BMUF and KAVG at 16 and 64 learners and the SSGD control at 64 against SEQ, each tuned over one grid "
+             "of rates and halved, 3 seeds, 16 epochs each", "about 1 hour 45 minutes on 2 CPU cores, estimated"),
 }  # fmt: skip
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
@@ -252,6 +255,39 @@ def _adaptive_kavg_speed(ev: Evidence) -> Half:
     if runs.accuracy_speedup.isna().any():
         return Half(NOT_REPRODUCED, "KAVG at 20 never reached SEQ's best dev loss", context)
     return _said(reaches(runs, 6.1, "accuracy_speedup", "speedup to SEQ's accuracy"), context)
+
+
+BMUF_LEARNERS = (16, 64)  # Chen and Huo's BLSTM (16 GPUs) and DNN (64)
+AVERAGING = ("kavg", "ma")  # what BMUF filters: an averaging of K local steps, or of MA's frames per job
+
+
+def _beside(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFrame, reference_name: str) -> str:
+    """`runs` against `reference` said beside a half: the relative WER difference with its interval
+    over speakers and seeds, and which side had not converged (a difference between runs still
+    improving is said, not decided)."""
+    if diverged(runs).all() or diverged(reference).all():
+        return f"{name} against {reference_name}: {'the first' if diverged(runs).all() else 'the second'} diverged"
+    found = relative_difference(ev.utterances, runs.run, reference.run)
+    late = [side for side, group in ((name, runs), (reference_name, reference)) if not group.converged.all()]
+    caveat = f" ({' and '.join(late)} not converged in every seed)" if late else ""
+    return f"{name} against {reference_name}: {found.describe()} over {found.rests_on()}{caveat}"
+
+
+def _bmuf_accuracy(ev: Evidence) -> Half:
+    """chen16: BMUF at 16 learners (their BLSTM's) matches SEQ; beside it, BMUF against the averaging
+    it filters at the same learners (KAVG, MA), and at 64 (their DNN's) against SEQ and those."""
+    half = _seq_accuracy("bmuf", BMUF_LEARNERS[0], ev)
+    seq, said = baseline(ev.runs), []
+    for learners in BMUF_LEARNERS:
+        bmuf = runs_of(ev.runs, "bmuf", learners)
+        if bmuf.empty:
+            continue
+        name = f"BMUF P={learners}"
+        if learners != BMUF_LEARNERS[0] and not seq.empty:
+            said.append(_beside(ev, bmuf, name, seq, "SEQ"))
+        said += [_beside(ev, bmuf, name, other, f"{_name(algorithm)} P={learners}") for algorithm in AVERAGING
+                 if not (other := runs_of(ev.runs, algorithm, learners)).empty]  # fmt: skip
+    return _said(half, "; ".join(said)) if said and half.reason != NOT_MEASURED else half
 
 
 def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
@@ -492,4 +528,10 @@ CLAIMS = (
           partial(_speed, "hadpsgd", 64, 40.0,
                   context=" (its own timings give 32×, one week on one V100, to 37×, 192 h at batch 256)"),
           "scaled-64"),
+    Claim("chen16", "BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs "
+          "(BLSTM; 64 for a DNN)",
+          "BMUF P=16 against SEQ: " + MATCHES.format(margin=3) + "; beside it, BMUF against KAVG (and MA) at the "
+          "same learners, and at 64 against SEQ and those",
+          "BMUF P=16's speedup over SEQ for the same epochs, " + SPEED.format(claimed="16× (almost linear)"),
+          _bmuf_accuracy, partial(_speed, "bmuf", 16, 16.0), "bmuf"),
 )  # fmt: skip
