@@ -231,6 +231,12 @@ def test_bmuf_at_16_is_judged_against_seq_with_the_averaging_it_filters_and_64_l
     assert "(KAVG P=16 not converged in every seed)" in decided.accuracy_measured
     alone = row(pd.concat([seq, seeds("kavg", 16, 0.24, 15.5)]), "BMUF: almost linear")
     assert alone.accuracy.endswith("not measured in this study") and "KAVG" not in alone.accuracy_measured
+    at_64 = row(
+        pd.concat([seq, seeds("bmuf", 64, 0.22, 60.0, measured=True), seeds("kavg", 64, 0.24, 60.0, measured=True)]),
+        "BMUF: almost linear",
+    )
+    assert at_64.accuracy.endswith("not measured in this study")  # decided at 16, the 64 said beside
+    assert "BMUF P=64 against SEQ: +" in at_64.accuracy_measured and "against KAVG P=64: -" in at_64.accuracy_measured
 
 
 def ma_at(*rows, **options) -> pd.DataFrame:
