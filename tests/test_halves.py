@@ -156,7 +156,7 @@ def test_untrained_names_each_group_that_diverged_before_any_stopped_by_its_budg
     budget = untrained(("SEQ", converged), ("KAVG P=4", late))
     assert (budget.outcome, budget.reason) == (NOT_DECIDED, "under-trained")
     assert budget.why == ("KAVG P=4 seed 2 stopped by its budget after 312 updates a learner (its 6 epochs done; its "
-                          "last epoch 6.6% below the best before): train longer (more epochs or data)")  # fmt: skip
+                          "last epoch 6.60% below the best before): train longer (more epochs or data)")  # fmt: skip
     diverged = untrained(("KAVG P=4", late), ("ASGD P=4", gone))
     assert diverged == Half(NOT_DECIDED, "ASGD P=4 diverged in 1 of 2 runs: a lower rate", reason="diverged")
     blank = untrained(("SEQ", late.assign(converged_by="untrained")))
@@ -322,9 +322,9 @@ def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():
                          "converged_by": ["budget", "untrained"], "updates": [100.0, 200.0],
                          "stopped": "its 6 epochs done", "last_epoch_gain": [0.05, 0.001]})  # fmt: skip
     assert untrained(("KAVG P=4", late)).why == (
-        "KAVG P=4 seed 1 stopped by its budget after 100 updates a learner (its 6 epochs done; its last epoch 5.0% "
+        "KAVG P=4 seed 1 stopped by its budget after 100 updates a learner (its 6 epochs done; its last epoch 5.00% "
         "below the best before); KAVG P=4 seed 2 stopped by its budget after 200 updates a learner (its best model "
-        "does not transcribe; its last epoch 0.1% below the best before): train longer (more epochs or data)"
+        "does not transcribe; its last epoch 0.10% below the best before): train longer (more epochs or data)"
     )
     gone = pd.DataFrame({"seed": [1], "converged": [False], "diverged": ["epoch 2: not finite"]})
     assert untrained(("ASGD P=4", gone), ("MA P=4", gone)).why == (

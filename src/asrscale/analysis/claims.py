@@ -138,6 +138,10 @@ def _against(ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFram
     said = (f"{name} {_wers(runs)}{_trained_so(runs)}; {reference_name} {_wers(reference)}{_trained_so(reference)}"
             f"{_scale(runs)}")  # fmt: skip
     late = untrained((reference_name, reference), (name, runs))
+    if late and late.reason == "under-trained":  # what the runs measured all the same, decided on by nothing
+        found = relative_difference(ev.utterances, runs.run, reference.run)
+        said += (f"; as measured, not decided on: WER {found.describe()} relative to {reference_name}'s, over "
+                 f"{found.rests_on()}")  # fmt: skip
     half = _said(late or compare(ev.utterances, runs, reference, rule, reference_name, name), said)
     if reference_name != "SEQ" or late or (runs.algorithm == "ssgd").all():
         return half

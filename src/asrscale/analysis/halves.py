@@ -126,7 +126,7 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
         for run in runs[~runs.converged].itertuples():
             stop = "its best model does not transcribe" if run.converged_by == "untrained" else run.stopped
             said.append(f"{name} seed {run.seed} stopped by its budget after {run.updates:.0f} updates a learner "
-                        f"({stop}; its last epoch {100 * run.last_epoch_gain:.1f}% below the best before)")  # fmt: skip
+                        f"({stop}; its last epoch {100 * run.last_epoch_gain:.2f}% below the best before)")  # fmt: skip
     if not said:
         return None
     return Half(NOT_DECIDED, "; ".join(said) + ": train longer (more epochs or data)", reason="under-trained")
