@@ -138,7 +138,7 @@ def diverged(table: pd.DataFrame) -> pd.Series:
     """Which runs diverged."""
     if "diverged" not in table:
         return pd.Series(False, index=table.index)
-    return table.diverged.fillna("") != ""
+    return table.diverged.notna() & (table.diverged.astype(str) != "")  # a table read back: NaN where none did
 
 
 def discount_diverged(table: pd.DataFrame) -> pd.DataFrame:

@@ -79,7 +79,8 @@ def reassessed(record: Path, config: dict) -> pd.DataFrame:
     speedups) by the study's report settings and today's rules, from its epochs: a rule of analysis
     changed since the study ran applies to it. Runs recorded before the table said which measure
     chose their model (`best_by`) take the study's train.best_by."""
-    runs = pd.read_csv(record / "runs.tsv.gz", sep="\t", dtype={"transports": str}).fillna({"transports": ""})
+    text = {"transports": str, "diverged": str}  # empty in most runs: read as text, not as missing numbers
+    runs = pd.read_csv(record / "runs.tsv.gz", sep="\t", dtype=text).fillna(dict.fromkeys(text, ""))
     if "best_by" not in runs:
         runs = runs.assign(best_by=config["train"].get("best_by") or "dev_loss")
     rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}

@@ -1,0 +1,41 @@
+"""The studies recorded in records/ (docs/reproductions.md) are read again by today's rules of
+analysis: each rerenders, and its verdicts are those docs/reproductions.md and README state for it,
+so that a change of a rule that moves a recorded verdict fails here until the docs say so."""
+
+import html
+import re
+
+import pytest
+
+from asrscale.analysis.records import rerender
+from conftest import ROOT
+
+UNDER_TRAINED = "not decided: under-trained"
+# each record's accuracy halves as its latest record in docs/reproductions.md states them
+VERDICTS = {
+    "claims-at-4": {"KAVG with 4 learners matches SEQ accuracy": "not reproduced",
+                    "ASGD gives 3.2× on 4 GPUs without loss": "not reproduced",
+                    "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": "reproduced"},
+    "asgd-at-4": {"ASGD gives 3.2× on 4 GPUs without loss": UNDER_TRAINED,
+                  "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": UNDER_TRAINED},
+}  # fmt: skip
+
+
+def verdicts_of(page: str) -> dict[str, str]:
+    """Each claim's accuracy half's verdict on a report, by the claim."""
+    rows = re.findall(r"<tr>(.*?)</tr>", re.search(r'<table id="claims">(.*?)</table>', page, re.S).group(1), re.S)
+    found = {}
+    for row in rows:
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>",
+                                                                                           row, re.S)]  # fmt: skip
+        if len(cells) == 7 and cells[2] == "accuracy":  # study, claim, half, rule, measured, verdict, why
+            found[cells[1]] = cells[5]
+    return found
+
+
+@pytest.mark.parametrize("record", sorted(VERDICTS))
+def test_a_recorded_study_rerenders_with_the_verdicts_its_record_states(record, tmp_path):
+    rerender(ROOT / "records" / record, tmp_path / "page.html", tmp_path / "figures")
+    found = verdicts_of((tmp_path / "page.html").read_text())
+    for claim, verdict in VERDICTS[record].items():
+        assert found[claim].startswith(verdict), (claim, found[claim])
