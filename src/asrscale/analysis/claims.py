@@ -77,7 +77,7 @@ STUDIES = {
     "claims-at-4": ("SEQ, KAVG, ASGD and the SSGD control at 4 learners, each tuned over one grid of rates and "
                     "halved, 3 seeds, 20 epochs each", "1 hour 9 minutes on 2 CPU cores"),
     "asgd-at-4": ("SEQ and ASGD at 4 learners, each tuned over one grid of rates and momenta and halved, 3 seeds, "
-                  "40 epochs each", "about 1 hour 35 minutes on 2 CPU cores"),
+                  "40 epochs each", "1 hour 39 minutes on 2 CPU cores"),
     "scaled-32": ("KAVG at 20 and ADPSGD at 32 learners against SEQ, scaled down, 3 seeds, 16 epochs each",
                   "about 1.5 hours on 2 CPU cores, estimated"),
     "scaled-64": ("H-ADPSGD at 64 learners against SEQ, scaled down, 3 seeds, 16 epochs each",
