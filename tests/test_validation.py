@@ -49,7 +49,8 @@ def figure(**changes) -> Figure:
 
 def test_every_published_figure_is_a_studys_with_its_assumptions_tagged_and_one_reading():
     figures = load_figures()
-    assert {f.study for f in figures} == {claim.study for claim in CLAIMS if "," not in claim.study}  # each study
+    # each study's, but chen16's: its "almost linear" is no figure to replay (its body could not be read)
+    assert {f.study for f in figures} == {claim.study for claim in CLAIMS if "," not in claim.study} - {"chen16"}
     assert len(figures) == 7 and all(f.speedup > 1 and f.miss for f in figures)
     for f in figures:
         assert all(re.match(r"(read|derived|assumed)\b", item) for item in f.assumptions), f

@@ -251,10 +251,9 @@ def test_a_studys_record_makes_its_report_again_without_training(study, tmp_path
 
     assert rerendered() == page_of(study)
     # a record is assessed again by today's rules, from its epochs: what its runs table says of
-    # convergence and speedups is not read back (nor which measure chose each model, from before
-    # the table said: the study's train.best_by stands for it)
+    # convergence and speedups is not read back
     runs = elsewhere / "record" / "runs.tsv.gz"
-    stale = pd.read_csv(runs, sep="\t").drop(columns=["best_by"])
+    stale = pd.read_csv(runs, sep="\t")
     stale.assign(converged=False, converged_by="budget", last_epoch_gain=1.0, time_speedup=99.0).to_csv(
         runs, sep="\t", index=False)  # fmt: skip
     assert rerendered() == page_of(study)
