@@ -106,6 +106,7 @@ def shard(args):
 
 def calibrate(args):
     import json
+    import shutil
 
     import yaml
 
@@ -115,7 +116,12 @@ def calibrate(args):
     from asrscale.io import atomic_write_json
     from asrscale.provenance import environment
     from asrscale.training.calibration import calibrate, measured_compute
+    from asrscale.training.twins import twin_calibration
 
+    if twin := twin_calibration(args.settings, args.out):
+        shutil.copyfile(twin, args.out)
+        print(f"calibration: {twin}'s, of the same settings on this machine (asrscale.training.twins)")
+        return
     settings = read_settings_of(CalibrationStage, args.settings)
     train_set = Subset(args.train_data, args.train_feats, args.train_feats, settings.cmvn, Tokens.read(args.tokens))
     calibration = calibrate(settings.train, settings.model, settings.features, train_set)
@@ -130,6 +136,7 @@ def calibrate(args):
 def train(args):
     from asrscale.training.run import RunPaths, run_settings_file
     from asrscale.training.tuning import Halving
+    from asrscale.training.twins import take, twin_run
 
     paths = RunPaths(args.train_data, args.dev_data, args.train_feats, args.dev_feats, args.shards, args.tokens,
                      args.out)  # fmt: skip
@@ -140,6 +147,11 @@ def train(args):
         halving = Halving.at_rung(args.rung)
     elif args.halving:
         halving = Halving.decided(args.halving, args.out)
+    # a simulated run trained to its end by another study (asrscale.training.twins); MPI runs train
+    if halving is None and args.calibration and (twin := twin_run(args.out, args.settings, args.calibration)):
+        take(twin, args.out)
+        print(f"asrscale train: {args.out}: trained in {twin}, of the same settings and calibration")
+        return
     run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores, halving)
 
 
