@@ -144,7 +144,7 @@ def glance(grid: pd.DataFrame) -> list[tuple[str, list[int], list[tuple[str, lis
                     [_glance_cell(by_count.loc[p]) if p in by_count.index else ("", "–") for p in counts],
                 )
             )
-        order = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD"]
+        order = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD", "BMUF"]
         rows.sort(key=lambda row: order.index(row[0]) if row[0] in order else len(order))
         tables.append((kind, counts, rows))
     return tables
