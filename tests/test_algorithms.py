@@ -350,6 +350,9 @@ class QuadraticLearner:
         yield from ()
         self.state[0].add_(lr * (self.target - self.state[0]))
 
+    def restart_momentum(self):
+        """Plain gradient steps: no momentum to restart."""
+
 
 def in_lockstep(programs) -> None:
     """The learners' programs run together, each Allreduce averaged over all, each Broadcast from the first."""
@@ -378,6 +381,25 @@ def test_bmuf_filters_each_blocks_average_with_its_block_momentum(nesterov, star
         assert learners[0].state[0].item() == learners[1].state[0].item()  # every learner holds the same start
         found.append(learners[0].state[0].item())
     assert found == starts
+
+
+@pytest.mark.parametrize("optimizer, restarted, kept", [("sgd", ["momentum_buffer"], []),
+                                                        ("adam", ["exp_avg"], ["exp_avg_sq"])])  # fmt: skip
+def test_bmuf_restarts_each_learners_momentum_after_a_block_unless_told_not_to(optimizer, restarted, kept):
+    """CNTK's block-momentum learner resets its learners' SGD momentum after each aggregation: so
+    does BMUF by default (SGD's velocity, Adam's first moment; Adam's second, a scale, is kept)."""
+    for restart in (True, False):
+        model = nn.Linear(3, 2)
+        learner = Learner(model, make_optimizer(optimizer, 0.9, model), 5.0, "0")
+        for state in learner.optimizer.state.values():
+            for key in restarted + kept:
+                state[key].fill_(1.0)
+        bmuf = make_algorithm("bmuf", Layout(0, 1), {"restart_momentum": restart})
+        bmuf._new_block(learner)
+        bmuf.after_averaging(learner)
+        for state in learner.optimizer.state.values():
+            assert all(bool((state[key] == (0.0 if restart else 1.0)).all()) for key in restarted)
+            assert all(bool((state[key] == 1.0).all()) for key in kept)
 
 
 def test_bmufs_block_momentum_is_one_less_its_learners_share_unless_given():

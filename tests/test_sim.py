@@ -536,14 +536,16 @@ def test_gossip_gives_both_learners_the_half_and_half_average_and_keeps_the_mean
 
 
 def test_bmuf_without_block_momentum_is_kavg_bit_for_bit_and_with_it_is_not(corpus, tmp_path):
-    """η = 0 and ζ = 1 leave each block's average as it is: KAVG's model, to the last bit; BMUF's
-    own η (1 − 1/P) moves it."""
+    """η = 0 and ζ = 1 leave each block's average as it is and, the learners' own momentum kept,
+    give KAVG's model to the last bit; BMUF's own η (1 − 1/P) moves it, and so does restarting the
+    learners' momentum each block."""
     models = {}
-    for name, algorithm, options in (("kavg", "kavg", {}), ("bmuf-0", "bmuf", {"block_momentum": 0.0}),
-                                     ("bmuf", "bmuf", {})):  # fmt: skip
+    kept = {"block_momentum": 0.0, "restart_momentum": False}
+    for name, algorithm, options in (("kavg", "kavg", {}), ("bmuf-0", "bmuf", kept),
+                                     ("restarted", "bmuf", {"block_momentum": 0.0}), ("bmuf", "bmuf", {})):  # fmt: skip
         run = run_config(algorithm, options={"period": 2, **options}, epochs=1, log_interval=2)
         costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
         train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path / name), SimWorld(2, costs, name=name))
         models[name] = torch.load(tmp_path / name / "model.pt", weights_only=False)["model"]
     assert same_models(models["kavg"], models["bmuf-0"])
-    assert not same_models(models["kavg"], models["bmuf"])
+    assert not same_models(models["kavg"], models["bmuf"]) and not same_models(models["kavg"], models["restarted"])

@@ -102,6 +102,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "nesterov": Option(False, {"type": "boolean"},
                                "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like block "
                                "momentum) rather than from W"),
+            "restart_momentum": Option(True, {"type": "boolean"},
+                                       "each block, every learner's optimizer momentum from zero (SGD's velocity, "
+                                       "Adam's first moment), as CNTK's block-momentum learner does: the filter's "
+                                       "is then the only momentum across blocks"),
             **AVERAGES,
         }, alone_is_seq=True),
         AlgorithmSpec("ma", "ma.ModelAveraging", {

@@ -106,6 +106,15 @@ class Learner:
         """What an averaging makes common: the model and the optimizer's state."""
         return self.state + optimizer_state(self.optimizer)
 
+    @torch.no_grad()
+    def restart_momentum(self) -> None:
+        """The optimizer's momentum from zero: SGD's velocities, Adam's first moments (its second,
+        a scale of the gradients, kept: zeroed, its steps would blow up)."""
+        for state in self.optimizer.state.values():
+            for key in ("momentum_buffer", "exp_avg"):
+                if key in state:
+                    state[key].zero_()
+
     def backward(self, batch, recorder: Recorder | None = None):
         """The gradient of a minibatch, computed by the world (`ops.Gradient`); returns its loss.
         A loss that is not finite leaves its gradient out (zero), so that the models stay finite
