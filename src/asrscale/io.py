@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -35,3 +36,16 @@ def read_settings(path: Path) -> dict:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a settings file the workflow wrote ({error})") from None
+
+
+def link_outputs(run: Path, folder: Path) -> None:
+    """Every file `run` wrote but its settings (the taker's own, the same) into `folder`, hard-linked
+    (trained once, stored once), copied where the file system has no hard links."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(path.name for path in run.iterdir() if path.is_file() and path.name != "settings.json"):
+        target = folder / name
+        target.unlink(missing_ok=True)
+        try:
+            os.link(run / name, target)
+        except OSError:
+            shutil.copy2(run / name, target)

@@ -23,12 +23,11 @@ ends with the model it would have had unhalved."""
 import json
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from asrscale.errors import UserError
-from asrscale.io import atomic_write_json
+from asrscale.io import atomic_write_json, link_outputs
 
 TUNED_SETTINGS = ("batch_size", "momentum", "lr")  # the train settings a grid varies
 
@@ -84,16 +83,9 @@ def adopt(choice_file: Path, settings: Path, folder: Path) -> None:
     chosen = Path(json.loads(choice_file.read_text())["run"])
     if json.loads((chosen / "settings.json").read_text()) != json.loads(settings.read_text()):
         raise UserError(f"tuning: {chosen} was not trained with the settings of {settings}: rerun its tuning")
-    folder.mkdir(parents=True, exist_ok=True)
     # every record the run wrote (the model, metrics and run.json, ASGD's server.tsv, ADPSGD's
     # exchanges.tsv, ...), not its settings (the tuned run's own, checked equal) or checkpoints
-    for name in sorted(path.name for path in chosen.iterdir() if path.is_file() and path.name != "settings.json"):
-        target = folder / name
-        target.unlink(missing_ok=True)
-        try:
-            os.link(chosen / name, target)
-        except OSError:  # a file system without hard links
-            shutil.copy2(chosen / name, target)
+    link_outputs(chosen, folder)
 
 
 @dataclass(frozen=True)

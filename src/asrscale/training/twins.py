@@ -12,13 +12,11 @@ calibration settings are another's of the corpus, on the same machine (host and 
 that calibration instead of timing the machine again."""
 
 import json
-import os
-import shutil
 import socket
 from pathlib import Path
 
 from asrscale.config import paths
-from asrscale.io import atomic_write_json
+from asrscale.io import atomic_write_json, link_outputs
 from asrscale.provenance import cpu_model
 
 CALIBRATION_SETTINGS = "settings/calibrate.json"  # a study's, beside its calibration.json (paths.CALIBRATION)
@@ -70,14 +68,7 @@ def twin_run(out: Path, settings: Path, calibration: Path | None) -> Path | None
 def take(twin: Path, out: Path) -> None:
     """`twin`'s outputs as the run's in `out`: every file it wrote but its settings (the run's
     own, the same), linked, and its run.json saying where it was trained."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in sorted(path.name for path in twin.iterdir() if path.is_file() and path.name != "settings.json"):
-        target = out / name
-        target.unlink(missing_ok=True)
-        try:
-            os.link(twin / name, target)
-        except OSError:  # a file system without hard links
-            shutil.copy2(twin / name, target)
+    link_outputs(twin, out)
     record = json.loads((twin / "run.json").read_text())
     (out / "run.json").unlink()  # the link, not the twin's record
     atomic_write_json(out / "run.json", record | {"trained_in": str(twin)})
