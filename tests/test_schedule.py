@@ -213,10 +213,10 @@ def test_a_runs_row_says_its_rate_with_the_algorithms_own_factor_where_it_has_on
     assert kavg == "SGD, momentum 0.9, lr 0.9 × 16 (linear), ×0.8 an epoch, 10 epochs"  # a record before the factor
 
 
-def test_a_64_learner_run_and_seq_are_stopped_by_one_rule_at_the_same_samples(corpus, tmp_path):
+def test_a_64_learner_run_and_seq_are_stopped_by_one_rule_at_the_same_epochs(corpus, tmp_path):
     """Under the exponential schedule every run trains the same epochs: SEQ at batch 2 makes 48
     updates an epoch of the 96 utterances, each of 64 learners 1, and both stop at the end of their
-    3rd epoch with the same samples seen and the same rate's factor at each epoch's end (newbob's
+    3rd epoch, each with the same frames every epoch, and the same rate's factor at each epoch's end (newbob's
     per-epoch thresholds would not treat them alike: asrscale.analysis.halves.unequal_epochs)."""
     from asrscale.data.batches import read_frame_counts
     from asrscale.data.shard import write_shards

@@ -403,8 +403,8 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
 @pytest.mark.parametrize(
     "study, runs, simulated",
     [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("claims-at-4.yaml",), 20, 4),
-     (("stragglers.yaml",), 9, 4), (("scaled-32.yaml",), 9, 32),
-     (("scaled-64.yaml",), 6, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
+     (("stragglers.yaml",), 9, 4), (("kavg-at-20.yaml",), 15, 20), (("adpsgd-at-32.yaml",), 15, 32),
+     (("scaled-64.yaml",), 15, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
      (("large-batch.yaml",), 21, 16)],
 )  # fmt: skip
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
@@ -483,7 +483,9 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 12 claims.*?</li>", page).group(0)
     assert re.search(r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“",
                      decides)  # fmt: skip
-    for study in ("claims-at-4", "asgd-at-4", "scaled-32", "scaled-64", "averaging", "averaging-scaled", "large-batch"):
+    studies = ("claims-at-4", "asgd-at-4", "kavg-at-20", "adpsgd-at-32", "scaled-64", "averaging", "averaging-scaled",
+               "large-batch")  # fmt: skip
+    for study in studies:
         assert f"--configfile studies/{study}.yaml</code> (" in decides
     assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("claims-at-4.yaml")[1]
     assert "0 of its 9 runs, sweeps' included, converged" in page
