@@ -506,6 +506,9 @@ def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_boot
     asgd = re.search(r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts).group(0)
     # one seed of ASGD: the interval is computed (its speakers and seeds said) but cannot decide
     assert "<b>not decided: needs 3 seeds</b>" in asgd, asgd
+    # the control's word beside the claim (in its measured text, below the verdicts): ASGD's server
+    # applies one learner's batch, SEQ's, so none of its gap is a larger batch's
+    assert "no share of the gap is a larger batch" in page
     assert re.search(r"test utterances of [\d,]+ voices, \d and \d seeds \(training", page)  # the built-in corpus
     assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
