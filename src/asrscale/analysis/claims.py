@@ -83,7 +83,7 @@ STUDIES = {
     "adpsgd-at-32": ("SEQ, ADPSGD at 32 learners and the SSGD control at 32, each tuned over one grid of rates and "
                      "halved, 3 seeds, 16 epochs each", "about 1 hour 30 minutes on 2 CPU cores, estimated"),
     "scaled-64": ("SEQ and H-ADPSGD at 64 learners beside the SSGD control at 64, each tuned over one grid of rates "
-                  "and halved, 3 seeds, 16 epochs each", "about 1 hour 40 minutes on 2 CPU cores, estimated"),
+                  "and halved, 3 seeds, 16 epochs each", "about 2 hours 20 minutes on 2 CPU cores, estimated"),
     "averaging": ("MA as Kaldi trained it: its averaging period and NG-SGD swept at 4 learners, 3 seeds",
                   "about 45 minutes on 2 CPU cores"),
     "averaging-scaled": ("MA as Kaldi trained it at 16 and 32 learners against MA alone, 3 seeds, 20 epochs each",
@@ -91,7 +91,7 @@ STUDIES = {
     "large-batch": ("SSGD's and ADPSGD's global batch swept at 16 learners against SEQ, 3 seeds, 16 epochs each",
                     "about 2 hours on 2 CPU cores, estimated"),
     "bmuf": ("BMUF and KAVG at 16 learners and the SSGD control against SEQ, each tuned over one grid of rates and "
-             "halved, 3 seeds, 16 epochs each", "about 1 hour 5 minutes on 2 CPU cores, estimated"),
+             "halved, 3 seeds, 16 epochs each", "1 hour 38 minutes on 2 CPU cores"),
 }  # fmt: skip
 
 NAMES = {"hadpsgd": "H-ADPSGD"}
