@@ -20,6 +20,7 @@ VERDICTS = {
     "asgd-at-4-first": {"ASGD gives 3.2× on 4 GPUs without loss": "not decided: tuned at the edge"},
     "asgd-at-4": {"ASGD gives 3.2× on 4 GPUs without loss": UNDER_TRAINED,
                   "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": UNDER_TRAINED},
+    "kavg-at-20": {"adaptive KAVG scales to 20 learners (6.1×) with better accuracy than SEQ": UNDER_TRAINED},
     "bmuf": {"BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs (BLSTM; 64 "
              "for a DNN)": UNDER_TRAINED},
 }  # fmt: skip

@@ -209,6 +209,8 @@ def speed_interval(values: pd.Series) -> tuple[float, float, float]:
 def modelled(runs: pd.DataFrame, column: str) -> str:
     """What the cost model says of the runs' `column` speedup, with its band: information only."""
     kind = runs.speedup_kind.iloc[0]
+    if runs[column].isna().any():  # a speedup to a target some seed never reached
+        return f"{kind}: none, not every seed reached the target"
     band = f" (band {runs[f'{column}_low'].min():.2f}-{runs[f'{column}_high'].max():.2f}×)"
     return f"{kind}: {runs[column].mean():.2f}×{band if kind.startswith('modelled') else ''}"
 
