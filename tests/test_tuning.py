@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from asrscale.analysis.gather import tuning_state
 from asrscale.config.study import TUNED, Run, Study
 from asrscale.errors import ConfigError, UserError
 from asrscale.training.tuning import Halving, adopt, choose, halve, point, tune
@@ -328,3 +329,21 @@ def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there
     record = json.loads((tmp_path / "stopped" / "run.json").read_text())
     assert record["stopped_by"] == "halving" and record["best_epoch"] == 1 and "after epoch 1" in record["stopped"]
     assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1]
+
+
+@pytest.mark.parametrize(
+    "grid, at_edge, said",
+    [([(0.3, 0.9, 8), (0.9, 0.9, 8), (2.7, 0.9, 8)], None, "tuned over rates 0.3-2.7"),
+     ([(2.6973, 0.9, 32), (8.1, 0.9, 32), (24.3, 0.9, 8)], "highest",
+      "tuned at the edge (its highest rate) of rates 2.7-24.3 and batch sizes 8, 32"),
+     ([(0.5, 0, 8), (0.5, 0.9, 8), (1.5, 0.5, 8)], "lowest",
+      "tuned at the edge (its lowest rate) of rates 0.5-1.5 and momenta 0, 0.5, 0.9")],
+)  # fmt: skip
+def test_a_runs_tuning_says_the_grid_its_rate_was_chosen_among(tmp_path, grid, at_edge, said):
+    """The runs table's `tuning` (what a verdict quotes): its grid's range of rates, and its momenta and
+    batch sizes where it held several, so that a reader can tell a narrow grid from a wide one."""
+    choice = tmp_path / "P4.json"
+    points = [{"lr": lr, "momentum": momentum, "batch_size": batch} for lr, momentum, batch in grid]
+    choice.write_text(json.dumps({"at_edge": at_edge, "grid": points}))
+    assert tuning_state(str(choice)) == said
+    assert tuning_state(None) == "not tuned"

@@ -215,7 +215,9 @@ def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_fi
         configured = runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)
                           & (runs.variant == "default")]  # fmt: skip
         for run in configured.itertuples():
-            assert run.lr == chosen.lr and run.tuning == (f"tuned at the edge (its {edge} rate)" if edge else "tuned")
+            over = "rates 0.0015-0.006"  # the grid's, so a verdict says what its rate was chosen among
+            assert run.lr == chosen.lr and run.tuning == (f"tuned at the edge (its {edge} rate) of {over}" if edge
+                                                          else f"tuned over {over}")  # fmt: skip
             settings = json.loads((study / run.run / "settings.json").read_text())
             assert settings["train"]["lr"] == chosen.lr and settings["seed"] == run.seed
         first = configured[configured.seed == 1].iloc[0]

@@ -113,12 +113,14 @@ def _wers(runs: pd.DataFrame) -> str:
 
 
 def _trained_so(runs: pd.DataFrame) -> str:
-    """How a system was trained, as its table says (where it does): its optimizer, its rate and how
-    that was chosen (study.tuning), and its global batch, so a verdict says what it rests on."""
+    """How a system was trained, as its table says (where it does): its optimizer (with its momentum,
+    in tables since it was gathered), its rate and how that was chosen (study.tuning: its grid, in
+    tables since it was said), and its global batch, so a verdict says what it rests on."""
     if not {"optimizer", "lr", "tuning"} <= set(runs.columns) or runs.empty:
         return ""
     first = runs.iloc[0]
-    return f" ({first.optimizer}, lr {first.lr:g} {first.tuning}, global batch {first.global_batch:,.0f})"
+    momentum = f" momentum {first.momentum:g}" if pd.notna(first.get("momentum")) else ""
+    return f" ({first.optimizer}{momentum}, lr {first.lr:g} {first.tuning}, global batch {first.global_batch:,.0f})"
 
 
 def _scale(runs: pd.DataFrame) -> str:

@@ -80,6 +80,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],
+        "momentum": train["momentum"] if train["optimizer"] == "sgd" else None,
         "training_rule": training_rule(train, record["learning_rate"]),
         "parameters": record["parameters"],
         "threads_per_learner": record["threads_per_learner"],
@@ -202,12 +203,19 @@ def _records(rows: list[dict], name: str, columns: list[str]) -> pd.DataFrame:
 
 
 def tuning_state(choice_file: str | None) -> str:
-    """How a run's settings were chosen (study.tuning): "not tuned", "tuned", or "tuned at the
-    edge (its <lowest|highest> rate)", from its configuration's choice."""
+    """How a run's settings were chosen (study.tuning), from its configuration's choice: "not
+    tuned", "tuned over <its grid>" or "tuned at the edge (its <lowest|highest> rate) of <its
+    grid>", the grid its rates and, where it held more than one, its momenta and batch sizes."""
     if choice_file is None:
         return "not tuned"
-    edge = json.loads(Path(choice_file).read_text())["at_edge"]
-    return f"tuned at the edge (its {edge} rate)" if edge else "tuned"
+    choice = json.loads(Path(choice_file).read_text())
+    rates = sorted({point["lr"] for point in choice["grid"]})
+    grid = [f"rates {rates[0]:.3g}-{rates[-1]:.3g}"]
+    for key, name in (("momentum", "momenta"), ("batch_size", "batch sizes")):
+        if len(values := sorted({point[key] for point in choice["grid"]})) > 1:
+            grid.append(f"{name} {', '.join(f'{value:g}' for value in values)}")
+    over = " and ".join(grid)
+    return f"tuned at the edge (its {choice['at_edge']} rate) of {over}" if choice["at_edge"] else f"tuned over {over}"
 
 
 def tuning_table(tunings: list[dict]) -> pd.DataFrame:
