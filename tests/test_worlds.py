@@ -3,8 +3,10 @@ process carry out the same requests, so they end with the same model (the simula
 another clock). ASGD, ADPSGD and H-ADPSGD aside: their order of updates and averagings follows the
 clock."""
 
+import json
 import time
 
+import pandas as pd
 import pytest
 import torch
 
@@ -16,10 +18,15 @@ from asrscale.worlds.timing import TimeSplit, WallTimes
 from conftest import CALIBRATION, MPI_WORLD, mpiexec, run_config, run_paths, train_command
 
 
-@pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "bmuf"])
-def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus, tmp_path, algorithm):
+@pytest.mark.parametrize(
+    "algorithm, options",
+    [("ssgd", {}), ("kavg", {"period": 2}), ("bmuf", {"period": 2}),
+     # a job of one frame: MA averages after every step (its default period is longer than the epoch),
+     # by one allreduce and through learner 0 (rosc17's master)
+     ("ma", {"frames_per_job": 1}), ("ma", {"frames_per_job": 1, "reduce": "master"})],
+)  # fmt: skip
+def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus, tmp_path, algorithm, options):
     shards = corpus / "shards" / "P2"
-    options = {"period": 2} if algorithm in ("kavg", "bmuf") else {}
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, algorithm, options, MPI_WORLD, epochs=1))
     costs = CostModel(Hardware.from_config("here", profile_defaults()), CALIBRATION)
     run = run_config(algorithm, options=options, epochs=1, log_interval=2)  # as train_command's
@@ -27,8 +34,17 @@ def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(corpus
     train(run, paths, SimWorld(2, costs, prefetch=run.train.prefetch, name=algorithm))
     mpi, simulated = (torch.load(tmp_path / world / "model.pt", weights_only=False)["model"]
                       for world in ("mpi", "simulated"))  # fmt: skip
+    assert mpi.keys() == simulated.keys()
     for name in mpi:
         torch.testing.assert_close(simulated[name], mpi[name], rtol=1e-5, atol=1e-6, msg=name)
+    # both trained, alike: the same steps, and averagings where the algorithm averages
+    logs = {world: pd.read_csv(tmp_path / world / "metrics.tsv", sep="\t") for world in ("mpi", "simulated")}
+    steps = {world: log[log.kind == "epoch"].step.tolist() for world, log in logs.items()}
+    assert steps["mpi"] == steps["simulated"] and steps["mpi"][-1] > 0, steps
+    # the ranks exchanged a model's size or more a step (MA at its default period, only its end's
+    # consensus: 2 models in 6 steps), so the averaging the worlds agree on took place
+    record = json.loads((tmp_path / "mpi" / "run.json").read_text())
+    assert record["exchanges"]["bytes"] >= 4 * record["parameters"] * steps["mpi"][-1], record["exchanges"]
 
 
 def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
@@ -36,8 +52,6 @@ def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
     evaluation, checkpoints, batches and consensus, every phase measured, the rest the
     bookkeeping: what a simulated run costs beyond its learners' arithmetic (the simulation
     benchmark's figure)."""
-    import json
-
     shards, began = corpus / "shards" / "P2", time.perf_counter()
     mpiexec(2, *train_command(corpus, tmp_path / "mpi", shards, "kavg", {"period": 2}, MPI_WORLD, epochs=1))
     outside, began = {"mpi": time.perf_counter() - began}, time.perf_counter()
