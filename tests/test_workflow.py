@@ -407,7 +407,8 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
     [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("claims-at-4.yaml",), 20, 4),
      (("stragglers.yaml",), 9, 4), (("kavg-at-20.yaml",), 15, 20), (("adpsgd-at-32.yaml",), 15, 32),
      (("scaled-64.yaml",), 15, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
-     (("large-batch.yaml",), 21, 16)],
+     (("large-batch.yaml",), 21, 16), (("bmuf.yaml",), 20, 16), (("bmuf-64.yaml",), 15, 64),
+     (("bmuf-ma.yaml",), 15, 16)],
 )  # fmt: skip
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
     configs = [ROOT / "config.yaml", *(ROOT / "studies" / name for name in study)]
