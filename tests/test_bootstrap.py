@@ -12,14 +12,12 @@ from scipy import stats
 from asrscale.analysis.bootstrap import (
     RESAMPLES,
     Interval,
-    _interval,
     _resampled,
     _seed_freedom,
     _seed_variance,
     _t_interval,
     error_rate,
     interval_of,
-    pooled,
     relative_difference,
     speaker_errors,
 )
@@ -32,14 +30,43 @@ def scored(run: str, errors, words, greedy=None) -> pd.DataFrame:
 
 
 def test_a_wers_interval_is_the_sampling_error_of_its_utterances():
-    """4,000 utterances of 10 words, each word wrong with probability 0.2 independently: the WER's
-    standard error is √(0.2 × 0.8 / 40,000) = 0.2%, so its 95% interval is about ±0.39 points."""
+    """4,000 utterances of 10 words, each its own speaker, each word wrong with probability 0.2
+    independently: the WER's standard error is √(0.2 × 0.8 / 40,000) = 0.2%, so its 95% interval is
+    about ±0.39 points."""
     rng = np.random.default_rng(1)
     errors = rng.binomial(10, 0.2, 4000)
-    found = error_rate(pooled(scored("a", errors, 10), pd.Series(["a"])))
+    found = error_rate(scored("a", errors, 10), ["a"])
     assert found.estimate == pytest.approx(errors.sum() / 40000)
     assert found.half_width == pytest.approx(1.96 * np.sqrt(0.2 * 0.8 / 40000), rel=0.1)
-    assert found.low < found.estimate < found.high and found.utterances == 4000
+    assert found.low < found.estimate < found.high and found.utterances == 4000 and found.seeds == (1,)
+
+
+def test_a_wers_interval_draws_speakers_whole_and_adds_the_seeds_spread():
+    """40 speakers of 100 utterances, some speakers hard: drawn whole, the interval is as wide as the
+    speakers' spread (utterance by utterance it would be several times narrower); 3 seeds that
+    disagree on the total widen it, and seeds that agree leave it as one seed's."""
+    rng = np.random.default_rng(5)
+    hardness = np.repeat(rng.gamma(2.0, 0.1, 40), 100)
+    errors = rng.binomial(10, np.clip(hardness, 0, 1))
+    one = scored("a", errors, 10).assign(speaker=[f"s{i // 100:02d}" for i in range(4000)])
+    by_speaker = error_rate(one, ["a"])
+    by_utterance = error_rate(one.drop(columns="speaker"), ["a"])
+    assert by_speaker.speakers == 40 and by_speaker.drawn == "speakers" and by_utterance.speakers == 4000
+    assert by_speaker.half_width > 3 * by_utterance.half_width
+    agreeing = pd.concat([one.assign(run=seed) for seed in ("a", "b", "c")])
+    assert error_rate(agreeing, ["a", "b", "c"]).half_width == pytest.approx(by_speaker.half_width, rel=0.05)
+    apart = pd.concat([one.assign(run=seed, lm_errors=one.lm_errors * factor)
+                       for seed, factor in (("a", 0.8), ("b", 1.0), ("c", 1.2))])  # fmt: skip
+    found = error_rate(apart, ["a", "b", "c"])
+    assert found.estimate == pytest.approx(by_speaker.estimate) and found.seeds == (3,)
+    assert found.half_width > 1.4 * by_speaker.half_width and found.parts["seeds"] > 0
+
+
+def test_a_system_without_an_error_has_a_wer_of_zero_and_runs_without_scores_are_refused():
+    found = error_rate(scored("a", [0, 0, 0], 5), ["a"])
+    assert (found.estimate, found.low, found.high, found.utterances) == (0.0, 0.0, 0.0, 3)
+    with pytest.raises(ValueError, match=r"no utterance scores of the runs \['missing'\]"):
+        error_rate(scored("a", [1, 2], 5), ["missing"])
 
 
 def test_a_paired_difference_is_exact_where_one_system_makes_twice_the_errors_on_every_utterance():
@@ -64,13 +91,11 @@ def test_pairing_narrows_the_interval_of_two_systems_that_err_on_the_same_uttera
 
 def test_seeds_are_pooled_per_utterance_and_only_common_utterances_compared():
     runs = pd.concat([scored("s1", [2, 0, 4], 5), scored("s2", [0, 0, 2], 5), scored("ref", [1, 1, 1, 9], 5)])
-    system = pooled(runs, pd.Series(["s1", "s2"]))
-    assert system.lm_errors.tolist() == [1.0, 0.0, 3.0] and system.words.tolist() == [5, 5, 5]
+    assert error_rate(runs, ["s1", "s2"]).estimate == pytest.approx(4 / 15)  # (1 + 0 + 3) errors of 15 words
     found = relative_difference(runs, ["s1", "s2"], ["ref"])
     assert found.utterances == 3 and found.estimate == pytest.approx(4 / 3 - 1)  # u00003 is the reference's alone
     assert found.seeds == (2, 1) and found.speakers == 3  # no speaker column: each utterance its own
-    with pytest.raises(ValueError, match="no utterance scores of the runs"):
-        pooled(runs, pd.Series(["missing"]))
+    assert error_rate(runs, ["s1", "ref"]).utterances == 3  # u00003 is not s1's
 
 
 def test_an_interval_is_described_in_percent_signed_or_not():
@@ -79,21 +104,17 @@ def test_an_interval_is_described_in_percent_signed_or_not():
     assert Interval(0.2, 0.19, 0.215, 10).describe(signed=False) == "20.0% (95% interval 19.0% to 21.5%)"
 
 
-def test_the_interval_is_the_2_5th_and_97_5th_percentiles_of_resamples_drawn_from_every_utterance():
-    """Of resamples 0.000, 0.001, ..., 1.000 the 95% interval is 0.025 to 0.975; every one of the
-    RESAMPLES draws reaches every utterance (utterance 0 alone errs: some resamples lack it, some
-    hold it twice), and the same tables give the same interval."""
-    found = _interval(0.5, np.arange(1001) / 1000, 7)
-    assert (found.low, found.high, found.utterances) == pytest.approx((0.025, 0.975, 7))
+def test_every_resample_draws_from_every_speaker_and_the_same_tables_give_the_same_interval():
+    """Every one of the RESAMPLES draws reaches every speaker (speaker 0 alone errs: some resamples
+    lack it, some hold it twice), and the draws come from a fixed seed."""
     assert len(_resampled([np.ones(5)], lambda ones: ones)) == RESAMPLES == 2000
-    first_alone = pooled(scored("a", [4] + [0] * 9, 4), pd.Series(["a"]))
-    draws = _resampled([first_alone.lm_errors.to_numpy(float)], lambda errors: errors)
+    draws = _resampled([np.array([4.0] + [0.0] * 9)], lambda errors: errors)
     assert set(np.unique(draws)) >= {0.0, 4.0, 8.0}
     varied = scored("a", np.random.default_rng(4).integers(0, 6, 300), 5)
-    again = [error_rate(pooled(varied, pd.Series(["a"]))) for _ in range(2)]
-    assert again[0] == again[1] and again[0].low < again[0].high
+    again = [error_rate(varied, ["a"]) for _ in range(2)]
+    assert again[0] == again[1] and again[0].low < again[0].estimate < again[0].high
     # the draws of seed 0, as every recorded interval was made: another seed moves the interval
-    assert (again[0].low, again[0].high) == pytest.approx((0.488, 0.5653333), abs=1e-6)
+    assert (again[0].low, again[0].high) == pytest.approx((0.4914049, 0.5687539), abs=1e-6)
 
 
 def test_two_systems_scored_on_different_utterances_are_refused():

@@ -21,7 +21,8 @@ that it covers the true difference 93-97% of the time. With one seed a system's 
 is unknown: the interval then holds over speakers alone, and says so. The draws come from a fixed
 seed, so that the same tables give the same intervals.
 
-A single system's WER (`error_rate`) is described with the percentile bootstrap over utterances.
+A single system's WER (`error_rate`) has its interval by the same two parts: the ratio of its
+errors to the words they were made on, its speakers (or voices) drawn, its seeds' spread added.
 """
 
 from collections.abc import Callable
@@ -74,18 +75,8 @@ class Interval:
                 f"{scale * self.high:{sign}.1f}%)")  # fmt: skip
 
 
-def pooled(utterances: pd.DataFrame, runs: pd.Series) -> pd.DataFrame:
-    """The word errors of each test utterance, by measure (MEASURES), as the mean over `runs` (the
-    folders of one configuration's runs), with its words; indexed by utterance."""
-    scored = utterances[utterances.run.isin(set(runs))]
-    if scored.empty:
-        raise ValueError(f"no utterance scores of the runs {sorted(set(runs))}")
-    errors = {column: (column, "mean") for column in MEASURES.values()}
-    return scored.groupby("utt").agg(words=("words", "first"), **errors)
-
-
 def _resampled(columns: list[np.ndarray], statistic: Callable[..., np.ndarray]) -> np.ndarray:
-    """`statistic` of every resample (the same draws of the utterances for every column)."""
+    """`statistic` of every resample (the same draws of the rows, speakers, for every column)."""
     rng, n, found = np.random.default_rng(SEED), len(columns[0]), []
     for start in range(0, RESAMPLES, CHUNK):
         drawn = rng.integers(0, n, (min(CHUNK, RESAMPLES - start), n))
@@ -93,18 +84,20 @@ def _resampled(columns: list[np.ndarray], statistic: Callable[..., np.ndarray]) 
     return np.concatenate(found)
 
 
-def _interval(estimate: float, resamples: np.ndarray, utterances: int) -> Interval:
-    tail = (1 - CONFIDENCE) / 2
-    low, high = np.quantile(resamples, [tail, 1 - tail])
-    return Interval(float(estimate), float(low), float(high), utterances)
-
-
-def error_rate(system: pd.DataFrame, measure: str = "wer") -> Interval:
-    """A system's (`pooled`) word error rate with its interval."""
-    errors, words = system[MEASURES[measure]].to_numpy(float), system.words.to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        resamples = _resampled([errors, words], np.divide)
-    return _interval(errors.sum() / words.sum(), resamples, len(errors))
+def error_rate(utterances: pd.DataFrame, runs, measure: str = "wer") -> Interval:
+    """The word error rate of the system of `runs` (their folders, a seed each: utterances.tsv's
+    rows of every run), over the utterances every run was scored on, with its interval over
+    speakers and seeds (see the module): its errors against the words they were made on."""
+    runs = list(dict.fromkeys(runs))
+    errors, common = speaker_errors(utterances, runs, MEASURES[measure])
+    if errors.empty:
+        raise ValueError(f"no utterance scores of the runs {runs}")
+    words = speaker_errors(utterances, runs, "words")[0].iloc[:, :1].to_numpy(float)  # the same in every run
+    if not errors.to_numpy().any():  # no error to resample: none in any draw
+        return Interval(0.0, 0.0, 0.0, common, len(errors), (len(runs),), drawn=errors.index.name)
+    found = interval_of(errors.to_numpy(float), words, common)
+    return replace(found, estimate=found.estimate + 1, low=found.low + 1, high=found.high + 1, seeds=(len(runs),),
+                   drawn=errors.index.name)  # fmt: skip
 
 
 def speaker_errors(utterances: pd.DataFrame, runs: list[str], column: str) -> tuple[pd.DataFrame, int]:

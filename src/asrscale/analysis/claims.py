@@ -18,7 +18,7 @@ from functools import partial
 
 import pandas as pd
 
-from asrscale.analysis.bootstrap import Interval, error_rate, pooled, relative_difference
+from asrscale.analysis.bootstrap import Interval, error_rate, relative_difference
 from asrscale.analysis.halves import (
     ACCURACY_SEEDS,
     NOT_DECIDED,
@@ -307,7 +307,7 @@ def _swept(points: pd.DataFrame, algorithm: str, setting: str) -> pd.DataFrame:
 
 def _by_value(ev: Evidence, swept: pd.DataFrame) -> str:
     """Each value's pooled WER with its interval."""
-    return ", ".join(f"{value}: {error_rate(pooled(ev.utterances, group.run)).describe(signed=False)}"
+    return ", ".join(f"{value}: {error_rate(ev.utterances, group.run).describe(signed=False)}"
                      for value, group in swept.groupby("value"))  # fmt: skip
 
 
@@ -323,7 +323,7 @@ def _optimal_period(ev: Evidence) -> Half:
     measured = f"MA P={swept.learners.iloc[0]}, WER by frames per job: "
     if late:
         return _said(late, measured.rstrip(": "))
-    best = min(values, key=lambda v: error_rate(pooled(ev.utterances, groups[v].run)).estimate)
+    best = min(values, key=lambda v: error_rate(ev.utterances, groups[v].run).estimate)
     measured += _by_value(ev, swept) + f"; lowest at {best}"
     rule = better(f"lower at {best}")
 

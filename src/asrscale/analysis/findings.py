@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asrscale.analysis.bootstrap import error_rate, pooled
+from asrscale.analysis.bootstrap import error_rate
 from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, verdicts
 from asrscale.analysis.halves import compare, matches
 from asrscale.analysis.measures import (
@@ -125,7 +125,7 @@ def drawn_together(utterances: pd.DataFrame, config: dict) -> pd.DataFrame:
 
 def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
     """Every algorithm at every learner count (runs as configured, seeds pooled), per kind of
-    timing: its WER with the LM and its 95% interval (paired bootstrap over test utterances), its
+    timing: its WER with the LM and its 95% interval (over the speakers and seeds: `error_rate`), its
     greedy WER, its time speedup over SEQ (with its band where modelled), what it cost (its
     learners × training time in device-hours, a seed's mean: `device_hours`), whether every seed
     converged (else why not: "budget", "untrained", "diverged") and whether it is the most
@@ -137,7 +137,7 @@ def grid(table: pd.DataFrame, utterances: pd.DataFrame) -> pd.DataFrame:
         if live.empty:
             rows.append(row | {"wer": float("nan"), "why_not": "diverged"})
             continue
-        wer = error_rate(pooled(utterances, live.run))
+        wer = error_rate(utterances, live.run)
         late = runs[~runs.converged]
         why_not = ", ".join(sorted(set(late.converged_by)))
         why_not = "diverged" if diverged(runs).any() else why_not
