@@ -408,7 +408,7 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
      (("stragglers.yaml",), 9, 4), (("kavg-at-20.yaml",), 15, 20), (("adpsgd-at-32.yaml",), 15, 32),
      (("scaled-64.yaml",), 15, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
      (("large-batch.yaml",), 21, 16), (("bmuf.yaml",), 20, 16), (("bmuf-64.yaml",), 15, 64),
-     (("bmuf-ma.yaml",), 15, 16)],
+     (("bmuf-ma.yaml",), 15, 16), (("bmuf-longer.yaml",), 10, 16)],
 )  # fmt: skip
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
     configs = [ROOT / "config.yaml", *(ROOT / "studies" / name for name in study)]
