@@ -53,6 +53,8 @@ def test_a_wers_interval_draws_speakers_whole_and_adds_the_seeds_spread():
     by_utterance = error_rate(one.drop(columns="speaker"), ["a"])
     assert by_speaker.speakers == 40 and by_speaker.drawn == "speakers" and by_utterance.speakers == 4000
     assert by_speaker.half_width > 3 * by_utterance.half_width
+    by_voice = error_rate(one.assign(voice=[f"v{i // 1000}" for i in range(4000)]), ["a"])  # 4 voices of 10 speakers
+    assert (by_voice.speakers, by_voice.drawn, by_voice.estimate) == (4, "voices", by_speaker.estimate)
     agreeing = pd.concat([one.assign(run=seed) for seed in ("a", "b", "c")])
     assert error_rate(agreeing, ["a", "b", "c"]).half_width == pytest.approx(by_speaker.half_width, rel=0.05)
     apart = pd.concat([one.assign(run=seed, lm_errors=one.lm_errors * factor)
@@ -64,7 +66,9 @@ def test_a_wers_interval_draws_speakers_whole_and_adds_the_seeds_spread():
 
 def test_a_system_without_an_error_has_a_wer_of_zero_and_runs_without_scores_are_refused():
     found = error_rate(scored("a", [0, 0, 0], 5), ["a"])
-    assert (found.estimate, found.low, found.high, found.utterances) == (0.0, 0.0, 0.0, 3)
+    assert found == Interval(0.0, 0.0, 0.0, 3, 3, (1,), drawn="speakers")
+    voiced = error_rate(scored("a", [0, 0, 0], 5).assign(voice=["v1", "v1", "v2"]), ["a"])
+    assert (voiced.speakers, voiced.drawn) == (2, "voices")
     with pytest.raises(ValueError, match=r"no utterance scores of the runs \['missing'\]"):
         error_rate(scored("a", [1, 2], 5), ["missing"])
 
