@@ -856,6 +856,11 @@ def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
     older = row(table.drop(columns="momentum").assign(converged=False, converged_by="budget",
                                                       stopped="its 9 epochs done"), "KAVG with 4")  # fmt: skip
     assert "(sgd, lr 0.6 tuned over rates 0.2-1.8, global batch 128)" in older.accuracy_measured
+    # under a fixed schedule each side says its epochs, which two sides may train differently
+    fixed = table.assign(schedule="exponential", epochs=[16, 16, 16, 32, 32, 31], converged=False,
+                         converged_by="budget", stopped="its epochs done")  # fmt: skip
+    said = row(fixed, "KAVG with 4").accuracy_measured
+    assert "global batch 128, 32 epochs); SEQ" in said and "global batch 32, 16 epochs);" in said
     # a system of one seed says its own (the first row, the only one), at a size rounded as it is
     single = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9), alike=1).assign(**how, lr=[0.3, 0.6], momentum=[0.0, 0.9],
                                                                    parameters=1_235_000)  # fmt: skip

@@ -115,12 +115,15 @@ def _wers(runs: pd.DataFrame) -> str:
 def _trained_so(runs: pd.DataFrame) -> str:
     """How a system was trained, as its table says (where it does): its optimizer (with its momentum,
     in tables since it was gathered), its rate and how that was chosen (study.tuning: its grid, in
-    tables since it was said), and its global batch, so a verdict says what it rests on."""
+    tables since it was said), its global batch, and under a fixed schedule its epochs (two sides
+    may train different budgets: studies/bmuf-longer.yaml), so a verdict says what it rests on."""
     if not {"optimizer", "lr", "tuning"} <= set(runs.columns) or runs.empty:
         return ""
     first = runs.iloc[0]
     momentum = f" momentum {first.momentum:g}" if pd.notna(first.get("momentum")) else ""
-    return f" ({first.optimizer}{momentum}, lr {first.lr:g} {first.tuning}, global batch {first.global_batch:,.0f})"
+    fixed = f", {runs.epochs.max()} epochs" if first.get("schedule") == "exponential" else ""
+    return (f" ({first.optimizer}{momentum}, lr {first.lr:g} {first.tuning}, global batch {first.global_batch:,.0f}"
+            f"{fixed})")  # fmt: skip
 
 
 def _scale(runs: pd.DataFrame) -> str:

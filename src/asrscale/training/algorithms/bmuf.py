@@ -20,9 +20,13 @@ averages the learners' restored models into a new block start, its momentum clea
 The learners' rate. Once its momentum has built up (over about 1/(1 − η) blocks), the filter moves
 the model ζ/(1 − η) times the blocks' average change (a steady Δ gives G = ζ·Δ/(1 − η), the
 look-ahead too). The learners step at the rule's rate (train.lr × s(P), as KAVG's) times
-(1 − η)/ζ, so that a block moves the model as far as KAVG's would and the two differ in the filter
-alone (one tuning grid fits both): with linear scaling and Chen and Huo's η = 1 − 1/P, ζ = 1 that
-is train.lr itself, the single learner's rate, as they trained; η = 0, ζ = 1 leaves KAVG's.
+(1 − η)/ζ, so that, once the filter's momentum has built, a block moves the model as far as KAVG's
+would and the two differ in the filter alone: with linear scaling and η = 1 − 1/P, ζ = 1 (Chen and
+Huo's defaults as CNTK's block-momentum learner and later papers give them: their paper's body was
+not read here) that is train.lr itself, the single learner's rate; η = 0, ζ = 1 leaves KAVG's.
+Before it has built (over its first 1/(1 − η) blocks) BMUF moves less than KAVG at the same
+train.lr, and within a block its learners' restarted momentum (below) moves them less again: the
+studies tune BMUF over a grid of its own, a step or two higher than KAVG's (studies/bmuf.yaml).
 
 The learners' own momentum. Each block the learners' optimizers start from zero momentum
 (`restart_momentum`, the default of CNTK's block-momentum learner from Chen and Huo's group:
