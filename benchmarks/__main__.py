@@ -44,20 +44,36 @@ SUITE = {
 def table(figures: list[dict]) -> str:
     lines = ["| benchmark | figure | value | target | met |", "|---|---|---|---|---|"]
     for f in figures:
-        value = f"{f['value']:.3g} {f['unit']}" if isinstance(f["value"], float) else f"{f['value']} {f['unit']}"
+        value = (
+            f"{f['value']:.3g} {f['unit']}"
+            if isinstance(f["value"], float)
+            else f"{f['value']} {f['unit']}"
+        )
         met = "" if f["met"] is None else "yes" if f["met"] else "**no**"
-        lines.append(f"| {f['benchmark']} | {f['figure']} | {value.strip()} | {f['target'] or ''} | {met} |")
+        lines.append(
+            f"| {f['benchmark']} | {f['figure']} | {value.strip()} | {f['target'] or ''} | {met} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a tiny corpus and one repetition: proves it runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny corpus and one repetition: proves it runs"
+    )
     parser.add_argument("--only", nargs="+", choices=list(SUITE), help="run only these benchmarks")
-    parser.add_argument("--work", type=Path, help="corpus and scratch (default benchmarks/work[-quick])")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks", help="folder for results.json/.md")
-    parser.add_argument("--study-benchmarks", type=Path, default=ROOT / "benchmarks" / "espeak",
-                        help="end to end: the Snakemake benchmark files of a finished default study")  # fmt: skip
+    parser.add_argument(
+        "--work", type=Path, help="corpus and scratch (default benchmarks/work[-quick])"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks", help="folder for results.json/.md"
+    )
+    parser.add_argument(
+        "--study-benchmarks",
+        type=Path,
+        default=ROOT / "benchmarks" / "espeak",
+        help="end to end: the Snakemake benchmark files of a finished default study",
+    )
     args = parser.parse_args(argv)
     work = args.work or ROOT / "benchmarks" / ("work-quick" if args.quick else "work")
     start = time.perf_counter()
@@ -73,16 +89,21 @@ def main(argv=None):
         seconds[name] = time.perf_counter() - began
     missed = [f["figure"] for f in bench.figures if f["met"] is False]
     summary = {
-        "quick": args.quick, "seconds": time.perf_counter() - start, "seconds_by_benchmark": seconds,
+        "quick": args.quick,
+        "seconds": time.perf_counter() - start,
+        "seconds_by_benchmark": seconds,
         "environment": environment(),
-        "targets_missed": missed, "figures": bench.figures,
-    }  # fmt: skip
+        "targets_missed": missed,
+        "figures": bench.figures,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
     env = summary["environment"]
-    header = (f"# Benchmarks{' (quick: figures mean nothing)' if args.quick else ''}\n\n{env['cpu']}, "
-              f"{env['cpu_count']} cores, torch {env['packages']['torch']}, commit {env['commit']}; "
-              f"{summary['seconds']:.0f} s\n\n")  # fmt: skip
+    header = (
+        f"# Benchmarks{' (quick: figures mean nothing)' if args.quick else ''}\n\n{env['cpu']}, "
+        f"{env['cpu_count']} cores, torch {env['packages']['torch']}, commit {env['commit']}; "
+        f"{summary['seconds']:.0f} s\n\n"
+    )
     (args.out / "results.md").write_text(header + table(bench.figures))
     print(table(bench.figures))
     print(f"{len(missed)} target(s) missed" if missed else "every target met")

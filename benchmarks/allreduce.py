@@ -42,10 +42,23 @@ def run(bench: Bench) -> None:
         figures = child(bench, "allreduce", elements, iterations, bench.repetitions, ranks=ranks)
         asrscale_s, gloo_s = median(figures["asrscale_s"]), median(figures["gloo_s"])
         bus_gbps = 2 * (ranks - 1) / ranks * nbytes / asrscale_s / 1e9
-        bench.add("allreduce", f"speed, asrscale (mpi4py) / gloo, {ranks} ranks, {nbytes / 1e6:.1f} MB", gloo_s /
-                  asrscale_s, "x", ">= 1.0", asrscale_ms=1000 * asrscale_s, gloo_ms=1000 * gloo_s)  # fmt: skip
-        bench.add("allreduce", f"bus bandwidth / memory copy bandwidth, {ranks} ranks", bus_gbps / copy_gbps, "x",
-                  bus_gbps=bus_gbps, copy_gbps=copy_gbps)  # fmt: skip
+        bench.add(
+            "allreduce",
+            f"speed, asrscale (mpi4py) / gloo, {ranks} ranks, {nbytes / 1e6:.1f} MB",
+            gloo_s / asrscale_s,
+            "x",
+            ">= 1.0",
+            asrscale_ms=1000 * asrscale_s,
+            gloo_ms=1000 * gloo_s,
+        )
+        bench.add(
+            "allreduce",
+            f"bus bandwidth / memory copy bandwidth, {ranks} ranks",
+            bus_gbps / copy_gbps,
+            "x",
+            bus_gbps=bus_gbps,
+            copy_gbps=copy_gbps,
+        )
 
 
 def _free_port() -> int:
@@ -67,7 +80,9 @@ def measure(elements: int, iterations: int, repetitions: int) -> dict | None:
     world, comm = MPIWorld(), MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     port = comm.bcast(_free_port() if rank == 0 else None, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size
+    )
     buffer = torch.full((elements,), float(rank))
 
     def asrscale_mean():

@@ -25,7 +25,9 @@ def step_seconds(work: Path) -> float:
     study = PreparedCorpus.of(work)
     train_set, model, train = study.subset("train"), study.build_model(), study.seq.train
     batch = train_set.collate(sorted(train_set.frames)[: train.batch_size])
-    learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
+    learner = Learner(
+        model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step"
+    )
     torch.set_flush_denormal(True)
     times = []
     for _ in range(6):
@@ -38,26 +40,49 @@ def step_seconds(work: Path) -> float:
 
 def run(bench: Bench) -> None:
     step_s = step_seconds(bench.work)
-    bench.add("asgd", "one default training step on this machine (a paced worker's gradient)", 1000 * step_s, "ms")
+    bench.add(
+        "asgd",
+        "one default training step on this machine (a paced worker's gradient)",
+        1000 * step_s,
+        "ms",
+    )
     total = 40 if bench.quick else 600
     workers_counts = WORKERS[:2] if bench.quick else WORKERS
     flat, paced = {}, {}
     for workers in workers_counts:
-        flat[workers] = child(bench, "asgd_server", bench.work, -(-total // workers), 0.0, ranks=workers + 1)
+        flat[workers] = child(
+            bench, "asgd_server", bench.work, -(-total // workers), 0.0, ranks=workers + 1
+        )
         paced_updates = 3 if bench.quick else 30
-        paced[workers] = child(bench, "asgd_server", bench.work, paced_updates, step_s, ranks=workers + 1)
+        paced[workers] = child(
+            bench, "asgd_server", bench.work, paced_updates, step_s, ranks=workers + 1
+        )
     for workers in workers_counts:
         capacity, demand = flat[workers]["updates_per_s"], workers / step_s
-        bench.add("asgd", f"server capacity with {workers} worker(s) pushing flat out", capacity, "updates/s",
-                  against_one_worker=capacity / flat[1]["updates_per_s"])  # fmt: skip
         bench.add(
-            "asgd", f"capacity / demand of {workers} worker(s) taking one step per update", capacity / demand, "x"
+            "asgd",
+            f"server capacity with {workers} worker(s) pushing flat out",
+            capacity,
+            "updates/s",
+            against_one_worker=capacity / flat[1]["updates_per_s"],
+        )
+        bench.add(
+            "asgd",
+            f"capacity / demand of {workers} worker(s) taking one step per update",
+            capacity / demand,
+            "x",
         )
         scaling = paced[workers]["updates_per_s"] / (workers * paced[1]["updates_per_s"])
         target = ">= 0.9" if workers < 8 else None
-        bench.add("asgd", f"paced update rate with {workers} worker(s) / ({workers} x the 1-worker rate)", scaling,
-                  "", target, updates_per_s=paced[workers]["updates_per_s"],
-                  mean_staleness=paced[workers]["mean_staleness"])  # fmt: skip
+        bench.add(
+            "asgd",
+            f"paced update rate with {workers} worker(s) / ({workers} x the 1-worker rate)",
+            scaling,
+            "",
+            target,
+            updates_per_s=paced[workers]["updates_per_s"],
+            mean_staleness=paced[workers]["mean_staleness"],
+        )
 
 
 def measure(work: Path, updates: int, pace_s: float) -> dict | None:
@@ -105,7 +130,10 @@ def measure(work: Path, updates: int, pace_s: float) -> dict | None:
     world.run(algorithm.serve(learner, checkpoint=lambda step: None, roll_back=lambda: None))
     records = algorithm.records
     seconds = time.perf_counter() - start
-    return {"updates_per_s": len(records) / seconds, "mean_staleness": sum(r[3] for r in records) / len(records)}
+    return {
+        "updates_per_s": len(records) / seconds,
+        "mean_staleness": sum(r[3] for r in records) / len(records),
+    }
 
 
 if __name__ == "__main__":

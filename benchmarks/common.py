@@ -54,17 +54,35 @@ class Bench:
         folder.mkdir(parents=True)
         return folder
 
-    def add(self, benchmark: str, name: str, value: float, unit: str = "", target: str | None = None, **details):
-        """Record one figure; `target` is a comparison such as "<= 1.05" that the value must meet."""
+    def add(
+        self,
+        benchmark: str,
+        name: str,
+        value: float,
+        unit: str = "",
+        target: str | None = None,
+        **details,
+    ):
+        """Record one figure; `target` is a comparison such as "<= 1.05" that the value must
+        meet."""
         met = None
         if target is not None:
             op, bound = target.split()
             met = bool(value <= float(bound)) if op == "<=" else bool(value >= float(bound))
-        row = {"benchmark": benchmark, "figure": name, "value": value, "unit": unit, "target": target, "met": met}
+        row = {
+            "benchmark": benchmark,
+            "figure": name,
+            "value": value,
+            "unit": unit,
+            "target": target,
+            "met": met,
+        }
         self.figures.append({**row, "details": details})
         shown = f"{value:.3g}" if isinstance(value, float) else value
         verdict = "" if met is None else "  (target met)" if met else "  (TARGET MISSED)"
-        print(f"  {name}: {shown} {unit}{'  target ' + target if target else ''}{verdict}", flush=True)
+        print(
+            f"  {name}: {shown} {unit}{'  target ' + target if target else ''}{verdict}", flush=True
+        )
 
 
 def default_config() -> dict:
@@ -91,16 +109,39 @@ def prepare(work: Path, quick: bool) -> Bench:
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
     from asrscale.config import paths
 
-    targets = [template.format(corpus=CORPUS, study=CORPUS, subset=subset, learners=learners)
-               for template in (paths.FEATURES, paths.LANGUAGE_MODEL, paths.TOKENS, paths.SHARDS, paths.CALIBRATION)
-               for subset in ("train", "dev", "test") for learners in (1, simulated_learners(quick))]  # fmt: skip
-    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", work,
-               "--configfile", configfile, "--cores", "2", *targets]  # fmt: skip
+    targets = [
+        template.format(corpus=CORPUS, study=CORPUS, subset=subset, learners=learners)
+        for template in (
+            paths.FEATURES,
+            paths.LANGUAGE_MODEL,
+            paths.TOKENS,
+            paths.SHARDS,
+            paths.CALIBRATION,
+        )
+        for subset in ("train", "dev", "test")
+        for learners in (1, simulated_learners(quick))
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        ROOT / "Snakefile",
+        "--directory",
+        work,
+        "--configfile",
+        configfile,
+        "--cores",
+        "2",
+        *targets,
+    ]
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True)
     (work / "prepare.log").write_text(result.stdout + result.stderr)
     if result.returncode != 0:
         log = work / "prepare.log"
-        raise RuntimeError(f"preparing the benchmark corpus failed; see {log}:\n{result.stderr[-3000:]}")
+        raise RuntimeError(
+            f"preparing the benchmark corpus failed; see {log}:\n{result.stderr[-3000:]}"
+        )
     return Bench(work, quick, config)
 
 
@@ -111,8 +152,8 @@ def settings(work: Path) -> dict:
 
 @dataclass(frozen=True)
 class PreparedCorpus:
-    """A prepared corpus and its study as the workflow resolves it (`asrscale.config.study`), for child
-    processes: `seq` is SEQ's run as the study trains it."""
+    """A prepared corpus and its study as the workflow resolves it (`asrscale.config.study`), for
+    child processes: `seq` is SEQ's run as the study trains it."""
 
     work: Path
     resolved: object  # asrscale.config.study.Study
@@ -128,10 +169,14 @@ class PreparedCorpus:
         from asrscale.data.tokens import Tokens
 
         resolved = Resolved(settings(work))
-        seq = RunConfig.from_settings(resolved.run_settings(Run("simulated", "seq", "default", 1, 1)))
+        seq = RunConfig.from_settings(
+            resolved.run_settings(Run("simulated", "seq", "default", 1, 1))
+        )
         return cls(Path(work), resolved, seq, Tokens.read(Path(work) / resolved.at(paths.TOKENS)))
 
-    def settings_file(self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train) -> Path:
+    def settings_file(
+        self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train
+    ) -> Path:
         """A run's settings file, as the workflow writes it, with `train` changes."""
         from asrscale.config.study import Run
         from asrscale.io import atomic_write_json
@@ -151,15 +196,25 @@ class PreparedCorpus:
         from asrscale.data.batches import Subset
 
         data, feats = self.path(paths.DATA, subset=name), self.path(paths.FEATURES, subset=name)
-        return Subset(data, feats, self.path(paths.FEATURES, subset="train"), self.seq.cmvn, self.tokens)
+        return Subset(
+            data, feats, self.path(paths.FEATURES, subset="train"), self.seq.cmvn, self.tokens
+        )
 
     def corpus_arguments(self, *subsets: str) -> list:
-        """`asrscale train`'s and `calibrate`'s arguments that name a subset's data dir and features."""
+        """`asrscale train`'s and `calibrate`'s arguments that name a subset's data dir and
+        features."""
         from asrscale.config import paths
 
-        return [argument for name in subsets
-                for argument in (f"--{name}-data", self.path(paths.DATA, subset=name),
-                                 f"--{name}-feats", self.path(paths.FEATURES, subset=name))]  # fmt: skip
+        return [
+            argument
+            for name in subsets
+            for argument in (
+                f"--{name}-data",
+                self.path(paths.DATA, subset=name),
+                f"--{name}-feats",
+                self.path(paths.FEATURES, subset=name),
+            )
+        ]
 
     def build_model(self):
         from asrscale.models import build_model
@@ -177,17 +232,33 @@ def peak_rss_mb() -> float:
     parent's peak where that is higher), else ru_maxrss."""
     status = Path("/proc/self/status")
     if status.exists():
-        return next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM")) / 1024
+        return (
+            next(
+                int(line.split()[1])
+                for line in status.read_text().splitlines()
+                if line.startswith("VmHWM")
+            )
+            / 1024
+        )
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def one_thread_environment() -> dict:
     """The environment Snakemake gives a one-thread job: its numerical libraries use one thread."""
     variables = ("OMP", "GOTO", "OPENBLAS", "MKL", "NUMEXPR")
-    return dict(os.environ, VECLIB_MAXIMUM_THREADS="1", **{f"{v}_NUM_THREADS": "1" for v in variables})
+    return dict(
+        os.environ, VECLIB_MAXIMUM_THREADS="1", **{f"{v}_NUM_THREADS": "1" for v in variables}
+    )
 
 
-def child(bench: Bench, module: str, *arguments, ranks: int = 0, env: dict | None = None, timeout: float = 900):
+def child(
+    bench: Bench,
+    module: str,
+    *arguments,
+    ranks: int = 0,
+    env: dict | None = None,
+    timeout: float = 900,
+):
     """Run `python -m benchmarks.<module> <arguments>` (on `ranks` MPI ranks when given) in the
     corpus's folder, whose feature tables hold paths relative to it; it prints its figures as
     JSON on its last line of output."""
@@ -196,9 +267,13 @@ def child(bench: Bench, module: str, *arguments, ranks: int = 0, env: dict | Non
         launcher = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
         command = [launcher, "-n", str(ranks), *command]
     env = dict(env or os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "src")]))
-    result = subprocess.run(command, cwd=bench.work, capture_output=True, text=True, timeout=timeout, env=env)
+    result = subprocess.run(
+        command, cwd=bench.work, capture_output=True, text=True, timeout=timeout, env=env
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

@@ -27,7 +27,9 @@ def run(bench: Bench) -> None:
     study = PreparedCorpus.of(bench.work)
     torch.manual_seed(1)
     model, train, train_set = study.build_model(), study.seq.train, study.subset("train")
-    learner = Learner(model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step")
+    learner = Learner(
+        model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step"
+    )
     steps = 2 if bench.quick else 400
     groups = train_set.batches(sorted(train_set.frames), train.batch_size, seed=1)
     for group in itertools.islice(itertools.cycle(groups), steps):
@@ -42,8 +44,9 @@ def run(bench: Bench) -> None:
         start = time.perf_counter()
         outputs = model_outputs(model, test)
         greedy_s.append(time.perf_counter() - start)
-    search = LexiconBeamSearch(study.path(paths.LANGUAGE_MODEL), study.tokens, settings.beam,
-                               settings.beam_threshold)  # fmt: skip
+    search = LexiconBeamSearch(
+        study.path(paths.LANGUAGE_MODEL), study.tokens, settings.beam, settings.beam_threshold
+    )
     start = time.perf_counter()
     tried = choose_weights(search, model_outputs(model, dev), settings)
     choose_s = time.perf_counter() - start
@@ -54,12 +57,32 @@ def run(bench: Bench) -> None:
         hypotheses = [search.decode(decoder, scores) for scores in outputs.log_probs]
         beam_s.append(time.perf_counter() - start)
     greedy, beam = median(greedy_s), median(beam_s)
-    details = dict(utterances=len(outputs.utts), greedy_s=greedy, beam_search_s=beam, choose_on_dev_s=choose_s,
-                   grid=len(tried), beam=settings.beam, training_steps=steps)  # fmt: skip
-    bench.add("decoding", "LM decode / greedy decode of the test set (forward pass included)", (greedy + beam) / greedy,
-              "x", **details)  # fmt: skip
-    bench.add("decoding", f"decode job (weights chosen on dev from {len(tried)} pairs, both decodes) / greedy decode",
-              (greedy + choose_s + greedy + beam) / greedy, "x")  # fmt: skip
+    details = dict(
+        utterances=len(outputs.utts),
+        greedy_s=greedy,
+        beam_search_s=beam,
+        choose_on_dev_s=choose_s,
+        grid=len(tried),
+        beam=settings.beam,
+        training_steps=steps,
+    )
+    bench.add(
+        "decoding",
+        "LM decode / greedy decode of the test set (forward pass included)",
+        (greedy + beam) / greedy,
+        "x",
+        **details,
+    )
+    bench.add(
+        "decoding",
+        f"decode job (weights chosen on dev from {len(tried)} pairs, both decodes) / greedy decode",
+        (greedy + choose_s + greedy + beam) / greedy,
+        "x",
+    )
     for name, guesses in (("greedy", outputs.greedy), ("with the LM", hypotheses)):
-        bench.add("decoding", f"test WER after {steps} training steps, {name}", 100 * wer(outputs.references, guesses),
-                  "%")  # fmt: skip
+        bench.add(
+            "decoding",
+            f"test WER after {steps} training steps, {name}",
+            100 * wer(outputs.references, guesses),
+            "%",
+        )

@@ -10,7 +10,8 @@ from benchmarks.common import Bench, default_config
 
 def stage_files(root: Path, study: str) -> dict[str, list[Path]]:
     """The corpus's stages (<root>/<stage>/*.tsv) and the study's (<root>/<study>/<stage>/...,
-    <root>/<study>/calibrate.tsv); other studies' folders (those with a train/ folder) are left out."""
+    <root>/<study>/calibrate.tsv); other studies' folders (those with a train/ folder) are left
+    out."""
     stages = defaultdict(list)
     for folder in sorted(root.iterdir()):
         if folder.is_dir() and not (folder / "train").is_dir():
@@ -25,7 +26,10 @@ def run(bench: Bench) -> None:
     default = default_config()
     study = default["study"].get("name") or default["corpus"]["name"]
     if not (root / study).is_dir():
-        print(f"  no Snakemake benchmark files of study {study} under {root}: run the default study first")
+        print(
+            f"  no Snakemake benchmark files of study {study} under {root}: run the default study "
+            "first"
+        )
         return
     for stage, files in stage_files(root, study).items():
         jobs = []
@@ -34,6 +38,14 @@ def run(bench: Bench) -> None:
                 (row,) = csv.DictReader(file, delimiter="\t")
             jobs.append((float(row["s"]), float(row["max_rss"])))
         seconds = [s for s, _ in jobs]
-        bench.add("end-to-end", f"{stage}: {len(jobs)} job(s), job seconds in all", sum(seconds), "s",
-                  longest_job_s=max(seconds), source=str(root))  # fmt: skip
-        bench.add("end-to-end", f"{stage}: peak memory of one job", max(rss for _, rss in jobs), "MB")
+        bench.add(
+            "end-to-end",
+            f"{stage}: {len(jobs)} job(s), job seconds in all",
+            sum(seconds),
+            "s",
+            longest_job_s=max(seconds),
+            source=str(root),
+        )
+        bench.add(
+            "end-to-end", f"{stage}: peak memory of one job", max(rss for _, rss in jobs), "MB"
+        )

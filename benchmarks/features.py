@@ -9,7 +9,15 @@ import time
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import ROOT, Bench, PreparedCorpus, child, child_main, median, one_thread_environment
+from benchmarks.common import (
+    ROOT,
+    Bench,
+    PreparedCorpus,
+    child,
+    child_main,
+    median,
+    one_thread_environment,
+)
 
 JOBS = (1, 2)
 
@@ -36,19 +44,27 @@ def workflow_stage(bench: Bench, data: Path, jobs: int) -> float:
     from asrscale.io import atomic_write_json
 
     out = bench.scratch(f"features-{jobs}")
-    atomic_write_json(out / "settings.json", PreparedCorpus.of(bench.work).resolved.stage_settings("features"))
+    atomic_write_json(
+        out / "settings.json", PreparedCorpus.of(bench.work).resolved.stage_settings("features")
+    )
     stage = [sys.executable, "-m", "asrscale"]
     env = dict(one_thread_environment(), PYTHONPATH=str(ROOT / "src"))
     options = ["--settings", str(out / "settings.json"), "--data", str(data), "--parts", str(jobs)]
     start = time.perf_counter()
     parts = [
-        subprocess.Popen([*stage, "features", *options, "--part", str(part), "--out", out / f"part{part}"], env=env)
+        subprocess.Popen(
+            [*stage, "features", *options, "--part", str(part), "--out", out / f"part{part}"],
+            env=env,
+        )
         for part in range(jobs)
     ]
     if any(part.wait() for part in parts):
         raise RuntimeError("a feature extraction job failed")
-    subprocess.run([*stage, "combine-features", "--out", out, *[out / f"part{p}" for p in range(jobs)]],
-                   env=env, check=True)  # fmt: skip
+    subprocess.run(
+        [*stage, "combine-features", "--out", out, *[out / f"part{p}" for p in range(jobs)]],
+        env=env,
+        check=True,
+    )
     return time.perf_counter() - start
 
 
@@ -68,12 +84,26 @@ def run(bench: Bench) -> None:
     loop_rate = audio_s / median(loop)
     for jobs in JOBS:
         rate = audio_s / median(stage[jobs])
-        bench.add("features", f"throughput, workflow stage with {jobs} job(s) / plain python_speech_features loop",
-                  rate / loop_rate, "x", ">= 1.8" if jobs == 2 else None, stage_s=stage[jobs], loop_s=loop,
-                  audio_s=audio_s)  # fmt: skip
-        bench.add("features", f"workflow stage with {jobs} job(s), per core", rate / jobs, "x real time")
+        bench.add(
+            "features",
+            f"throughput, workflow stage with {jobs} job(s) / plain python_speech_features loop",
+            rate / loop_rate,
+            "x",
+            ">= 1.8" if jobs == 2 else None,
+            stage_s=stage[jobs],
+            loop_s=loop,
+            audio_s=audio_s,
+        )
+        bench.add(
+            "features", f"workflow stage with {jobs} job(s), per core", rate / jobs, "x real time"
+        )
     bench.add("features", "plain python_speech_features loop, one core", loop_rate, "x real time")
-    bench.add("features", "parallel efficiency, 2 jobs / (2 x 1 job)", median(stage[1]) / median(stage[2]) / 2, "")
+    bench.add(
+        "features",
+        "parallel efficiency, 2 jobs / (2 x 1 job)",
+        median(stage[1]) / median(stage[2]) / 2,
+        "",
+    )
 
 
 if __name__ == "__main__":

@@ -37,26 +37,77 @@ def run(bench: Bench) -> None:
         fused, alone, big = (median(figures[k]) for k in ("fused_s", "alone_s", "big_s"))
         frames, batch = figures["frames"], figures["global_batch"]
         if device == "cuda":
-            graphed, torch_cells = median(figures["graphed_s"]), median(figures["graphed_torch_cells_s"])
-            bench.add("fused", f"cuda: {learners} learners fused, CUDA graphs / one model at batch {batch}, frames/s",
-                      big / graphed, "x", ">= 0.5", fused_frames_per_s=frames / graphed,
-                      big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
-            bench.add("fused", f"cuda: {learners} learners fused, CUDA graphs / kernel by kernel, frames/s",
-                      fused / graphed, "x")  # fmt: skip
-            bench.add("fused", "cuda: CUDA graphs, Triton's cells / torch's operations, frames/s",
-                      torch_cells / graphed, "x", torch_cells_frames_per_s=frames / torch_cells)  # fmt: skip
-            bench.add("fused", f"cuda: {learners} learners' optimizer steps, share of a fused round",
-                      median(figures["updates_s"]) / graphed, "", updates_s=median(figures["updates_s"]))  # fmt: skip
-        bench.add("fused", f"{device}: {learners} learners fused / one model at batch {batch}, frames/s", big / fused,
-                  "x", fused_frames_per_s=frames / fused, big_frames_per_s=frames / big, rounds=rounds)  # fmt: skip
-        bench.add("fused", f"{device}: {learners} learners fused / the same learners in turn, frames/s", alone / fused,
-                  "x", alone_frames_per_s=frames / alone)  # fmt: skip
+            graphed, torch_cells = (
+                median(figures["graphed_s"]),
+                median(figures["graphed_torch_cells_s"]),
+            )
+            bench.add(
+                "fused",
+                f"cuda: {learners} learners fused, CUDA graphs / one model at batch {batch}, "
+                "frames/s",
+                big / graphed,
+                "x",
+                ">= 0.5",
+                fused_frames_per_s=frames / graphed,
+                big_frames_per_s=frames / big,
+                rounds=rounds,
+            )
+            bench.add(
+                "fused",
+                f"cuda: {learners} learners fused, CUDA graphs / kernel by kernel, frames/s",
+                fused / graphed,
+                "x",
+            )
+            bench.add(
+                "fused",
+                "cuda: CUDA graphs, Triton's cells / torch's operations, frames/s",
+                torch_cells / graphed,
+                "x",
+                torch_cells_frames_per_s=frames / torch_cells,
+            )
+            bench.add(
+                "fused",
+                f"cuda: {learners} learners' optimizer steps, share of a fused round",
+                median(figures["updates_s"]) / graphed,
+                "",
+                updates_s=median(figures["updates_s"]),
+            )
+        bench.add(
+            "fused",
+            f"{device}: {learners} learners fused / one model at batch {batch}, frames/s",
+            big / fused,
+            "x",
+            fused_frames_per_s=frames / fused,
+            big_frames_per_s=frames / big,
+            rounds=rounds,
+        )
+        bench.add(
+            "fused",
+            f"{device}: {learners} learners fused / the same learners in turn, frames/s",
+            alone / fused,
+            "x",
+            alone_frames_per_s=frames / alone,
+        )
         if device == "cuda":
-            bench.add("fused", f"cuda: peak memory of {learners} fused learners", figures["fused_peak_gb"], "GB",
-                      with_cuda_graphs_gb=figures["graphed_peak_gb"])  # fmt: skip
-        in_turn, together = figures["precondition_in_turn_s"][0], figures["precondition_together_s"][0]
-        bench.add("fused", f"{device}: NG-SGD of {learners} learners, together / in turn, time a step",
-                  together / in_turn, "x", together_s=together, in_turn_s=in_turn)  # fmt: skip
+            bench.add(
+                "fused",
+                f"cuda: peak memory of {learners} fused learners",
+                figures["fused_peak_gb"],
+                "GB",
+                with_cuda_graphs_gb=figures["graphed_peak_gb"],
+            )
+        in_turn, together = (
+            figures["precondition_in_turn_s"][0],
+            figures["precondition_together_s"][0],
+        )
+        bench.add(
+            "fused",
+            f"{device}: NG-SGD of {learners} learners, together / in turn, time a step",
+            together / in_turn,
+            "x",
+            together_s=together,
+            in_turn_s=in_turn,
+        )
 
 
 def measure(work: Path, device: str, rounds: int, count: int) -> dict:
@@ -68,32 +119,54 @@ def measure(work: Path, device: str, rounds: int, count: int) -> dict:
 
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
-    torch.set_flush_denormal(True)  # as training does: denormals slow the CPU's arithmetic many times over
+    torch.set_flush_denormal(
+        True
+    )  # as training does: denormals slow the CPU's arithmetic many times over
     study = PreparedCorpus.of(work)
     run, train_set, place = study.seq, study.subset("train"), torch.device(device)
     shards = [read_shard(study.path(paths.SHARDS, learners=count), r, count) for r in range(count)]
-    batches = [train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards]
+    batches = [
+        train_set.collate(sorted(shard)[: run.train.batch_size]).to(place) for shard in shards
+    ]
     torch.manual_seed(run.seed)
 
     def learner(name):
         model = study.build_model().to(place)
-        return Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model), run.train.clip_grad_norm,
-                       name)  # fmt: skip
+        return Learner(
+            model,
+            make_optimizer(run.train.optimizer, run.train.momentum, model),
+            run.train.clip_grad_norm,
+            name,
+        )
 
     learners = [learner(f"learner {r}") for r in range(count)]
     longest = max(b.features.shape[1] for b in batches)
-    everything = Batch(torch.cat([_padded(b, longest) for b in batches]), torch.cat([b.lengths for b in batches]),
-                       torch.cat([b.targets for b in batches]), torch.cat([b.target_lengths for b in batches]),
-                       [u for b in batches for u in b.utts])  # fmt: skip
-    seconds = time_rounds(learners, batches, learner("one model"), everything, run.train.lr, place, rounds)
+    everything = Batch(
+        torch.cat([_padded(b, longest) for b in batches]),
+        torch.cat([b.lengths for b in batches]),
+        torch.cat([b.targets for b in batches]),
+        torch.cat([b.target_lengths for b in batches]),
+        [u for b in batches for u in b.utts],
+    )
+    seconds = time_rounds(
+        learners, batches, learner("one model"), everything, run.train.lr, place, rounds
+    )
     seconds |= time_preconditioning(learners, batches, place)
-    return {"measured": True, "frames": sum(b.frames for b in batches), "global_batch": len(everything.utts), **seconds}
+    return {
+        "measured": True,
+        "frames": sum(b.frames for b in batches),
+        "global_batch": len(everything.utts),
+        **seconds,
+    }
 
 
-def time_rounds(learners: list, batches: list, one, everything, lr: float, place, rounds: int) -> dict:
-    """Each way's seconds of `rounds` rounds: the learners' gradients as it computes them, then their
-    updates as the simulated world applies them (fused learners' as one); "alone": the learners in
-    turn, each its own update; "big": `one` model on `everything`. On a GPU, the fused ways' peak memory."""
+def time_rounds(
+    learners: list, batches: list, one, everything, lr: float, place, rounds: int
+) -> dict:
+    """Each way's seconds of `rounds` rounds: the learners' gradients as it computes them, then
+    their updates as the simulated world applies them (fused learners' as one); "alone": the
+    learners in turn, each its own update; "big": `one` model on `everything`. On a GPU, the fused
+    ways' peak memory."""
     import torch
 
     from asrscale.training.cells import TorchCell
@@ -111,10 +184,15 @@ def time_rounds(learners: list, batches: list, one, everything, lr: float, place
     }
     on_gpu = place.type == "cuda"
     if on_gpu:
-        the_worlds_fuser, graphs_of_torch_cells = fusers(place)[ops.Gradient], GraphedLoops(TorchCell)
-        ways |= {"graphed": lambda: the_worlds_fuser(jobs),  # the recurrence's loops as CUDA graphs
-                 "graphed_torch_cells": lambda: fused_gradients(jobs, graphs_of_torch_cells),
-                 "updates": lambda: None}  # nothing computed: the round's optimizer steps alone  # fmt: skip
+        the_worlds_fuser, graphs_of_torch_cells = (
+            fusers(place)[ops.Gradient],
+            GraphedLoops(TorchCell),
+        )
+        ways |= {
+            "graphed": lambda: the_worlds_fuser(jobs),  # the recurrence's loops as CUDA graphs
+            "graphed_torch_cells": lambda: fused_gradients(jobs, graphs_of_torch_cells),
+            "updates": lambda: None,
+        }  # nothing computed: the round's optimizer steps alone
 
     def round_of(name):
         ways[name]()
@@ -125,7 +203,9 @@ def time_rounds(learners: list, batches: list, one, everything, lr: float, place
 
     seconds = {}
     for name in ways:
-        for _ in range(2 if name.startswith("graphed") else 1):  # warm-up; with CUDA graphs the second captures
+        for _ in range(
+            2 if name.startswith("graphed") else 1
+        ):  # warm-up; with CUDA graphs the second captures
             round_of(name)
         synchronize(place)
         if on_gpu:
@@ -147,7 +227,11 @@ def time_preconditioning(learners: list, batches: list, place) -> dict:
     of a step of its steady schedule."""
     from asrscale.training.fused import fused_gradients
     from asrscale.training.learner import GradientJob
-    from asrscale.training.natural_gradient import Recorder, natural_gradient_of, precondition_together
+    from asrscale.training.natural_gradient import (
+        Recorder,
+        natural_gradient_of,
+        precondition_together,
+    )
     from asrscale.worlds.devices import synchronize
 
     recorders = [Recorder() for _ in learners]
@@ -162,7 +246,9 @@ def time_preconditioning(learners: list, batches: list, place) -> dict:
         naturals = [natural_gradient_of(each.model) for each in learners]
         jobs = list(zip(naturals, recorders))
         precondition(jobs)  # the first step: the factors' first estimate
-        for natural in naturals:  # on to the steady schedule (each of the first ten steps refreshes)
+        for (
+            natural
+        ) in naturals:  # on to the steady schedule (each of the first ten steps refreshes)
             natural.steps = 10 * natural.update_period
         precondition(jobs)  # a warm-up step of the steady schedule
         synchronize(place)
@@ -170,7 +256,9 @@ def time_preconditioning(learners: list, batches: list, place) -> dict:
         for _ in range(naturals[0].update_period):
             precondition(jobs)
         synchronize(place)
-        seconds[f"precondition_{way}_s"] = [(time.perf_counter() - start) / naturals[0].update_period]
+        seconds[f"precondition_{way}_s"] = [
+            (time.perf_counter() - start) / naturals[0].update_period
+        ]
     return seconds
 
 

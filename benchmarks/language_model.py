@@ -33,8 +33,13 @@ def generate(path: Path, words: list[str], sizes: tuple[int, int, int], seed: in
     rng = random.Random(seed)
     vocabulary = list(dict.fromkeys(["<s>", "</s>", "<unk>", *words]))
     filler = (_letters(i) for i in range(10**9))  # words of letters: the lexicon keeps them
-    vocabulary = list(dict.fromkeys([*vocabulary, *itertools.islice(filler, sizes[0] - len(vocabulary))]))
-    followers, frequent = {}, vocabulary[:2000]  # half the bigrams' first words among the first 2,000
+    vocabulary = list(
+        dict.fromkeys([*vocabulary, *itertools.islice(filler, sizes[0] - len(vocabulary))])
+    )
+    followers, frequent = (
+        {},
+        vocabulary[:2000],
+    )  # half the bigrams' first words among the first 2,000
     bigrams = set()
     while len(bigrams) < sizes[1]:
         pair = (rng.choice(frequent if rng.random() < 0.5 else vocabulary), rng.choice(vocabulary))
@@ -47,10 +52,15 @@ def generate(path: Path, words: list[str], sizes: tuple[int, int, int], seed: in
         trigrams.add((first, second, rng.choice(followers[second])))
 
     def line(ngram, backoff: bool) -> str:
-        return f"{-rng.uniform(0.5, 6):.6f}\t{' '.join(ngram)}" + (f"\t{-rng.uniform(0, 1):.6f}" if backoff else "")
+        return f"{-rng.uniform(0.5, 6):.6f}\t{' '.join(ngram)}" + (
+            f"\t{-rng.uniform(0, 1):.6f}" if backoff else ""
+        )
 
     with path.open("w") as arpa:
-        arpa.write(f"\\data\\\nngram 1={len(vocabulary)}\nngram 2={len(bigrams)}\nngram 3={len(trigrams)}\n")
+        arpa.write(
+            f"\\data\\\nngram 1={len(vocabulary)}\nngram 2={len(bigrams)}\nngram "
+            f"3={len(trigrams)}\n"
+        )
         arpa.write("\n\\1-grams:\n" + "".join(line((w,), True) + "\n" for w in vocabulary))
         arpa.write("\n\\2-grams:\n" + "".join(line(b, True) + "\n" for b in sorted(bigrams)))
         arpa.write("\n\\3-grams:\n" + "".join(line(t, False) + "\n" for t in sorted(trigrams)))
@@ -63,15 +73,20 @@ def measure(how: str, arpa: Path) -> dict:
     from asrscale.data.datadir import read_table
 
     study = PreparedCorpus.of(Path.cwd())
-    texts = {subset: list(read_table(study.path(paths.DATA, subset=subset) / "text").values())
-             for subset in ("dev", "test")}  # fmt: skip
+    texts = {
+        subset: list(read_table(study.path(paths.DATA, subset=subset) / "text").values())
+        for subset in ("dev", "test")
+    }
     before = peak_rss_mb()
     with Stopwatch() as watch:
         if how == "statistics":
             from asrscale.decoding.lm import report
 
             found = report(arpa, [], texts)
-            extra = {"test_perplexity": found["test"]["perplexity"], "test_oov_rate": found["test"]["oov_rate"]}
+            extra = {
+                "test_perplexity": found["test"]["perplexity"],
+                "test_oov_rate": found["test"]["oov_rate"],
+            }
         elif how == "every-ngram":
             from asrscale.decoding.lm import read_arpa
 
@@ -88,28 +103,59 @@ def run(bench: Bench) -> None:
     from asrscale.data.datadir import read_table
 
     study = PreparedCorpus.of(bench.work)
-    words = sorted({w for text in read_table(study.path(paths.DATA, subset="train") / "text").values()
-                    for w in text.split()})  # fmt: skip
+    words = sorted(
+        {
+            w
+            for text in read_table(study.path(paths.DATA, subset="train") / "text").values()
+            for w in text.split()
+        }
+    )
     sizes = (5_000, 40_000, 60_000) if bench.quick else (WORDS, BIGRAMS, TRIGRAMS)
     arpa = bench.work / f"lm-{sum(sizes)}.arpa"
     if not arpa.exists():
         with Stopwatch() as watch:
             ngrams = generate(arpa.with_suffix(".tmp"), words, sizes)
             arpa.with_suffix(".tmp").rename(arpa)
-        print(f"  generated {ngrams:,} n-grams ({arpa.stat().st_size / 1e6:.0f} MB) in {watch.seconds:.0f} s")
-    found = {how: child(bench, "language_model", how, arpa, timeout=3600)
-             for how in ("statistics", "every-ngram", "decoder")}  # fmt: skip
+        print(
+            f"  generated {ngrams:,} n-grams ({arpa.stat().st_size / 1e6:.0f} MB) in "
+            f"{watch.seconds:.0f} s"
+        )
+    found = {
+        how: child(bench, "language_model", how, arpa, timeout=3600)
+        for how in ("statistics", "every-ngram", "decoder")
+    }
     size = f"{sum(sizes) / 1e6:.1f}M n-grams"
     statistics, every = found["statistics"], found["every-ngram"]
-    bench.add("language model", f"LM statistics of dev and test, an ARPA of {size}: seconds", statistics["seconds"],
-              "s", **statistics)  # fmt: skip
-    bench.add("language model", f"LM statistics of dev and test, an ARPA of {size}: peak memory",
-              statistics["peak_mb"], "MB")  # fmt: skip
-    bench.add("language model", "the same holding every n-gram / streaming (peak memory)",
-              every["peak_mb"] / statistics["peak_mb"], "x", **every)  # fmt: skip
-    bench.add("language model", f"decoder start (KenLM and the lexicon of its words), {size}: seconds",
-              found["decoder"]["seconds"], "s", **found["decoder"])  # fmt: skip
-    bench.add("language model", f"decoder start, {size}: peak memory", found["decoder"]["peak_mb"], "MB")
+    bench.add(
+        "language model",
+        f"LM statistics of dev and test, an ARPA of {size}: seconds",
+        statistics["seconds"],
+        "s",
+        **statistics,
+    )
+    bench.add(
+        "language model",
+        f"LM statistics of dev and test, an ARPA of {size}: peak memory",
+        statistics["peak_mb"],
+        "MB",
+    )
+    bench.add(
+        "language model",
+        "the same holding every n-gram / streaming (peak memory)",
+        every["peak_mb"] / statistics["peak_mb"],
+        "x",
+        **every,
+    )
+    bench.add(
+        "language model",
+        f"decoder start (KenLM and the lexicon of its words), {size}: seconds",
+        found["decoder"]["seconds"],
+        "s",
+        **found["decoder"],
+    )
+    bench.add(
+        "language model", f"decoder start, {size}: peak memory", found["decoder"]["peak_mb"], "MB"
+    )
 
 
 if __name__ == "__main__":

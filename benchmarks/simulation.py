@@ -22,7 +22,15 @@ import shutil
 from pathlib import Path
 
 from asrscale.config import paths
-from benchmarks.common import Bench, PreparedCorpus, Stopwatch, child, child_main, median, peak_rss_mb
+from benchmarks.common import (
+    Bench,
+    PreparedCorpus,
+    Stopwatch,
+    child,
+    child_main,
+    median,
+    peak_rss_mb,
+)
 
 SIMULATED = ("ssgd", "adpsgd")
 EVERY = ("ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd")
@@ -42,57 +50,122 @@ def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
 
     study = PreparedCorpus.of(bench.work)
     config, train_set = study.seq.train, study.subset("train")
-    shards = [read_shard(bench.path(paths.SHARDS, learners=learners), r, learners) for r in range(learners)]
+    shards = [
+        read_shard(bench.path(paths.SHARDS, learners=learners), r, learners)
+        for r in range(learners)
+    ]
     steps = min(-(-len(shard) // config.batch_size) for shard in shards)
     seed = study.seq.seed * 1000 + 1  # the first epoch's, as the trainer draws it
-    groups = [train_set.batches(shard, config.batch_size, seed, steps, learner=r) for r, shard in enumerate(shards)]
+    groups = [
+        train_set.batches(shard, config.batch_size, seed, steps, learner=r)
+        for r, shard in enumerate(shards)
+    ]
     longest = [[max(train_set.frames[u] for u in group) for group in learner] for learner in groups]
-    in_turn = sum(len(group) * most for learner, tops in zip(groups, longest) for group, most in zip(learner, tops))
-    rounds = sum(learners * max(len(g[step]) for g in groups) * max(tops[step] for tops in longest)
-                 for step in range(steps))  # fmt: skip
-    sorted_cut = [train_set.batches(shard, config.batch_size, None, steps) for shard in shards]  # no seed: by length
-    least = sum(len(group) * max(train_set.frames[u] for u in group) for learner in sorted_cut for group in learner)
+    in_turn = sum(
+        len(group) * most
+        for learner, tops in zip(groups, longest)
+        for group, most in zip(learner, tops)
+    )
+    rounds = sum(
+        learners * max(len(g[step]) for g in groups) * max(tops[step] for tops in longest)
+        for step in range(steps)
+    )
+    sorted_cut = [
+        train_set.batches(shard, config.batch_size, None, steps) for shard in shards
+    ]  # no seed: by length
+    least = sum(
+        len(group) * max(train_set.frames[u] for u in group)
+        for learner in sorted_cut
+        for group in learner
+    )
     return in_turn, rounds, least
 
 
 def run(bench: Bench) -> None:
     learners = bench.learners
     (in_turn, rounds, least), (seq, _, _) = padded_frames(bench, learners), padded_frames(bench, 1)
-    bench.add("simulation", f"frames computed with padding, {learners} learners in turn / SEQ, one epoch",
-              in_turn / seq, "x", least_possible=least / seq)  # fmt: skip
-    bench.add("simulation", f"frames computed with padding, {learners} learners in fused rounds / SEQ, one epoch",
-              rounds / seq, "x", "<= 1.1")  # fmt: skip
+    bench.add(
+        "simulation",
+        f"frames computed with padding, {learners} learners in turn / SEQ, one epoch",
+        in_turn / seq,
+        "x",
+        least_possible=least / seq,
+    )
+    bench.add(
+        "simulation",
+        f"frames computed with padding, {learners} learners in fused rounds / SEQ, one epoch",
+        rounds / seq,
+        "x",
+        "<= 1.1",
+    )
     # run by run in turn, so that a drift of the machine's speed cancels in each repetition's ratio
     # (the suite's 5 repetitions: on a shared 2-core machine single ones range over ±20%)
     runs = [("seq", 1)] + [(algorithm, learners) for algorithm in SIMULATED]
-    measured = [{a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
-                for _ in range(bench.repetitions)]  # fmt: skip
+    measured = [
+        {a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
+        for _ in range(bench.repetitions)
+    ]
     seq = [m["seq"] for m in measured]
     for algorithm in SIMULATED:
         simulated = [m[algorithm] for m in measured]
         ratio = median(s["wall_s"] / q["wall_s"] for s, q in zip(simulated, seq))
-        arithmetic = median(s["wall"]["arithmetic"] / q["wall"]["arithmetic"] for s, q in zip(simulated, seq))
-        bench.add("simulation", f"wall time, {algorithm.upper()} {learners} simulated learners / SEQ, one epoch",
-                  ratio, "x", "<= 1.2", simulated_s=[s["wall_s"] for s in simulated],
-                  seq_s=[s["wall_s"] for s in seq], frames=seq[0]["frames"],
-                  arithmetic_ratio=arithmetic)  # fmt: skip
+        arithmetic = median(
+            s["wall"]["arithmetic"] / q["wall"]["arithmetic"] for s, q in zip(simulated, seq)
+        )
+        bench.add(
+            "simulation",
+            f"wall time, {algorithm.upper()} {learners} simulated learners / SEQ, one epoch",
+            ratio,
+            "x",
+            "<= 1.2",
+            simulated_s=[s["wall_s"] for s in simulated],
+            seq_s=[s["wall_s"] for s in seq],
+            frames=seq[0]["frames"],
+            arithmetic_ratio=arithmetic,
+        )
         memory = median(s["peak_rss_mb"] for s in simulated) / median(s["peak_rss_mb"] for s in seq)
-        bench.add("simulation", f"peak memory, {algorithm.upper()} {learners} simulated learners / SEQ", memory, "x",
-                  "<= 4", simulated_mb=simulated[0]["peak_rss_mb"], seq_mb=seq[0]["peak_rss_mb"])  # fmt: skip
-    for algorithm in ("seq", *EVERY):  # the repetitions' median where there are several; SEQ's: what any run pays
+        bench.add(
+            "simulation",
+            f"peak memory, {algorithm.upper()} {learners} simulated learners / SEQ",
+            memory,
+            "x",
+            "<= 4",
+            simulated_mb=simulated[0]["peak_rss_mb"],
+            seq_mb=seq[0]["peak_rss_mb"],
+        )
+    for algorithm in (
+        "seq",
+        *EVERY,
+    ):  # the repetitions' median where there are several; SEQ's: what any run pays
         found = [m[algorithm] for m in measured if algorithm in m]
         found = found or [child(bench, "simulation", bench.work, algorithm, learners, "cpu", 1, 0)]
-        outside(bench, "cpu", algorithm, {phase: median(f["wall"][phase] for f in found) for phase in found[0]["wall"]})
+        outside(
+            bench,
+            "cpu",
+            algorithm,
+            {phase: median(f["wall"][phase] for f in found) for phase in found[0]["wall"]},
+        )
     on_a_gpu(bench)
 
 
 def outside(bench: Bench, device: str, algorithm: str, wall: dict) -> None:
-    """The seconds of a run of the simulated learners (SEQ: of one) outside their arithmetic, by phase."""
-    phases = {phase: round(seconds, 2) for phase, seconds in wall.items() if phase not in ("arithmetic", "total")}
+    """The seconds of a run of the simulated learners (SEQ: of one) outside their arithmetic, by
+    phase."""
+    phases = {
+        phase: round(seconds, 2)
+        for phase, seconds in wall.items()
+        if phase not in ("arithmetic", "total")
+    }
     learners = f"{bench.learners} simulated learners" if algorithm != "seq" else "one learner"
-    bench.add("simulation", f"{device}: {algorithm.upper()}, {learners}, an epoch's seconds outside their arithmetic",
-              wall["total"] - wall["arithmetic"], "s", arithmetic_s=wall["arithmetic"], total_s=wall["total"],
-              **phases)  # fmt: skip
+    bench.add(
+        "simulation",
+        f"{device}: {algorithm.upper()}, {learners}, an epoch's seconds outside their arithmetic",
+        wall["total"] - wall["arithmetic"],
+        "s",
+        arithmetic_s=wall["arithmetic"],
+        total_s=wall["total"],
+        **phases,
+    )
 
 
 def on_a_gpu(bench: Bench) -> None:
@@ -103,12 +176,19 @@ def on_a_gpu(bench: Bench) -> None:
     def frames_per_s(algorithm: str, learners: int, batch_size: int = 0) -> dict:
         runs = []
         for epochs in EPOCHS:
-            runs.append(child(bench, "simulation", bench.work, algorithm, learners, "cuda", epochs, batch_size))
+            runs.append(
+                child(
+                    bench, "simulation", bench.work, algorithm, learners, "cuda", epochs, batch_size
+                )
+            )
             if not runs[-1]["measured"]:
                 return runs[-1]
         frames, seconds = (runs[1][k] - runs[0][k] for k in ("frames", "wall_s"))
         epochs = EPOCHS[1] - EPOCHS[0]
-        wall = {phase: (runs[1]["wall"][phase] - runs[0]["wall"][phase]) / epochs for phase in runs[0]["wall"]}
+        wall = {
+            phase: (runs[1]["wall"][phase] - runs[0]["wall"][phase]) / epochs
+            for phase in runs[0]["wall"]
+        }
         return {"measured": True, "value": frames / seconds, "wall": wall}
 
     big = frames_per_s("seq", 1, batch_size=batch)
@@ -117,13 +197,22 @@ def on_a_gpu(bench: Bench) -> None:
         return
     for algorithm in FUSED:
         fused = frames_per_s(algorithm, count)
-        bench.add("simulation", f"cuda: one epoch of {algorithm.upper()}, {count} fused simulated learners / one "
-                  f"model at batch {batch}, frames/s", fused["value"] / big["value"], "x", ">= 0.5",
-                  frames_per_s=fused["value"], big_frames_per_s=big["value"])  # fmt: skip
+        bench.add(
+            "simulation",
+            f"cuda: one epoch of {algorithm.upper()}, {count} fused simulated learners / one "
+            f"model at batch {batch}, frames/s",
+            fused["value"] / big["value"],
+            "x",
+            ">= 0.5",
+            frames_per_s=fused["value"],
+            big_frames_per_s=big["value"],
+        )
         outside(bench, "cuda", algorithm, fused["wall"])
 
 
-def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int, batch_size: int) -> dict:
+def measure(
+    work: Path, algorithm: str, learners: int, device: str, epochs: int, batch_size: int
+) -> dict:
     """One run of `epochs` epochs on `device` (at `batch_size` a learner; 0: the study's): its
     wall time, peak memory, frames trained, and where the process's wall time went."""
     import torch
@@ -137,20 +226,48 @@ def measure(work: Path, algorithm: str, learners: int, device: str, epochs: int,
     shutil.rmtree(out, ignore_errors=True)
     train = {"batch_size": batch_size} if batch_size else {}
     # SEQ really trains alone; the others are simulated on the study's hardware profile
-    settings = study.settings_file(out, algorithm, learners, "simulated" if learners > 1 else "mpi", epochs=epochs,
-                                   device=device, **train)  # fmt: skip
-    argv = ["train", "--settings", settings, *study.corpus_arguments("train", "dev"),
-            "--shards", study.path(paths.SHARDS, learners=learners), "--tokens", study.path(paths.TOKENS),
-            "--out", out]  # fmt: skip
+    settings = study.settings_file(
+        out,
+        algorithm,
+        learners,
+        "simulated" if learners > 1 else "mpi",
+        epochs=epochs,
+        device=device,
+        **train,
+    )
+    argv = [
+        "train",
+        "--settings",
+        settings,
+        *study.corpus_arguments("train", "dev"),
+        "--shards",
+        study.path(paths.SHARDS, learners=learners),
+        "--tokens",
+        study.path(paths.TOKENS),
+        "--out",
+        out,
+    ]
     if learners > 1:
         argv += ["--calibration", study.path(paths.CALIBRATION)]
     with Stopwatch() as watch:
         cli.main(list(map(str, argv)))
     rows = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
-    frames = sum(int(row["frames"]) for row in (dict(zip(rows[0], r)) for r in rows[1:]) if row["kind"] == "epoch")
+    frames = sum(
+        int(row["frames"])
+        for row in (dict(zip(rows[0], r)) for r in rows[1:])
+        if row["kind"] == "epoch"
+    )
     wall = json.loads((out / "run.json").read_text())["process_wall_s"]
-    return {"measured": True, "wall_s": watch.seconds, "peak_rss_mb": peak_rss_mb(), "frames": frames, "wall": wall}
+    return {
+        "measured": True,
+        "wall_s": watch.seconds,
+        "peak_rss_mb": peak_rss_mb(),
+        "frames": frames,
+        "wall": wall,
+    }
 
 
 if __name__ == "__main__":
-    child_main(measure, work=Path, algorithm=str, learners=int, device=str, epochs=int, batch_size=int)
+    child_main(
+        measure, work=Path, algorithm=str, learners=int, device=str, epochs=int, batch_size=int
+    )

@@ -2,12 +2,11 @@
 same model, batches and threads; and the share of a step spent waiting for data, prefetch on
 and off.
 
-SEQ trains one epoch of `steps` batches through `asrscale.training.loop` (the trainer the workflow runs:
-prefetcher, request dispatch, time split, logging) and the plain loop runs the same batches,
-already built in memory, so every cost of asrscale's data path counts as overhead. The step
-time is the epoch's training time (dev evaluation and checkpoint excluded) over its steps. The
-two alternate, repetition by repetition, so that a drifting machine speed cancels in each ratio.
-"""
+SEQ trains one epoch of `steps` batches through `asrscale.training.loop` (the trainer the workflow
+runs: prefetcher, request dispatch, time split, logging) and the plain loop runs the same batches,
+already built in memory, so every cost of asrscale's data path counts as overhead. The step time is
+the epoch's training time (dev evaluation and checkpoint excluded) over its steps. The two
+alternate, repetition by repetition, so that a drifting machine speed cancels in each ratio."""
 
 import csv
 import math
@@ -26,13 +25,36 @@ def run(bench: Bench) -> None:
     ratios = [a / p for a, p in zip(figures["asrscale_s"], figures["plain_s"])]
     step_s = median(figures["plain_s"]) / steps
     details = dict(steps=steps, repetitions=bench.repetitions, mean_loss=figures["mean_loss"])
-    bench.add("trainer", "step time, asrscale trainer / plain PyTorch loop", median(ratios), "x", "<= 1.05",
-              asrscale_step_ms=1000 * median(figures["asrscale_s"]) / steps, plain_step_ms=1000 * step_s,
-              ratios=ratios, **details)  # fmt: skip
-    bench.add("trainer", "step time without prefetch, asrscale / plain loop",
-              median([a / p for a, p in zip(figures["no_prefetch_s"], figures["plain_s"])]), "x")  # fmt: skip
-    bench.add("data", "data-wait share of step time, prefetch on", 100 * median(figures["wait_share"]), "%", "<= 2")
-    bench.add("data", "data-wait share of step time, prefetch off", 100 * median(figures["wait_share_off"]), "%")
+    bench.add(
+        "trainer",
+        "step time, asrscale trainer / plain PyTorch loop",
+        median(ratios),
+        "x",
+        "<= 1.05",
+        asrscale_step_ms=1000 * median(figures["asrscale_s"]) / steps,
+        plain_step_ms=1000 * step_s,
+        ratios=ratios,
+        **details,
+    )
+    bench.add(
+        "trainer",
+        "step time without prefetch, asrscale / plain loop",
+        median([a / p for a, p in zip(figures["no_prefetch_s"], figures["plain_s"])]),
+        "x",
+    )
+    bench.add(
+        "data",
+        "data-wait share of step time, prefetch on",
+        100 * median(figures["wait_share"]),
+        "%",
+        "<= 2",
+    )
+    bench.add(
+        "data",
+        "data-wait share of step time, prefetch off",
+        100 * median(figures["wait_share_off"]),
+        "%",
+    )
 
 
 def measure(work: Path, steps: int, repetitions: int) -> dict:
@@ -56,9 +78,17 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
     torch.set_num_threads(world.threads_per_rank)  # what the trainer takes for one learner
     torch.set_flush_denormal(True)
     plain_loop(study, run, batches[:3])  # warm-up
-    measured = {"asrscale_s": [], "plain_s": [], "no_prefetch_s": [], "wait_share": [], "wait_share_off": []}
+    measured = {
+        "asrscale_s": [],
+        "plain_s": [],
+        "no_prefetch_s": [],
+        "wait_share": [],
+        "wait_share_off": [],
+    }
     for _ in range(repetitions):
-        seconds, wait, asrscale_loss = asrscale_epoch(study, run, scratch, world, steps, run.train.prefetch)
+        seconds, wait, asrscale_loss = asrscale_epoch(
+            study, run, scratch, world, steps, run.train.prefetch
+        )
         measured["asrscale_s"].append(seconds)
         measured["wait_share"].append(wait)
         seconds, plain_loss = plain_loop(study, run, batches)
@@ -67,13 +97,17 @@ def measure(work: Path, steps: int, repetitions: int) -> dict:
         measured["no_prefetch_s"].append(seconds)
         measured["wait_share_off"].append(wait)
     if not math.isclose(asrscale_loss, plain_loss, rel_tol=1e-3):
-        raise AssertionError(f"the two loops did not do the same work: mean loss {asrscale_loss} vs {plain_loss}")
+        raise AssertionError(
+            f"the two loops did not do the same work: mean loss {asrscale_loss} vs {plain_loss}"
+        )
     measured["mean_loss"] = {"asrscale": asrscale_loss, "plain": plain_loss}
     measured["steps"] = steps
     return measured
 
 
-def asrscale_epoch(study: PreparedCorpus, run, scratch: Path, world, steps: int, prefetch: int) -> tuple:
+def asrscale_epoch(
+    study: PreparedCorpus, run, scratch: Path, world, steps: int, prefetch: int
+) -> tuple:
     """One epoch of `run` by asrscale's trainer, over the shards in `scratch`: its wall seconds,
     data-wait share and mean loss (from its metrics.tsv)."""
     from asrscale.config import paths as folders
@@ -81,17 +115,27 @@ def asrscale_epoch(study: PreparedCorpus, run, scratch: Path, world, steps: int,
 
     out = scratch / f"run-prefetch{prefetch}"
     shutil.rmtree(out, ignore_errors=True)
-    paths = RunPaths(study.path(folders.DATA, subset="train"), study.path(folders.DATA, subset="dev"),
-                     study.path(folders.FEATURES, subset="train"), study.path(folders.FEATURES, subset="dev"),
-                     scratch / "shards", study.path(folders.TOKENS), out)  # fmt: skip
+    paths = RunPaths(
+        study.path(folders.DATA, subset="train"),
+        study.path(folders.DATA, subset="dev"),
+        study.path(folders.FEATURES, subset="train"),
+        study.path(folders.FEATURES, subset="dev"),
+        scratch / "shards",
+        study.path(folders.TOKENS),
+        out,
+    )
     train(replace(run, train=replace(run.train, prefetch=prefetch)), paths, world)
     with open(out / "metrics.tsv") as file:
         rows = list(csv.DictReader(file, delimiter="\t"))
     intervals = [r for r in rows if r["kind"] == "interval"]
     (epoch,) = (r for r in rows if r["kind"] == "epoch")
-    wait = sum(float(r["data_wait_s"]) for r in intervals) / sum(float(r["wall_s"]) for r in intervals)
+    wait = sum(float(r["data_wait_s"]) for r in intervals) / sum(
+        float(r["wall_s"]) for r in intervals
+    )
     ends = [0] + [int(r["step"]) for r in intervals]  # an interval's loss is its steps' mean
-    mean_loss = sum(float(r["loss"]) * (b - a) for r, a, b in zip(intervals, ends, ends[1:])) / steps
+    mean_loss = (
+        sum(float(r["loss"]) * (b - a) for r, a, b in zip(intervals, ends, ends[1:])) / steps
+    )
     return float(epoch["wall_s"]), wait, mean_loss
 
 
@@ -113,7 +157,13 @@ def plain_loop(study: PreparedCorpus, run, batches) -> tuple[float, float]:
     for batch in batches:
         optimizer.zero_grad()
         log_probs, lengths = model(batch.features, batch.lengths)
-        loss = F.ctc_loss(log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, zero_infinity=True)
+        loss = F.ctc_loss(
+            log_probs.transpose(0, 1),
+            batch.targets,
+            lengths,
+            batch.target_lengths,
+            zero_infinity=True,
+        )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), run.train.clip_grad_norm)
         optimizer.step()

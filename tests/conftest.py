@@ -57,10 +57,14 @@ def build(cls, section: str, **changes):
     names = {field.name for field in dataclasses.fields(cls)}
     if unknown := set(changes) - names:
         raise TypeError(f"{cls.__name__} has no setting {sorted(unknown)}")
-    return cls(**{key: value for key, value in defaults(section, **changes).items() if key in names})
+    return cls(
+        **{key: value for key, value in defaults(section, **changes).items() if key in names}
+    )
 
 
-def load_audio(audio: str, sample_rate: int, start: float = 0.0, end: float | None = None, channel: int = 0):
+def load_audio(
+    audio: str, sample_rate: int, start: float = 0.0, end: float | None = None, channel: int = 0
+):
     """An audio file's samples at `sample_rate` (read_audio, resampled)."""
     samples, rate = read_audio(audio, start, end, channel)
     if rate != sample_rate:
@@ -70,31 +74,56 @@ def load_audio(audio: str, sample_rate: int, start: float = 0.0, end: float | No
 
 def tiny_corpus_config(**changes) -> SyntheticConfig:
     settings = dict(
-        seed=7, sample_rate=16000, utterances={"train": 96, "dev": 16, "test": 16}, utterances_per_speaker=8,
-        vocabulary=3000, held_out_variants={"dev": 8, "test": 12}, snr_db=(15, 30), rate_wpm=(150, 190), pitch=(30, 70),
-    )  # fmt: skip
+        seed=7,
+        sample_rate=16000,
+        utterances={"train": 96, "dev": 16, "test": 16},
+        utterances_per_speaker=8,
+        vocabulary=3000,
+        held_out_variants={"dev": 8, "test": 12},
+        snr_db=(15, 30),
+        rate_wpm=(150, 190),
+        pitch=(30, 70),
+    )
     settings.update(changes)
     return SyntheticConfig(**settings)
 
 
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
-    """A tiny real corpus: eSpeak audio, Kaldi data dirs, features, tokens and shards for 1, 2 and 4 learners."""
+    """A tiny real corpus: eSpeak audio, Kaldi data dirs, features, tokens and shards for 1, 2 and 4
+    learners."""
     root = tmp_path_factory.mktemp("corpus")
     for subset, data in synthesise_part(tiny_corpus_config(), 0, 1, root / "audio").items():
         data.write(root / "data" / subset)
-        extract_part(data, build(FeatureConfig, "features"), 0, 1, root / "feats" / subset / "part0",
-                     build(BadInputPolicy, "corpus.bad_input"))  # fmt: skip
+        extract_part(
+            data,
+            build(FeatureConfig, "features"),
+            0,
+            1,
+            root / "feats" / subset / "part0",
+            build(BadInputPolicy, "corpus.bad_input"),
+        )
         combine_parts([root / "feats" / subset / "part0"], root / "feats" / subset)
-    Tokens.from_texts(read_table(root / "data" / "train" / "text").values()).write(root / "tokens.txt")
+    Tokens.from_texts(read_table(root / "data" / "train" / "text").values()).write(
+        root / "tokens.txt"
+    )
     for learners in (1, 2, 4):
-        write_shards(read_frame_counts(root / "feats" / "train"), learners, root / "shards" / f"P{learners}")
+        write_shards(
+            read_frame_counts(root / "feats" / "train"), learners, root / "shards" / f"P{learners}"
+        )
     return root
 
 
 SMALL_MODEL = {"layers": 1, "units": 32}
-QUICK = {"epochs": 2, "batch_size": 8, "optimizer": "adam", "lr": 3e-3, "log_interval": 4, "threads": 1,
-         "device": "cpu"}  # fmt: skip
+QUICK = {
+    "epochs": 2,
+    "batch_size": 8,
+    "optimizer": "adam",
+    "lr": 3e-3,
+    "log_interval": 4,
+    "threads": 1,
+    "device": "cpu",
+}
 MPI_WORLD = {"kind": "mpi", "transport": "auto", "timeout_s": 600, "node_size": None}
 
 
@@ -102,25 +131,52 @@ def model_config(**changes) -> ModelConfig:
     return build(ModelConfig, "model", **changes)
 
 
-def run_config(algorithm: str = "seq", seed: int = 3, options: dict | None = None, model: dict = SMALL_MODEL,
-               **train) -> RunConfig:  # fmt: skip
+def run_config(
+    algorithm: str = "seq",
+    seed: int = 3,
+    options: dict | None = None,
+    model: dict = SMALL_MODEL,
+    **train,
+) -> RunConfig:
     """A run's settings as the study resolver makes them, over the schema's defaults: by default a
     small model trained quickly on the CPU."""
-    return RunConfig(algorithm, options or {}, seed, build(TrainConfig, "train", **{**QUICK, **train}),
-                     build(ModelConfig, "model", **model), build(FeatureConfig, "features"),
-                     defaults("features")["cmvn"])  # fmt: skip
+    return RunConfig(
+        algorithm,
+        options or {},
+        seed,
+        build(TrainConfig, "train", **{**QUICK, **train}),
+        build(ModelConfig, "model", **model),
+        build(FeatureConfig, "features"),
+        defaults("features")["cmvn"],
+    )
 
 
 def run_paths(corpus: Path, shards: Path, out: Path) -> RunPaths:
     """A run's inputs in a corpus laid out as the `corpus` fixture's."""
-    return RunPaths(corpus / "data" / "train", corpus / "data" / "dev", corpus / "feats" / "train",
-                    corpus / "feats" / "dev", shards, corpus / "tokens.txt", out)  # fmt: skip
+    return RunPaths(
+        corpus / "data" / "train",
+        corpus / "data" / "dev",
+        corpus / "feats" / "train",
+        corpus / "feats" / "dev",
+        shards,
+        corpus / "tokens.txt",
+        out,
+    )
 
 
 def corpus_arguments(corpus: Path, *subsets: str) -> list:
-    """The arguments of `asrscale train` or `calibrate` that name subsets of the `corpus` fixture."""
-    return [argument for name in subsets for argument in
-            (f"--{name}-data", corpus / "data" / name, f"--{name}-feats", corpus / "feats" / name)]  # fmt: skip
+    """The arguments of `asrscale train` or `calibrate` that name subsets of the `corpus`
+    fixture."""
+    return [
+        argument
+        for name in subsets
+        for argument in (
+            f"--{name}-data",
+            corpus / "data" / name,
+            f"--{name}-feats",
+            corpus / "feats" / name,
+        )
+    ]
 
 
 def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
@@ -130,25 +186,48 @@ def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
     return path
 
 
-def mpiexec(ranks: int, *command, timeout: float = 300, check: bool = True, env: dict | None = None):
+def mpiexec(
+    ranks: int, *command, timeout: float = 300, check: bool = True, env: dict | None = None
+):
     """Run `command` on `ranks` real MPI ranks (the pip-installed MPICH), one thread each, with
     `env` added to the environment."""
     paths = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=paths, **(env or {}))
     launcher = shutil.which("mpiexec", path=str(BIN)) or "mpiexec"
     result = subprocess.run(
-        [launcher, "-n", str(ranks), *map(str, command)], capture_output=True, text=True, timeout=timeout, env=env
+        [launcher, "-n", str(ranks), *map(str, command)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     if check and result.returncode != 0:
-        raise AssertionError(f"mpiexec -n {ranks} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        raise AssertionError(
+            f"mpiexec -n {ranks} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        )
     return result
 
 
-def run_snakemake(workdir: Path, *arguments, configfile: Path | list[Path], check=True) -> subprocess.CompletedProcess:
-    """The workflow in `workdir` with a config file (or several, each over the ones before), on 2 cores."""
+def run_snakemake(
+    workdir: Path, *arguments, configfile: Path | list[Path], check=True
+) -> subprocess.CompletedProcess:
+    """The workflow in `workdir` with a config file (or several, each over the ones before), on 2
+    cores."""
     configfiles = configfile if isinstance(configfile, list) else [configfile]
-    command = [sys.executable, "-m", "snakemake", "--snakefile", ROOT / "Snakefile", "--directory", workdir,
-               "--configfile", *configfiles, "--cores", "2", *arguments]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        ROOT / "Snakefile",
+        "--directory",
+        workdir,
+        "--configfile",
+        *configfiles,
+        "--cores",
+        "2",
+        *arguments,
+    ]
     result = subprocess.run(list(map(str, command)), capture_output=True, text=True, timeout=900)
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
@@ -162,11 +241,18 @@ def write_own_corpora(corpus: Path, out: Path) -> dict[str, Path]:
     upper-case with punctuation, as corpora often are."""
     from asrscale.data.datadir import read_data_dir
 
-    train, dev, test = (read_data_dir(corpus / "data" / subset) for subset in ("train", "dev", "test"))
+    train, dev, test = (
+        read_data_dir(corpus / "data" / subset) for subset in ("train", "dev", "test")
+    )
     kaldi = _write_kaldi_corpus(train, out / "kaldi_train")
-    shutil.copy(corpus / "feats" / "train" / "feats.scp", kaldi / "feats.scp")  # for features.kind "kaldi"
-    return {"kaldi": kaldi, "librispeech": _write_librispeech_corpus(dev, out / "LibriSpeech" / "dev-tiny"),
-            **_write_manifests(test, out)}  # fmt: skip
+    shutil.copy(
+        corpus / "feats" / "train" / "feats.scp", kaldi / "feats.scp"
+    )  # for features.kind "kaldi"
+    return {
+        "kaldi": kaldi,
+        "librispeech": _write_librispeech_corpus(dev, out / "LibriSpeech" / "dev-tiny"),
+        **_write_manifests(test, out),
+    }
 
 
 def _shout(text: str) -> str:
@@ -190,14 +276,23 @@ def _write_kaldi_corpus(train, kaldi: Path) -> Path:
             wav[utt] = f"cat {train.wav[utt]} |"
         elif index in formats:
             extension, kind, subtype = formats[index]
-            soundfile.write(kaldi / "audio" / f"{utt}.{extension}", soundfile.read(train.wav[utt])[0], 16000,
-                            format=kind, subtype=subtype)  # fmt: skip
+            soundfile.write(
+                kaldi / "audio" / f"{utt}.{extension}",
+                soundfile.read(train.wav[utt])[0],
+                16000,
+                format=kind,
+                subtype=subtype,
+            )
             wav[utt] = f"audio/{utt}.{extension}"
         else:
             wav[utt] = train.wav[utt]
         segments[utt] = f"{utt} 0 -1"
-    for name, table in (("wav.scp", wav), ("segments", segments), ("text", {u: _shout(train.text[u]) for u in utts}),
-                        ("utt2spk", train.utt2spk)):  # fmt: skip
+    for name, table in (
+        ("wav.scp", wav),
+        ("segments", segments),
+        ("text", {u: _shout(train.text[u]) for u in utts}),
+        ("utt2spk", train.utt2spk),
+    ):
         (kaldi / name).write_text("".join(f"{key} {table[key]}\n" for key in sorted(table)))
     return kaldi
 
@@ -211,15 +306,19 @@ def _write_librispeech_corpus(dev, libri: Path) -> Path:
         chapter.mkdir(parents=True)
         lines = []
         for index, utt in enumerate(u for u in sorted(dev.text) if dev.utt2spk[u] == speaker):
-            soundfile.write(chapter / f"{number}-7-{index:04d}.flac", soundfile.read(dev.wav[utt])[0], 16000)
+            soundfile.write(
+                chapter / f"{number}-7-{index:04d}.flac", soundfile.read(dev.wav[utt])[0], 16000
+            )
             lines.append(f"{number}-7-{index:04d} {dev.text[utt].upper()}\n")
         (chapter / f"{number}-7.trans.txt").write_text("".join(lines))
     return libri
 
 
 def _write_manifests(test, out: Path) -> dict[str, Path]:
-    rows = [{"id": u, "path": test.wav[u], "text": _shout(test.text[u]), "speaker": test.utt2spk[u]}
-            for u in sorted(test.text)]  # fmt: skip
+    rows = [
+        {"id": u, "path": test.wav[u], "text": _shout(test.text[u]), "speaker": test.utt2spk[u]}
+        for u in sorted(test.text)
+    ]
     half = len(rows) // 2
     tsv, jsonl = out / "test.tsv", out / "test.jsonl"
     lines = [f"{r['path']}\t{r['text']}\t{r['speaker']}\t{r['id']}\n" for r in rows[:half]]
@@ -240,33 +339,64 @@ CALIBRATION = {
     "gpus": 0,
     "data_frames_per_s": 10_000.0,
     "by_threads": {
-        "1": {"backward_s_per_frame": 1e-3, "backward_s_per_batch": 0.0, "update_s": 0.01, "precondition_s": 0.1,
-              "frames_per_s": 1000.0},
-        "2": {"backward_s_per_frame": 5e-4, "backward_s_per_batch": 0.0, "update_s": 0.005, "precondition_s": 0.05,
-              "frames_per_s": 2000.0},
+        "1": {
+            "backward_s_per_frame": 1e-3,
+            "backward_s_per_batch": 0.0,
+            "update_s": 0.01,
+            "precondition_s": 0.1,
+            "frames_per_s": 1000.0,
+        },
+        "2": {
+            "backward_s_per_frame": 5e-4,
+            "backward_s_per_batch": 0.0,
+            "update_s": 0.005,
+            "precondition_s": 0.05,
+            "frames_per_s": 2000.0,
+        },
     },
     "model": MODEL,
-}  # fmt: skip
+}
 
 
-DEVICE = {"measured_on": "a test device", **MODEL, "backward_s_per_batch": 0.0, "backward_s_per_frame": 5e-4,
-          "update_s": 0.005, "precondition_s": 0.05, "relative_speed": 1.0}  # fmt: skip
+DEVICE = {
+    "measured_on": "a test device",
+    **MODEL,
+    "backward_s_per_batch": 0.0,
+    "backward_s_per_frame": 5e-4,
+    "update_s": 0.005,
+    "precondition_s": 0.05,
+    "relative_speed": 1.0,
+}
 
 
 LINK = {"latency_us": 0, "bandwidth_gbps": 1.0}
 
 
-GPU = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8)
+GPU = dict(
+    device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8
+)
 
 
 def train_command(corpus, out, shards, algorithm="ssgd", options=None, world=MPI_WORLD, **train):
-    """`asrscale train` of a quick run on the tiny corpus, its settings written beside its folder."""
+    """`asrscale train` of a quick run on the tiny corpus, its settings written beside its
+    folder."""
     run = run_config(algorithm, options=options, **{"log_interval": 2, **train})
     settings = write_settings(out.parent / f"{out.name}.settings.json", run, world)
     return [
-        sys.executable, "-m", "asrscale", "train", "--settings", settings, *corpus_arguments(corpus, "train", "dev"),
-        "--shards", shards, "--tokens", corpus / "tokens.txt", "--out", out,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "asrscale",
+        "train",
+        "--settings",
+        settings,
+        *corpus_arguments(corpus, "train", "dev"),
+        "--shards",
+        shards,
+        "--tokens",
+        corpus / "tokens.txt",
+        "--out",
+        out,
+    ]
 
 
 def same_models(a, b) -> bool:
@@ -304,22 +434,42 @@ def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
 
 
 # what differs between a run and its resumed twin: the clock
-TIMES = ["time_s", "frames_per_s", "wall_s", "compute_s", "communication_s", "data_wait_s", "idle_s"]
+TIMES = [
+    "time_s",
+    "frames_per_s",
+    "wall_s",
+    "compute_s",
+    "communication_s",
+    "data_wait_s",
+    "idle_s",
+]
 
 
 def diverged_run(out):
     """What a diverged run left: its record's `diverged`, its metrics and model, its checkpoints."""
     record = json.loads((out / "run.json").read_text())
     model = torch.load(out / "model.pt", weights_only=False)["model"]
-    return record["diverged"], pd.read_csv(out / "metrics.tsv", sep="\t"), model, sorted(out.glob("checkpoints/*/*"))
+    return (
+        record["diverged"],
+        pd.read_csv(out / "metrics.tsv", sep="\t"),
+        model,
+        sorted(out.glob("checkpoints/*/*")),
+    )
 
 
-def import_settings(features: dict | None = None, text: dict | None = None, bad_input: dict | None = None,
-             speakers: int | None = None) -> ImportSettings:  # fmt: skip
+def import_settings(
+    features: dict | None = None,
+    text: dict | None = None,
+    bad_input: dict | None = None,
+    speakers: int | None = None,
+) -> ImportSettings:
     """Import settings: the configuration's defaults with changes."""
-    return ImportSettings(build(FeatureConfig, "features", **(features or {})),
-                          build(TextNormalisation, "corpus.text", **(text or {})),
-                          build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})), speakers)  # fmt: skip
+    return ImportSettings(
+        build(FeatureConfig, "features", **(features or {})),
+        build(TextNormalisation, "corpus.text", **(text or {})),
+        build(BadInputPolicy, "corpus.bad_input", **(bad_input or {})),
+        speakers,
+    )
 
 
 def feature_config(**changes) -> FeatureConfig:
@@ -346,16 +496,31 @@ def learners_and_batch(config, learners=3, batch=4, dim=40, tokens=12):
     torch.manual_seed(0)
     models = [build_model(config, dim, tokens).double() for _ in range(learners)]
     features = torch.randn(learners, batch, 50, dim, dtype=torch.double)
-    lengths = torch.randint(10, 51, (learners, batch))  # each learner's batch padded to the longest of all
+    lengths = torch.randint(
+        10, 51, (learners, batch)
+    )  # each learner's batch padded to the longest of all
     return models, features, lengths
 
 
 def stack(models) -> dict:
-    return {k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_() for k in models[0].state_dict()}
+    return {
+        k: torch.stack([m.state_dict()[k] for m in models]).requires_grad_()
+        for k in models[0].state_dict()
+    }
 
 
-def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None, calibration=CALIBRATION,
-             halving=None, **train_changes):  # fmt: skip
+def simulate(
+    corpus,
+    out,
+    algorithm,
+    learners,
+    fuse,
+    device="cpu",
+    instead=None,
+    calibration=CALIBRATION,
+    halving=None,
+    **train_changes,
+):
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
     (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
     `instead` (by kind of request) in place of its own; a halved grid's run, its part `halving`
@@ -363,30 +528,52 @@ def simulate(corpus, out, algorithm, learners, fuse, device="cpu", instead=None,
     hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
-    run = run_config(algorithm, options=options, device=device,
-                     **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes})  # fmt: skip
+    run = run_config(
+        algorithm,
+        options=options,
+        device=device,
+        **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes},
+    )
     servers = 1 if algorithm == "asgd" else 0
     together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
-    world = SimWorld(learners, costs, servers, node_size=2, prefetch=run.train.prefetch, name=algorithm,
-                     device=device, fusers=together)  # fmt: skip
+    world = SimWorld(
+        learners,
+        costs,
+        servers,
+        node_size=2,
+        prefetch=run.train.prefetch,
+        name=algorithm,
+        device=device,
+        fusers=together,
+    )
     paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
     train(run, paths, world, halving)
     if halving is not None and halving.rung:
         return None, None
-    return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+    return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(
+        out / "metrics.tsv", sep="\t"
+    )
 
 
 # the local cluster has no slurmdbd for sacct to ask
-WITHOUT_ACCOUNTING = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2"]
+WITHOUT_ACCOUNTING = [
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+]
 
 
 # jobs this machine can hold: a core and a GB a rank
 LOCAL = {
     "default-resources": {"mem_mb": 2000, "runtime": 30},
-    "set-resources": {"train": {"mem_mb_per_cpu": 1000, "runtime": 30}, "decode": {"mem_mb": 2000},
-                      "features": {"mem_mb": 2000}},
+    "set-resources": {
+        "train": {"mem_mb_per_cpu": 1000, "runtime": 30},
+        "decode": {"mem_mb": 2000},
+        "features": {"mem_mb": 2000},
+    },
     "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
-}  # fmt: skip
+}
 
 
 def site_profile(folder: Path, **changes) -> Path:
@@ -395,7 +582,9 @@ def site_profile(folder: Path, **changes) -> Path:
     profile = yaml.safe_load((ROOT / "slurm" / "config.yaml").read_text())
     for key, value in changes.items():
         if key == "set-resources":
-            value = {rule: {**profile[key].get(rule, {}), **settings} for rule, settings in value.items()}
+            value = {
+                rule: {**profile[key].get(rule, {}), **settings} for rule, settings in value.items()
+            }
         profile[key] = {**profile.get(key, {}), **value}
     (folder / "profile").mkdir(exist_ok=True)
     (folder / "profile" / "config.yaml").write_text(yaml.safe_dump(profile))
@@ -412,7 +601,9 @@ def cluster_answers() -> bool:
 def cluster():
     if not cluster_answers():
         if os.environ.get("ASRSCALE_REQUIRE_SLURM"):
-            raise AssertionError("ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo")
+            raise AssertionError(
+                "ASRSCALE_REQUIRE_SLURM is set, but no SLURM cluster answers sinfo"
+            )
         pytest.skip("needs a SLURM cluster: slurm/local-cluster.sh start")
     yield
     # a test that failed mid-run leaves its jobs behind: they would hold the cluster's cores
@@ -437,7 +628,9 @@ def recomputed_wer(scores: Path, data: Path, decode: str = "lm") -> float:
     `word_errors`: a check of a run's scores that shares neither the decode's scoring nor its
     references. Every test utterance must have been decoded once."""
     references = read_table(data / "text")
-    header, *rows = [line.split("\t") for line in (scores / "hypotheses.tsv").read_text().splitlines()]
+    header, *rows = [
+        line.split("\t") for line in (scores / "hypotheses.tsv").read_text().splitlines()
+    ]
     hypotheses = {row[0]: row[header.index(decode)] for row in rows}
     assert len(rows) == len(hypotheses) and hypotheses.keys() == references.keys(), scores
     errors = sum(word_errors(references[utt], hypothesis) for utt, hypothesis in hypotheses.items())

@@ -19,7 +19,9 @@ from conftest import CALIBRATION, GPU, run_config, run_paths
 
 @pytest.mark.parametrize("graph", ["ring", "exponential"])
 @pytest.mark.parametrize("size", range(1, 65))
-def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect_every_learner(size, graph):
+def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect_every_learner(
+    size, graph
+):
     links = {rank: neighbours(rank, size, graph) for rank in range(size)}
     for rank, peers in links.items():
         assert all(peer % 2 != rank % 2 and rank in links[peer] for peer in peers)
@@ -36,10 +38,22 @@ def test_adpsgd_graphs_join_active_to_passive_learners_symmetrically_and_connect
     "name, options, message",
     [
         ("kavg", {"period": 0}, "algorithms.kavg.period: 0 is less than the minimum of 1"),
-        ("kavg", {"period_policy": "sometimes"}, r"algorithms.kavg.period_policy: 'sometimes' is not one of \['fixed'"),
+        (
+            "kavg",
+            {"period_policy": "sometimes"},
+            r"algorithms.kavg.period_policy: 'sometimes' is not one of \['fixed'",
+        ),
         ("adpsgd", {"graph": "star"}, "algorithms.adpsgd.graph: 'star' is not one of"),
-        ("hadpsgd", {"node_size": 2}, r"algorithms.hadpsgd: .*'node_size' was unexpected"),  # the study's
-        ("asgd", {"max_staleness": -1}, "algorithms.asgd.max_staleness: -1 is less than the minimum of 0"),
+        (
+            "hadpsgd",
+            {"node_size": 2},
+            r"algorithms.hadpsgd: .*'node_size' was unexpected",
+        ),  # the study's
+        (
+            "asgd",
+            {"max_staleness": -1},
+            "algorithms.asgd.max_staleness: -1 is less than the minimum of 0",
+        ),
         ("ma", {"reduce": "gather"}, "algorithms.ma.reduce: 'gather' is not one of"),
         ("ssgd", {"period": 2}, r"algorithms.ssgd: .*'period' was unexpected"),
     ],
@@ -50,9 +64,17 @@ def test_options_are_validated_eagerly_by_the_table_of_algorithms(name, options,
 
 
 def test_kavg_period_policies():
-    assert make_algorithm("kavg", Layout(0, 16), {"period": 8, "period_policy": "by_learners"}).period == 2
-    assert make_algorithm("kavg", Layout(0, 2), {"period": 8, "period_policy": "by_learners"}).period == 16
-    plateau = make_algorithm("kavg", Layout(0, 4), {"period": 8, "period_policy": "plateau", "plateau": 0.05})
+    assert (
+        make_algorithm("kavg", Layout(0, 16), {"period": 8, "period_policy": "by_learners"}).period
+        == 2
+    )
+    assert (
+        make_algorithm("kavg", Layout(0, 2), {"period": 8, "period_policy": "by_learners"}).period
+        == 16
+    )
+    plateau = make_algorithm(
+        "kavg", Layout(0, 4), {"period": 8, "period_policy": "plateau", "plateau": 0.05}
+    )
     for dev_loss in (1.0, 0.5, 0.49):
         list(plateau.end_epoch(None, dev_loss))
     assert plateau.period == 4
@@ -98,8 +120,12 @@ def test_the_consensus_is_measured_not_imposed_on_the_learners():
 
     for name in ("kavg", "ma", "adpsgd", "hadpsgd", "bmuf"):
         learners = [Holder(rank) for rank in range(2)]
-        programs = [make_algorithm(name, Layout(rank=rank, size=2, node_size=1, nodes=2)).consensus(learners[rank])
-                    for rank in range(2)]  # fmt: skip
+        programs = [
+            make_algorithm(name, Layout(rank=rank, size=2, node_size=1, nodes=2)).consensus(
+                learners[rank]
+            )
+            for rank in range(2)
+        ]
         requests = [next(program) for program in programs]
         assert all(isinstance(request, ops.Allreduce) for request in requests)
         average = sum(ops.flatten(r.tensors) for r in requests) / 2
@@ -126,15 +152,17 @@ def test_an_averaging_shares_the_model_and_the_optimizers_state_or_the_weights_a
     learner = Learner(model, make_optimizer("adam", 0.0, model), 0.0, name)
     weights = sum(t.numel() for t in learner.state)
     for averages, values in (("model_and_optimizer", 3 * weights), ("model", weights)):
-        algorithm = make_algorithm(name, Layout(rank=1, size=2, node_size=1, nodes=2), {"averages": averages})
+        algorithm = make_algorithm(
+            name, Layout(rank=1, size=2, node_size=1, nodes=2), {"averages": averages}
+        )
         assert sum(t.numel() for t in algorithm.shared(learner)) == values
     with pytest.raises(ConfigError, match=f"algorithms.{name}.averages: 'gradients' is not one of"):
         make_algorithm(name, Layout(rank=0, size=2), {"averages": "gradients"})
 
 
 class GivenGradient(Learner):
-    """A learner of one linear layer (no bias) holding `weights`, under SGD without momentum (a
-    step moves it by -lr × its gradient), whose every minibatch has `gradient` (no loss computed)."""
+    """A learner of one linear layer (no bias) holding `weights`, under SGD without momentum (a step
+    moves it by -lr × its gradient), whose every minibatch has `gradient` (no loss computed)."""
 
     def __init__(self, weights: list[float], gradient: list[float]):
         model = nn.Linear(len(weights), 1, bias=False)
@@ -169,7 +197,9 @@ def carry_out(program) -> list:
 def ma(layout: Layout | None = None, **options):
     """MA (of one learner alone unless `layout` says) without natural gradient (a linear layer has
     no recording forward pass), averaging the weights alone."""
-    return make_algorithm("ma", layout or Layout(0, 1), {"natural_gradient": False, "averages": "model", **options})
+    return make_algorithm(
+        "ma", layout or Layout(0, 1), {"natural_gradient": False, "averages": "model", **options}
+    )
 
 
 @pytest.mark.parametrize(
@@ -189,24 +219,36 @@ def test_mas_change_cap_scales_a_step_over_it_to_exactly_the_cap(cap, expected):
     carry_out(averaging.plan(1.0))
     carry_out(averaging.step(learner, None, lr=1.0))
     assert learner.weights == pytest.approx(expected, rel=1e-6)
-    change = torch.linalg.vector_norm(torch.tensor(learner.weights) - torch.tensor([1.0, 2.0])).item()
+    change = torch.linalg.vector_norm(
+        torch.tensor(learner.weights) - torch.tensor([1.0, 2.0])
+    ).item()
     assert change == pytest.approx(min(5.0, cap or 5.0), rel=1e-6)
 
 
 @pytest.mark.parametrize(
     "frames_per_job, frames_per_step, period",
     [
-        (600_000, 32_000.0, 19),  # rosc17's 600k frames over steps of 32 utterances of 1,000 frames: 18.75
+        (
+            600_000,
+            32_000.0,
+            19,
+        ),  # rosc17's 600k frames over steps of 32 utterances of 1,000 frames: 18.75
         (400_000, 16_000.0, 25),  # Kaldi's default for LSTMs over 16 utterances of 1,000 frames
         (10_000, 32_000.0, 1),  # less than one step's frames: every step averages
     ],
 )
-def test_mas_period_is_its_frames_per_job_over_a_steps_frames_in_steps(frames_per_job, frames_per_step, period):
+def test_mas_period_is_its_frames_per_job_over_a_steps_frames_in_steps(
+    frames_per_job, frames_per_step, period
+):
     averaging = ma(frames_per_job=frames_per_job, max_param_change=0.0)
     carry_out(averaging.plan(frames_per_step))
     learner = GivenGradient([0.0], [0.0])
     steps = [carry_out(averaging.step(learner, None, 0.1)) for _ in range(2 * period)]
-    averaged_at = [step for step, made in enumerate(steps, 1) if any(isinstance(r, ops.Allreduce) for r in made)]
+    averaged_at = [
+        step
+        for step, made in enumerate(steps, 1)
+        if any(isinstance(r, ops.Allreduce) for r in made)
+    ]
     assert averaging.period == period and averaged_at == [period, 2 * period]
 
 
@@ -222,7 +264,9 @@ def recorded(program, kinds: list[str]):
         result = yield request
 
 
-def averaged_by_ma(models: list[list[float]], reduce: str) -> tuple[list[list[float]], list[list[str]]]:
+def averaged_by_ma(
+    models: list[list[float]], reduce: str
+) -> tuple[list[list[float]], list[list[str]]]:
     """Each simulated learner's weights after one MA averaging of `models` (learner r's weights
     models[r]) with `reduce`, and the kinds of request each made for it."""
     costs = CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION)
@@ -246,7 +290,9 @@ def test_mas_averaging_gives_every_learner_the_mean_by_allreduce_or_through_lear
         assert averaged_by_ma(models, reduce)[0] == [[3.0, 2.0]] * 3, reduce
         assert averaged_by_ma([[1.0], [3.0]], reduce)[0] == [[2.0]] * 2, reduce
     assert averaged_by_ma(models, "allreduce")[1] == [["Barrier", "Allreduce"]] * 3
-    through_master = [["Barrier", "Receive", "Receive", "Send", "Send"]] + [["Barrier", "Send", "Receive"]] * 2
+    through_master = [["Barrier", "Receive", "Receive", "Send", "Send"]] + [
+        ["Barrier", "Send", "Receive"]
+    ] * 2
     assert averaged_by_ma(models, "master")[1] == through_master
 
 
@@ -254,7 +300,11 @@ def serve_pushes(asgd, server: Learner, pushes: list[tuple[int, int, int, float]
     """ASGD's server driven through `pushes` ((learner, kind, server version it pulled, rate) in
     the order they arrive; a gradient's values all 1), its updates carried out; returns the rates
     it updated at."""
-    program, pushes, rates = asgd.serve(server, checkpoint=lambda step: None, roll_back=lambda: None), iter(pushes), []
+    program, pushes, rates = (
+        asgd.serve(server, checkpoint=lambda step: None, roll_back=lambda: None),
+        iter(pushes),
+        [],
+    )
     result = None
     while True:
         try:
@@ -276,13 +326,21 @@ def serve_pushes(asgd, server: Learner, pushes: list[tuple[int, int, int, float]
 def asgd_server(options: dict) -> tuple:
     """ASGD's server of 2 learners, and its model: one weight, 0, under SGD without momentum (a
     gradient of 1 at rate r takes r off it)."""
-    return make_algorithm("asgd", Layout(rank=0, size=2, servers=1), options), GivenGradient([0.0], [0.0])
+    return make_algorithm("asgd", Layout(rank=0, size=2, servers=1), options), GivenGradient(
+        [0.0], [0.0]
+    )
 
 
 # learner 0's gradient from version 0, learner 1's from version 0 (one update stale), learner 0's
 # from version 1 (one stale), learner 1's from version 0 (three stale), then both done
-STALE = [(0, GRADIENT, 0, 0.1), (1, GRADIENT, 0, 0.1), (0, GRADIENT, 1, 0.1), (1, GRADIENT, 0, 0.1),
-         (0, DONE, 0, 0.0), (1, DONE, 0, 0.0)]  # fmt: skip
+STALE = [
+    (0, GRADIENT, 0, 0.1),
+    (1, GRADIENT, 0, 0.1),
+    (0, GRADIENT, 1, 0.1),
+    (1, GRADIENT, 0, 0.1),
+    (0, DONE, 0, 0.0),
+    (1, DONE, 0, 0.0),
+]
 
 
 @pytest.mark.parametrize(
@@ -295,12 +353,22 @@ def test_asgds_staleness_lr_divides_a_gradients_rate_by_one_plus_its_staleness(s
     assert server.weights == pytest.approx([-sum(rates)])
     # (learner, version pulled, version once applied, staleness, applied): staleness is the
     # server's version at apply minus the version pulled
-    assert asgd.records == [(0, 0, 1, 0, True), (1, 0, 2, 1, True), (0, 1, 3, 1, True), (1, 0, 4, 3, True)]
+    assert asgd.records == [
+        (0, 0, 1, 0, True),
+        (1, 0, 2, 1, True),
+        (0, 1, 3, 1, True),
+        (1, 0, 4, 3, True),
+    ]
 
 
 @pytest.mark.parametrize(
     "bound, applied",
-    [(None, [True] * 4), (3, [True] * 4), (1, [True, True, True, False]), (0, [True, False, True, False])],
+    [
+        (None, [True] * 4),
+        (3, [True] * 4),
+        (1, [True, True, True, False]),
+        (0, [True, False, True, False]),
+    ],
 )
 def test_asgds_max_staleness_drops_a_gradient_staler_than_the_bound(bound, applied):
     """A dropped gradient leaves the model and the server's version as they were (its learner is
@@ -312,7 +380,9 @@ def test_asgds_max_staleness_drops_a_gradient_staler_than_the_bound(bound, appli
     assert server.weights == pytest.approx([-0.1 * sum(applied)]) and asgd.version == sum(applied)
 
 
-def test_a_runs_ma_period_is_its_frames_per_job_over_the_mean_frames_of_a_step(corpus, tmp_path, monkeypatch):
+def test_a_runs_ma_period_is_its_frames_per_job_over_the_mean_frames_of_a_step(
+    corpus, tmp_path, monkeypatch
+):
     """On the tiny corpus's 96 training utterances, 2 learners of 48 each take 6 steps of 8 an
     epoch: a step has a twelfth of the corpus's frames on average, and a job of 3 such steps'
     frames averages every third step."""
@@ -329,14 +399,17 @@ def test_a_runs_ma_period_is_its_frames_per_job_over_the_mean_frames_of_a_step(c
 
     monkeypatch.setattr(ModelAveraging, "plan", plan)
     options = {"frames_per_job": round(3 * frames / 12), "natural_gradient": False}
-    world = SimWorld(2, CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION), name="ma")
+    world = SimWorld(
+        2, CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION), name="ma"
+    )
     run = run_config("ma", options=options, epochs=1, batch_size=8)
     train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path), world)
     assert planned == [(pytest.approx(frames / 12), 3)] * 2
 
 
 class QuadraticLearner:
-    """A learner of one weight on the loss ½(w − c)², its own c: a step at rate lr moves w by lr·(c − w)."""
+    """A learner of one weight on the loss ½(w − c)², its own c: a step at rate lr moves w by lr·(c
+    − w)."""
 
     def __init__(self, target: float):
         self.state = [torch.zeros(1, dtype=torch.float64)]
@@ -355,22 +428,30 @@ class QuadraticLearner:
 
 
 def in_lockstep(programs) -> None:
-    """The learners' programs run together, each Allreduce averaged over all, each Broadcast from the first."""
+    """The learners' programs run together, each Allreduce averaged over all, each Broadcast from
+    the first."""
     requests = [request for program in programs if (request := next(program, None)) is not None]
     while requests:
         if isinstance(requests[0], ops.Allreduce | ops.Broadcast):
             for tensors in zip(*(request.tensors for request in requests)):
-                common = tensors[0].clone() if isinstance(requests[0], ops.Broadcast) else sum(tensors) / len(tensors)
+                common = (
+                    tensors[0].clone()
+                    if isinstance(requests[0], ops.Broadcast)
+                    else sum(tensors) / len(tensors)
+                )
                 for tensor in tensors:
                     tensor.copy_(common)
         requests = [request for program in programs if (request := next(program, None)) is not None]
 
 
-@pytest.mark.parametrize("nesterov, starts", [(False, [1.0, 2.0, 2.5]), (True, [1.5, 2.125, 2.21875])])
+@pytest.mark.parametrize(
+    "nesterov, starts", [(False, [1.0, 2.0, 2.5]), (True, [1.5, 2.125, 2.21875])]
+)
 def test_bmuf_filters_each_blocks_average_with_its_block_momentum(nesterov, starts):
-    """Two learners of targets 1 and 3 (the optimum of their sum is 2), rate 0.5, a block a step,
-    η = 0.5, ζ = 1, worked by hand: W̄ − W_g is filtered into G ← η·G + Δ, W ← W + G, and the next
-    block starts from W (overshooting 2: momentum), or from the look-ahead W + η·G (see the module)."""
+    """Two learners of targets 1 and 3 (the optimum of their sum is 2), rate 0.5, a block a step, η
+    = 0.5, ζ = 1, worked by hand: W̄ − W_g is filtered into G ← η·G + Δ, W ← W + G, and the next
+    block starts from W (overshooting 2: momentum), or from the look-ahead W + η·G (see the
+    module)."""
     learners = [QuadraticLearner(1.0), QuadraticLearner(3.0)]
     options = {"period": 1, "block_momentum": 0.5, "block_lr": 1.0, "nesterov": nesterov}
     bmufs = [make_algorithm("bmuf", Layout(rank, 2), options) for rank in range(2)]
@@ -378,14 +459,20 @@ def test_bmuf_filters_each_blocks_average_with_its_block_momentum(nesterov, star
     found = []
     for _ in starts:
         in_lockstep([bmuf.step(learner, None, 0.5) for bmuf, learner in zip(bmufs, learners)])
-        assert learners[0].state[0].item() == learners[1].state[0].item()  # every learner holds the same start
+        assert (
+            learners[0].state[0].item() == learners[1].state[0].item()
+        )  # every learner holds the same start
         found.append(learners[0].state[0].item())
     assert found == starts
 
 
-@pytest.mark.parametrize("optimizer, restarted, kept", [("sgd", ["momentum_buffer"], []),
-                                                        ("adam", ["exp_avg"], ["exp_avg_sq"])])  # fmt: skip
-def test_bmuf_restarts_each_learners_momentum_after_a_block_unless_told_not_to(optimizer, restarted, kept):
+@pytest.mark.parametrize(
+    "optimizer, restarted, kept",
+    [("sgd", ["momentum_buffer"], []), ("adam", ["exp_avg"], ["exp_avg_sq"])],
+)
+def test_bmuf_restarts_each_learners_momentum_after_a_block_unless_told_not_to(
+    optimizer, restarted, kept
+):
     """CNTK's block-momentum learner resets its learners' SGD momentum after each aggregation: so
     does BMUF by default (SGD's velocity, Adam's first moment; Adam's second, a scale, is kept)."""
     for restart in (True, False):
@@ -415,7 +502,10 @@ def test_a_rejected_epoch_starts_bmufs_next_block_from_the_learners_average_with
     in_lockstep([bmuf.start(learner) for bmuf, learner in zip(bmufs, learners)])
     for _ in range(3):  # a block and a half: momentum gathered, the models apart
         in_lockstep([bmuf.step(learner, None, 0.5) for bmuf, learner in zip(bmufs, learners)])
-    assert learners[0].state[0].item() != learners[1].state[0].item() and bmufs[0]._momentum[0].item() != 0
+    assert (
+        learners[0].state[0].item() != learners[1].state[0].item()
+        and bmufs[0]._momentum[0].item() != 0
+    )
     in_lockstep([bmuf.roll_back(learner) for bmuf, learner in zip(bmufs, learners)])
     for bmuf, learner in zip(bmufs, learners):
         assert learner.state[0].item() == bmuf._start[0].item() == learners[0].state[0].item()
@@ -423,7 +513,7 @@ def test_a_rejected_epoch_starts_bmufs_next_block_from_the_learners_average_with
 
 
 @pytest.mark.parametrize("nesterov", [False, True])
-def test_bmuf_is_slowmo_and_dilocos_outer_optimizer_with_block_lr_as_outer_rate_and_block_momentum_as_momentum(
+def test_bmuf_is_slowmo_and_dilocos_outer_optimizer(
     nesterov,
 ):
     """The modern forms are BMUF's two settings: an outer SGD (torch's own, momentum 0.9, heavy-ball

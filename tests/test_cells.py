@@ -49,17 +49,36 @@ def test_the_triton_cell_refuses_tensors_whose_rows_are_not_contiguous():
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "hadpsgd"])
-def test_fused_learners_with_tritons_cells_train_as_learners_one_by_one(corpus, tmp_path, monkeypatch, algorithm):
+def test_fused_learners_with_tritons_cells_train_as_learners_one_by_one(
+    corpus, tmp_path, monkeypatch, algorithm
+):
     """The simulated world's fuser with Triton's cells (on a GPU the world's own: CUDA graphs of
     them), where the gradient reaches the recurrence in the layout of its use: after an epoch, the
     models of learners computed one by one, to float rounding."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)  # the unfused learners' LSTM
-    fused = {} if DEVICE.type == "cuda" else {ops.Gradient: partial(fused_gradients, loops=Loops(cells.TritonCell()))}
+    fused = (
+        {}
+        if DEVICE.type == "cuda"
+        else {ops.Gradient: partial(fused_gradients, loops=Loops(cells.TritonCell()))}
+    )
     (alone, alone_metrics), (together, fused_metrics) = (
-        simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, DEVICE.type, fused, optimizer="sgd", lr=0.05)
+        simulate(
+            corpus,
+            tmp_path / str(fuse),
+            algorithm,
+            4,
+            fuse,
+            DEVICE.type,
+            fused,
+            optimizer="sgd",
+            lr=0.05,
+        )
         for fuse in (False, True)
     )
     for name, tensor in alone.items():
         torch.testing.assert_close(together[name], tensor, rtol=1e-3, atol=1e-4, msg=name)
-    dev = [metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist() for metrics in (alone_metrics, fused_metrics)]
+    dev = [
+        metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist()
+        for metrics in (alone_metrics, fused_metrics)
+    ]
     assert dev[0] == dev[1]

@@ -13,9 +13,12 @@ from asrscale.analysis.claims import CLAIMS, verdicts
 from asrscale.analysis.halves import NOT_DECIDED, NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, reaches
 from asrscale.analysis.measures import convergence, target_of
 
-UTTERANCES = 2000  # each of 10 words; a system's errors on an utterance vary by NOISE (relative) around its WER's
+# each of 10 words; a system's errors on an utterance vary by NOISE (relative) around its WER's
+UTTERANCES = 2000
 NOISE = 0.2
-DIFFICULTY = np.random.default_rng(0).gamma(4.0, 0.5, UTTERANCES)  # shared by every system: they are paired
+DIFFICULTY = np.random.default_rng(0).gamma(
+    4.0, 0.5, UTTERANCES
+)  # shared by every system: they are paired
 COLUMNS = ["algorithm", "learners", "seed", "wer", "speedup", "greedy_wer"]
 
 
@@ -24,28 +27,48 @@ def runs(
 ) -> pd.DataFrame:
     """(algorithm, learners, seed, WER, time speedup[, greedy WER]) rows of the algorithms as
     configured, each as `alike` seeds (the row's seed, then 100 and 200 above it: what an accuracy
-    half needs) of the same WER, modelled on one profile (or `measured` on GPUs), converged by
-    their schedule (or stopped by their budget) after 1000 updates; greedy WER twice the WER with
-    the LM unless given; every other speedup as the time speedup, efficiency the time speedup over P."""
+    half needs) of the same WER, modelled on one profile (or `measured` on GPUs), converged by their
+    schedule (or stopped by their budget) after 1000 updates; greedy WER twice the WER with the LM
+    unless given; every other speedup as the time speedup, efficiency the time speedup over P."""
     rows = [row if len(row) == 6 else (*row, 2 * row[3]) for row in rows]
     rows = [(a, p, seed + 100 * k, *rest) for a, p, seed, *rest in rows for k in range(alike)]
     table = pd.DataFrame(rows, columns=COLUMNS)
     table = table.rename(columns={"speedup": "time_speedup"})
     table = table.assign(
-        variant="default", converged=converged, converged_by="schedule" if converged else "budget", updates=1000,
-        last_epoch_gain=0.0005 if converged else 0.05, stopped="" if converged else "its 9 epochs done",
-        best_dev_loss=1.0, target_dev_loss=1.05, own_speedup=table.time_speedup, accuracy_speedup=table.time_speedup,
-        accuracy_epochs_ratio=1.0, efficiency=table.time_speedup / table.learners, diverged="",
-        speedup_kind="measured" if measured else "modelled on x", world="mpi" if measured else "simulated",
-        device="cuda" if measured else "cpu", parameters=660_000, gpu="H100", hostname="node1",
-        global_batch=32 * table.learners.where(table.algorithm != "asgd", 1),  # ASGD applies each gradient alone
-        run=[f"runs/{a}/P{p}/seed{s}/{w}" for a, p, s, w in zip(table.algorithm, table.learners, table.seed,
-                                                                  table.wer)],
-    )  # fmt: skip
+        variant="default",
+        converged=converged,
+        converged_by="schedule" if converged else "budget",
+        updates=1000,
+        last_epoch_gain=0.0005 if converged else 0.05,
+        stopped="" if converged else "its 9 epochs done",
+        best_dev_loss=1.0,
+        target_dev_loss=1.05,
+        own_speedup=table.time_speedup,
+        accuracy_speedup=table.time_speedup,
+        accuracy_epochs_ratio=1.0,
+        efficiency=table.time_speedup / table.learners,
+        diverged="",
+        speedup_kind="measured" if measured else "modelled on x",
+        world="mpi" if measured else "simulated",
+        device="cuda" if measured else "cpu",
+        parameters=660_000,
+        gpu="H100",
+        hostname="node1",
+        global_batch=32
+        * table.learners.where(table.algorithm != "asgd", 1),  # ASGD applies each gradient alone
+        run=[
+            f"runs/{a}/P{p}/seed{s}/{w}"
+            for a, p, s, w in zip(table.algorithm, table.learners, table.seed, table.wer)
+        ],
+    )
     low, high = (1.0, 1.0) if measured else band
-    return table.assign(**{f"{s}_{edge}": table[s] * factor for s in ("time_speedup", "own_speedup",
-                                                                      "accuracy_speedup")
-                           for edge, factor in (("low", low), ("high", high))})  # fmt: skip
+    return table.assign(
+        **{
+            f"{s}_{edge}": table[s] * factor
+            for s in ("time_speedup", "own_speedup", "accuracy_speedup")
+            for edge, factor in (("low", low), ("high", high))
+        }
+    )
 
 
 def scores(table: pd.DataFrame, utterances: int = UTTERANCES, noise: float = NOISE) -> pd.DataFrame:
@@ -57,7 +80,9 @@ def scores(table: pd.DataFrame, utterances: int = UTTERANCES, noise: float = NOI
         base = DIFFICULTY[:utterances] * 10 / DIFFICULTY[:utterances].sum() * utterances
         found = {"run": run.run, "utt": [f"u{i:05d}" for i in range(utterances)], "words": 10}
         for column, rate in (("lm_errors", run.wer), ("greedy_errors", run.greedy_wer)):
-            found[column] = rate * base * np.exp(noise * rng.standard_normal(utterances) - noise**2 / 2)
+            found[column] = (
+                rate * base * np.exp(noise * rng.standard_normal(utterances) - noise**2 / 2)
+            )
         rows.append(pd.DataFrame(found))
     return pd.concat(rows)
 
@@ -65,8 +90,12 @@ def scores(table: pd.DataFrame, utterances: int = UTTERANCES, noise: float = NOI
 NO_SWEEPS = pd.DataFrame(columns=["sweep", "algorithm", "learners", "value", "speedup_kind", "run"])
 
 
-def found(table: pd.DataFrame, points: pd.DataFrame = NO_SWEEPS, utterances: int = UTTERANCES,
-          claims: tuple | None = None) -> pd.DataFrame:  # fmt: skip
+def found(
+    table: pd.DataFrame,
+    points: pd.DataFrame = NO_SWEEPS,
+    utterances: int = UTTERANCES,
+    claims: tuple | None = None,
+) -> pd.DataFrame:
     both = pd.concat([table, points]) if len(points) else table
     return verdicts(table, points, scores(both, utterances), claims)
 
@@ -90,18 +119,32 @@ def seeds(algorithm, learners, wer, speedup, n=3, **options) -> pd.DataFrame:
 def test_every_claim_has_a_row_with_its_halves_and_a_study_without_runs_decides_none():
     table = found(runs(SEQ))
     assert len(table) == len(CLAIMS) == 12
-    assert (table.accuracy != "").sum() == 11 and (table.speed != "").sum() == 8  # rosc17's saving is speed alone
+    assert (table.accuracy != "").sum() == 11 and (
+        table.speed != ""
+    ).sum() == 8  # rosc17's saving is speed alone
     undecided = table.accuracy[table.accuracy != ""]
     assert undecided.str.startswith(f"{NOT_DECIDED}: not measured in this study").all()
-    assert table.verdict.tolist() == [NOT_DECIDED] * 5 + [NOT_TESTABLE] + [NOT_DECIDED] * 6  # rosc17's saving 6th
-    assert (table.accuracy_why[table.accuracy != ""].str.len() > 0).all()  # each says which runs it lacks
-    saving = table[table.study == "rosc17"].iloc[1]  # speed alone, which asrscale cannot run: untestable
+    assert (
+        table.verdict.tolist() == [NOT_DECIDED] * 5 + [NOT_TESTABLE] + [NOT_DECIDED] * 6
+    )  # rosc17's saving 6th
+    assert (
+        table.accuracy_why[table.accuracy != ""].str.len() > 0
+    ).all()  # each says which runs it lacks
+    saving = table[table.study == "rosc17"].iloc[
+        1
+    ]  # speed alone, which asrscale cannot run: untestable
     assert saving.verdict == NOT_TESTABLE and "Kaldi's scripts" in saving.speed_why
 
 
 @pytest.mark.parametrize(
     "wer, outcome",
-    [(0.2, REPRODUCED), (0.201, REPRODUCED), (0.23, NOT_REPRODUCED), (0.207, NOT_DECIDED), (0.16, REPRODUCED)],
+    [
+        (0.2, REPRODUCED),
+        (0.201, REPRODUCED),
+        (0.23, NOT_REPRODUCED),
+        (0.207, NOT_DECIDED),
+        (0.16, REPRODUCED),
+    ],
 )
 def test_matching_seqs_accuracy_is_non_inferiority_by_the_paired_bootstrap(wer, outcome):
     """KAVG at 4 within 3% of SEQ's WER, 3 seeds each: its relative difference's interval (about
@@ -109,21 +152,27 @@ def test_matching_seqs_accuracy_is_non_inferiority_by_the_paired_bootstrap(wer, 
     spanning it (20.7%: +4.2%); a more accurate one matches all the more (16%)."""
     found_row = row(runs(SEQ, ("kavg", 4, 1, wer, 3.9)), "KAVG with 4")
     assert found_row.accuracy.split(":")[0] == outcome and found_row.verdict == outcome
-    assert "relative to SEQ's with the LM" in found_row.accuracy_measured and "2,000 test utterances" in (
-        found_row.accuracy_measured)  # fmt: skip
+    assert (
+        "relative to SEQ's with the LM" in found_row.accuracy_measured
+        and "2,000 test utterances" in (found_row.accuracy_measured)
+    )
 
 
 def test_a_test_set_too_small_for_the_margin_says_so_with_the_utterances_it_would_need():
     small = row(runs(SEQ, ("kavg", 4, 1, 0.20, 3.9)), "KAVG with 4", utterances=60)
     assert small.accuracy == f"{NOT_DECIDED}: the test set is too small"
-    assert "wider than the margin 3%: about" in small.accuracy_why and "speakers would narrow it" in (
-        small.accuracy_why)  # fmt: skip
+    assert (
+        "wider than the margin 3%: about" in small.accuracy_why
+        and "speakers would narrow it" in (small.accuracy_why)
+    )
 
 
 def test_the_lm_decode_decides_and_a_greedy_disagreement_is_said():
     """An LM can flatter an acoustic model: KAVG matches SEQ with the LM (20.1% against 20%) but
     not greedily (55% against 40%): reproduced, as the studies scored, with the greedy said."""
-    lm_only = row(runs(("seq", 1, 1, 0.20, 1.0, 0.40), ("kavg", 4, 1, 0.201, 3.9, 0.55)), "KAVG with 4")
+    lm_only = row(
+        runs(("seq", 1, 1, 0.20, 1.0, 0.40), ("kavg", 4, 1, 0.201, 3.9, 0.55)), "KAVG with 4"
+    )
     assert lm_only.accuracy == REPRODUCED and f"greedily {NOT_REPRODUCED}" in lm_only.accuracy_why
 
 
@@ -131,16 +180,22 @@ def test_a_speed_half_is_decided_only_by_runs_measured_on_gpus_over_three_seeds(
     """zhang13's 3.2× at 4: modelled (whatever the model says), or measured on CPU ranks, it is not
     testable here; measured on GPUs it needs 3 seeds, then reaches 90% of 3.2× by its interval."""
     modelled = row(runs(SEQ, ("asgd", 4, 1, 0.20, 3.9)), "ASGD gives")
-    assert modelled.speed == f"{NOT_TESTABLE}: needs GPUs" and "modelled on x: 3.90× (band 3.12-4.88×)" in (
-        modelled.speed_why)  # fmt: skip
-    assert modelled.accuracy == REPRODUCED and modelled.verdict == NOT_DECIDED  # one half reproduced is not enough
+    assert (
+        modelled.speed == f"{NOT_TESTABLE}: needs GPUs"
+        and "modelled on x: 3.90× (band 3.12-4.88×)" in (modelled.speed_why)
+    )
+    assert (
+        modelled.accuracy == REPRODUCED and modelled.verdict == NOT_DECIDED
+    )  # one half reproduced is not enough
     on_cpus = runs(SEQ, ("asgd", 4, 1, 0.20, 3.9), measured=True).assign(device="cpu")
     assert row(on_cpus, "ASGD gives").speed == f"{NOT_TESTABLE}: needs GPUs"
     one_seed = runs(SEQ, ("asgd", 4, 1, 0.20, 3.9), measured=True, alike=1)
     assert row(one_seed, "ASGD gives").speed == f"{NOT_DECIDED}: needs 3 seeds"
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
     for speedup, outcome in ((3.5, REPRODUCED), (2.0, NOT_REPRODUCED), (2.9, NOT_DECIDED)):
-        decided = row(pd.concat([seq, seeds("asgd", 4, 0.20, speedup, measured=True)]), "ASGD gives")
+        decided = row(
+            pd.concat([seq, seeds("asgd", 4, 0.20, speedup, measured=True)]), "ASGD gives"
+        )
         assert decided.speed.split(":")[0] == outcome, (speedup, decided.speed_why)
         assert "0.66 M parameters on 4 × H100" in decided.speed_measured
     both = row(pd.concat([seq, seeds("asgd", 4, 0.20, 3.5, measured=True)]), "ASGD gives")
@@ -148,43 +203,70 @@ def test_a_speed_half_is_decided_only_by_runs_measured_on_gpus_over_three_seeds(
 
 
 def test_a_same_epochs_speedup_beyond_p_learners_is_not_testable_rather_than_undecided():
-    """A rule whose "reproduced" cannot occur: 90% of 5× for the same epochs is beyond 4 learners."""
+    """A rule whose "reproduced" cannot occur: 90% of 5× for the same epochs is beyond 4
+    learners."""
     half = reaches(seeds("asgd", 4, 0.2, 3.9, measured=True), 5.0)
     assert half.outcome == NOT_TESTABLE and "beyond what 4 learners can give" in half.why
 
 
 def test_an_accuracy_half_rests_on_converged_runs_and_a_speed_half_does_not():
-    late = pd.concat([seeds("seq", 1, 0.2, 1.0, measured=True),
-                      seeds("asgd", 4, 0.2, 2.0, measured=True, converged=False)])  # fmt: skip
+    late = pd.concat(
+        [
+            seeds("seq", 1, 0.2, 1.0, measured=True),
+            seeds("asgd", 4, 0.2, 2.0, measured=True, converged=False),
+        ]
+    )
     decided = row(late, "ASGD gives")
     assert decided.accuracy == f"{NOT_DECIDED}: under-trained" and decided.speed == NOT_REPRODUCED
     assert decided.verdict == NOT_REPRODUCED  # a half that fails decides the claim
-    assert "ASGD P=4 seed 1 stopped by its budget after 1000 updates a learner (its 9 epochs done" in (
-        decided.accuracy_why)  # fmt: skip
+    assert (
+        "ASGD P=4 seed 1 stopped by its budget after 1000 updates a learner (its 9 epochs done"
+        in (decided.accuracy_why)
+    )
 
 
 def test_a_diverged_run_decides_no_accuracy():
-    table = runs(SEQ, ("kavg", 4, 1, 0.2, 3.9)).assign(diverged=[""] * 3 + ["epoch 1, step 4: not finite"] * 3)
+    table = runs(SEQ, ("kavg", 4, 1, 0.2, 3.9)).assign(
+        diverged=[""] * 3 + ["epoch 1, step 4: not finite"] * 3
+    )
     decided = row(table.assign(converged=[True] * 3 + [False] * 3), "KAVG with 4")
-    assert decided.accuracy == f"{NOT_DECIDED}: diverged" and "KAVG P=4 diverged" in decided.accuracy_measured
+    assert (
+        decided.accuracy == f"{NOT_DECIDED}: diverged"
+        and "KAVG P=4 diverged" in decided.accuracy_measured
+    )
 
 
 def test_asgd_is_judged_on_its_own_overhead_and_accuracy_with_kavg_beside():
-    """cong17: "even with 4 GPUs, the overhead is significant, and the accuracies achieved are poor"."""
+    """cong17: "even with 4 GPUs, the overhead is significant, and the accuracies achieved are
+    poor"."""
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
-    poor = pd.concat([seq, seeds("asgd", 4, 0.30, 2.0, measured=True), seeds("kavg", 4, 0.21, 3.8, measured=True)])
+    poor = pd.concat(
+        [
+            seq,
+            seeds("asgd", 4, 0.30, 2.0, measured=True),
+            seeds("kavg", 4, 0.21, 3.8, measured=True),
+        ]
+    )
     decided = row(poor, "ASGD's overhead")
-    assert (decided.accuracy, decided.speed, decided.verdict) == (REPRODUCED, REPRODUCED, REPRODUCED)
+    assert (decided.accuracy, decided.speed, decided.verdict) == (
+        REPRODUCED,
+        REPRODUCED,
+        REPRODUCED,
+    )
     assert "KAVG P=4 beside it" in decided.accuracy_measured
     efficient_and_accurate = pd.concat([seq, seeds("asgd", 4, 0.20, 3.8, measured=True)])
     decided = row(efficient_and_accurate, "ASGD's overhead")
     assert (decided.accuracy, decided.speed) == (NOT_REPRODUCED, NOT_REPRODUCED)
     at_8 = row(runs(SEQ, ("asgd", 8, 1, 0.3, 6.0)), "ASGD's overhead")
-    assert at_8.accuracy == REPRODUCED and "ASGD P=8" in at_8.accuracy_measured  # the fewest above 4 where no 4
-    assert row(runs(SEQ, ("asgd", 2, 1, 0.4, 1.5)), "ASGD's overhead").accuracy.endswith("not measured in this study")
+    assert (
+        at_8.accuracy == REPRODUCED and "ASGD P=8" in at_8.accuracy_measured
+    )  # the fewest above 4 where no 4
+    assert row(runs(SEQ, ("asgd", 2, 1, 0.4, 1.5)), "ASGD's overhead").accuracy.endswith(
+        "not measured in this study"
+    )
 
 
-def test_adaptive_kavg_at_20_is_more_accurate_than_seq_over_three_seeds_and_faster_to_its_accuracy():
+def test_adaptive_kavg_at_20_is_more_accurate_than_seq_and_faster_to_its_accuracy():
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
     fast = seeds("kavg", 20, 0.18, 8.0, measured=True)
     decided = row(pd.concat([seq, fast]), "adaptive KAVG")
@@ -193,12 +275,21 @@ def test_adaptive_kavg_at_20_is_more_accurate_than_seq_over_three_seeds_and_fast
     worse = row(pd.concat([seq, seeds("kavg", 20, 0.22, 8.0, measured=True)]), "adaptive KAVG")
     assert worse.accuracy == NOT_REPRODUCED
     same = row(pd.concat([seq, seeds("kavg", 20, 0.20, 8.0, measured=True)]), "adaptive KAVG")
-    assert same.accuracy == f"{NOT_DECIDED}: the interval spans the threshold"  # matching is not beating
+    assert (
+        same.accuracy == f"{NOT_DECIDED}: the interval spans the threshold"
+    )  # matching is not beating
     never = row(pd.concat([seq, fast.assign(accuracy_speedup=float("nan"))]), "adaptive KAVG")
     assert never.speed == NOT_REPRODUCED and "never reached SEQ's best dev loss" in never.speed_why
-    seq_late = row(pd.concat([seq.assign(converged=False, converged_by="budget"), fast]), "adaptive KAVG")
-    assert seq_late.speed == f"{NOT_DECIDED}: under-trained" and seq_late.accuracy == f"{NOT_DECIDED}: under-trained"
-    at_16 = row(pd.concat([seq, fast.assign(learners=16)]), "adaptive KAVG")  # 20 learners, as written
+    seq_late = row(
+        pd.concat([seq.assign(converged=False, converged_by="budget"), fast]), "adaptive KAVG"
+    )
+    assert (
+        seq_late.speed == f"{NOT_DECIDED}: under-trained"
+        and seq_late.accuracy == f"{NOT_DECIDED}: under-trained"
+    )
+    at_16 = row(
+        pd.concat([seq, fast.assign(learners=16)]), "adaptive KAVG"
+    )  # 20 learners, as written
     assert at_16.accuracy.endswith("not measured in this study")
     one_seed = row(pd.concat([seq, fast[fast.seed == 1]]), "adaptive KAVG")
     assert "needs 3 seeds of KAVG at 20 and of SEQ (has 1)" in one_seed.accuracy_why
@@ -219,28 +310,57 @@ def test_bmuf_at_16_is_judged_against_seq_with_the_averaging_it_filters_and_64_l
         ]
     )
     decided = row(kept, "BMUF: almost linear")
-    assert (decided.accuracy, decided.speed, decided.verdict) == (REPRODUCED, REPRODUCED, REPRODUCED)
+    assert (decided.accuracy, decided.speed, decided.verdict) == (
+        REPRODUCED,
+        REPRODUCED,
+        REPRODUCED,
+    )
     said = decided.accuracy_measured
-    assert re.search(r"BMUF P=16 against KAVG P=16: -1\d\.\d% \(95% interval .*?\) over 2,000 test utterances", said)
-    assert re.search(r"BMUF P=64 against SEQ: \+\d+\.\d%.*BMUF P=64 against MA P=64: -2\d\.\d%", said)
+    assert re.search(
+        r"BMUF P=16 against KAVG P=16: -1\d\.\d% \(95% interval .*?\) over 2,000 test utterances",
+        said,
+    )
+    assert re.search(
+        r"BMUF P=64 against SEQ: \+\d+\.\d%.*BMUF P=64 against MA P=64: -2\d\.\d%", said
+    )
     assert "P=64 against KAVG" not in said and "not converged" not in said
-    late = pd.concat([seq, seeds("bmuf", 16, 0.23, 12.0, measured=True),
-                      seeds("kavg", 16, 0.24, 15.5, measured=True, converged=False)])  # fmt: skip
+    late = pd.concat(
+        [
+            seq,
+            seeds("bmuf", 16, 0.23, 12.0, measured=True),
+            seeds("kavg", 16, 0.24, 15.5, measured=True, converged=False),
+        ]
+    )
     decided = row(late, "BMUF: almost linear")
     assert (decided.accuracy, decided.speed) == (NOT_REPRODUCED, NOT_REPRODUCED), decided.speed_why
     assert "(KAVG P=16 not converged in every seed)" in decided.accuracy_measured
     alone = row(pd.concat([seq, seeds("kavg", 16, 0.24, 15.5)]), "BMUF: almost linear")
-    assert alone.accuracy.endswith("not measured in this study") and "KAVG" not in alone.accuracy_measured
+    assert (
+        alone.accuracy.endswith("not measured in this study")
+        and "KAVG" not in alone.accuracy_measured
+    )
     at_64 = row(
-        pd.concat([seq, seeds("bmuf", 64, 0.22, 60.0, measured=True), seeds("kavg", 64, 0.24, 60.0, measured=True)]),
+        pd.concat(
+            [
+                seq,
+                seeds("bmuf", 64, 0.22, 60.0, measured=True),
+                seeds("kavg", 64, 0.24, 60.0, measured=True),
+            ]
+        ),
         "BMUF: almost linear",
     )
-    assert at_64.accuracy.endswith("not measured in this study")  # decided at 16, the 64 said beside
-    assert "BMUF P=64 against SEQ: +" in at_64.accuracy_measured and "against KAVG P=64: -" in at_64.accuracy_measured
+    assert at_64.accuracy.endswith(
+        "not measured in this study"
+    )  # decided at 16, the 64 said beside
+    assert (
+        "BMUF P=64 against SEQ: +" in at_64.accuracy_measured
+        and "against KAVG P=64: -" in at_64.accuracy_measured
+    )
 
 
 def ma_at(*rows, **options) -> pd.DataFrame:
-    """MA's runs: (learners, WER, speedup over MA alone); NG-SGD makes MA alone 4× slower than SEQ."""
+    """MA's runs: (learners, WER, speedup over MA alone); NG-SGD makes MA alone 4× slower than
+    SEQ."""
     table = runs(*(("ma", p, 1, wer, own / 4) for p, wer, own in rows), **options)
     own = 4 * table.time_speedup
     return table.assign(own_speedup=own, own_speedup_low=own, own_speedup_high=own)
@@ -264,24 +384,43 @@ def test_su15_is_decided_against_ma_alone_at_16_and_32_not_against_seq():
 def sweep(algorithm: str, setting: str, *points, learners=4, converged=True) -> pd.DataFrame:
     """(value, seed, WER) points of one sweep, each as 3 runs (`runs`' seeds alike); global batch
     from the value for a batch sweep."""
-    table = runs(*((algorithm, learners, seed, wer, 1.0) for _, seed, wer in points), converged=converged)
+    table = runs(
+        *((algorithm, learners, seed, wer, 1.0) for _, seed, wer in points), converged=converged
+    )
     values = [value for value, _, _ in points for _ in range(3)]  # each point's seeds alike
-    return table.assign(sweep=setting, value=values, variant=[f"{setting}={v}" for v in values], epochs=1, train_s=9.0,
-                        global_batch=[v * learners if isinstance(v, int) else 0 for v in values],
-                        run=[f"{r}/{setting}={v}" for r, v in zip(table.run, values)])  # fmt: skip
+    return table.assign(
+        sweep=setting,
+        value=values,
+        variant=[f"{setting}={v}" for v in values],
+        epochs=1,
+        train_s=9.0,
+        global_batch=[v * learners if isinstance(v, int) else 0 for v in values],
+        run=[f"{r}/{setting}={v}" for r, v in zip(table.run, values)],
+    )
 
 
 def test_an_optimal_period_is_an_inner_value_more_accurate_than_both_ends():
     def period(*wers, **options):
-        points = sweep("ma", "frames_per_job", *((v, 1, w) for v, w in zip((12500, 50000, 200000), wers)), **options)
+        points = sweep(
+            "ma",
+            "frames_per_job",
+            *((v, 1, w) for v, w in zip((12500, 50000, 200000), wers)),
+            **options,
+        )
         return row(runs(SEQ), "there is an optimal", points).accuracy
 
     assert period(0.25, 0.20, 0.24) == REPRODUCED
     assert period(0.19, 0.22, 0.25) == NOT_REPRODUCED  # the smallest period is the most accurate
-    assert period(0.20, 0.20, 0.20) == f"{NOT_DECIDED}: the interval spans the threshold"  # a flat response
-    assert period(0.25, 0.20, 0.24, converged=False) == f"{NOT_DECIDED}: under-trained"  # every run of a sweep
+    assert (
+        period(0.20, 0.20, 0.20) == f"{NOT_DECIDED}: the interval spans the threshold"
+    )  # a flat response
+    assert (
+        period(0.25, 0.20, 0.24, converged=False) == f"{NOT_DECIDED}: under-trained"
+    )  # every run of a sweep
     two = sweep("ma", "frames_per_job", (1, 1, 0.2), (2, 1, 0.2))
-    assert row(runs(SEQ), "there is an optimal", two).accuracy.endswith("not measured in this study")
+    assert row(runs(SEQ), "there is an optimal", two).accuracy.endswith(
+        "not measured in this study"
+    )
 
 
 def test_natural_gradient_is_decided_by_the_two_settings_of_its_sweep_not_by_seq():
@@ -291,23 +430,32 @@ def test_natural_gradient_is_decided_by_the_two_settings_of_its_sweep_not_by_seq
     assert row(runs(SEQ), "NG-SGD", worse).accuracy == NOT_REPRODUCED
 
 
-def test_larger_batch_needs_adpsgd_to_match_seq_at_three_times_the_batch_at_which_ssgd_stops_matching():
+def test_larger_batch_needs_adpsgd_to_match_seq_at_three_times_ssgds_edge():
     """SSGD at 16 learners matches SEQ at a global batch of 128 and loses it at 512 (its edge);
     ADPSGD at 3 × 128 = 384 or more (here 1,536): matching reproduces, losing fails."""
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.26), learners=16)
     adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.201), learners=16)
     decided = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd]))
-    assert decided.accuracy == REPRODUCED and "SSGD matches SEQ up to a global batch of 128" in decided.accuracy_why
+    assert (
+        decided.accuracy == REPRODUCED
+        and "SSGD matches SEQ up to a global batch of 128" in decided.accuracy_why
+    )
     lost = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.30), learners=16)
     assert row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, lost])).accuracy == NOT_REPRODUCED
     no_edge = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.20), learners=16)
     untestable = row(runs(SEQ), "ADPSGD converges", pd.concat([no_edge, adpsgd]))
-    assert untestable.accuracy == f"{NOT_TESTABLE}: the sweep has no edge" and "sweep larger" in untestable.accuracy_why
+    assert (
+        untestable.accuracy == f"{NOT_TESTABLE}: the sweep has no edge"
+        and "sweep larger" in untestable.accuracy_why
+    )
     at_4 = pd.concat([ssgd.assign(learners=4), adpsgd.assign(learners=4)])
-    assert "needs the sweeps at 16 learners or more" in row(runs(SEQ), "ADPSGD converges", at_4).accuracy_why
+    assert (
+        "needs the sweeps at 16 learners or more"
+        in row(runs(SEQ), "ADPSGD converges", at_4).accuracy_why
+    )
 
 
-def test_a_batch_where_newbob_stopped_a_run_before_it_transcribed_does_not_converge_but_a_budget_decides_nothing():
+def test_a_batch_stopped_before_it_transcribed_does_not_converge_a_budget_decides_nothing():
     """SSGD at a global batch of 512 whose one seed newbob ended on CTC's first plateau has failed
     to converge there, as one that diverged has; a run stopped by its budget is under-trained."""
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.20), (32, 2, 1.0), learners=16)
@@ -318,23 +466,57 @@ def test_a_batch_where_newbob_stopped_a_run_before_it_transcribed_does_not_conve
     assert "512: not reproduced (3 of 6 runs did not converge)" in decided.accuracy_measured
     budget = plateau.assign(converged_by=["schedule"] * 6 + ["budget"] * 3)
     late = row(runs(SEQ), "ADPSGD converges", pd.concat([budget, adpsgd]))
-    assert late.accuracy == f"{NOT_DECIDED}: under-trained" and "SSGD at global batch 512 seed 2" in late.accuracy_why
+    assert (
+        late.accuracy == f"{NOT_DECIDED}: under-trained"
+        and "SSGD at global batch 512 seed 2" in late.accuracy_why
+    )
 
 
-def convergence_of(losses: dict, stopped_by: dict | None = None, rates: dict | None = None, ter: dict | None = None,
-                   schedule: str = "newbob", ters: dict | None = None) -> pd.DataFrame:  # fmt: skip
+def convergence_of(
+    losses: dict,
+    stopped_by: dict | None = None,
+    rates: dict | None = None,
+    ter: dict | None = None,
+    schedule: str = "newbob",
+    ters: dict | None = None,
+) -> pd.DataFrame:
     """The convergence of runs whose epochs had these dev losses (their last rates a share of a
     peak of 1; dev TERs of their best models; what stopped each); with `ters`, the runs named there
     had these dev TERs an epoch and chose their models by them (train.best_by: dev_ter)."""
     ters = ters or {}
-    table = pd.DataFrame([{"algorithm": run, "trained_as": "seq" if run == "seq" else "kavg", "run": run,
-                           "variant": "default", "peak_lr": 1.0, "best_dev_ter": (ter or {}).get(run, 0.2),
-                           "stopped_by": (stopped_by or {}).get(run, "budget"), "schedule": schedule,
-                           "best_by": "dev_ter" if run in ters else "dev_loss",
-                           "diverged": "", "best_dev_loss": min(loss)} for run, loss in losses.items()])  # fmt: skip
-    epochs = pd.concat([pd.DataFrame({"run": run, "epoch": range(1, len(loss) + 1), "step": 10, "dev_loss": loss,
-                                      "dev_ter": ters.get(run, [0.2] * len(loss)), "lr": (rates or {}).get(run, 1.0)})
-                        for run, loss in losses.items()])  # fmt: skip
+    table = pd.DataFrame(
+        [
+            {
+                "algorithm": run,
+                "trained_as": "seq" if run == "seq" else "kavg",
+                "run": run,
+                "variant": "default",
+                "peak_lr": 1.0,
+                "best_dev_ter": (ter or {}).get(run, 0.2),
+                "stopped_by": (stopped_by or {}).get(run, "budget"),
+                "schedule": schedule,
+                "best_by": "dev_ter" if run in ters else "dev_loss",
+                "diverged": "",
+                "best_dev_loss": min(loss),
+            }
+            for run, loss in losses.items()
+        ]
+    )
+    epochs = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "run": run,
+                    "epoch": range(1, len(loss) + 1),
+                    "step": 10,
+                    "dev_loss": loss,
+                    "dev_ter": ters.get(run, [0.2] * len(loss)),
+                    "lr": (rates or {}).get(run, 1.0),
+                }
+            )
+            for run, loss in losses.items()
+        ]
+    )
     return convergence(table, epochs, plateau=0.02, plateau_max_dev_ter=0.5).set_index("run")
 
 
@@ -342,20 +524,38 @@ def test_a_newbob_run_has_converged_when_its_schedule_stopped_it_not_when_its_ep
     """Kaldi's newbob stops a run itself (halving, an epoch gained less than 0.1%): that run has
     converged, at whatever rate it had by then; one whose epochs ran out first was stopped by its
     budget, however flat its last epoch; a blank-only model stopped by its schedule has not."""
-    losses = {"seq": [0.40, 0.30, 0.2999], "kavg": [0.50, 0.45, 0.449], "blank": [2.90, 2.89, 2.889]}
-    table = convergence_of(losses, stopped_by={"seq": "schedule", "blank": "schedule"}, rates={"seq": 1 / 64},
-                           ter={"blank": 0.98})  # fmt: skip
+    losses = {
+        "seq": [0.40, 0.30, 0.2999],
+        "kavg": [0.50, 0.45, 0.449],
+        "blank": [2.90, 2.89, 2.889],
+    }
+    table = convergence_of(
+        losses,
+        stopped_by={"seq": "schedule", "blank": "schedule"},
+        rates={"seq": 1 / 64},
+        ter={"blank": 0.98},
+    )
     assert table.converged.to_dict() == {"seq": True, "kavg": False, "blank": False}
-    assert table.converged_by.to_dict() == {"seq": "schedule", "kavg": "budget", "blank": "untrained"}
+    assert table.converged_by.to_dict() == {
+        "seq": "schedule",
+        "kavg": "budget",
+        "blank": "untrained",
+    }
 
 
 def test_an_exponential_run_converges_on_a_plateau_at_a_rate_that_still_moves_it():
     """A schedule with no stop of its own: the last epoch less than 2% below the best before, at a
     rate of at least a tenth of its peak (×0.6 an epoch for 9 epochs left 1.7%: no plateau)."""
-    losses = {"kavg": [0.50, 0.45, 0.48, 0.446], "decayed": [1.5, 1.38, 1.375], "adpsgd": [0.60, 0.50, 0.45]}
+    losses = {
+        "kavg": [0.50, 0.45, 0.48, 0.446],
+        "decayed": [1.5, 1.38, 1.375],
+        "adpsgd": [0.60, 0.50, 0.45],
+    }
     table = convergence_of(losses, rates={"decayed": 0.6**8}, schedule="exponential")
     assert table.converged.to_dict() == {"kavg": True, "decayed": False, "adpsgd": False}
-    assert table.last_epoch_gain.kavg == pytest.approx((0.45 - 0.446) / 0.45)  # against the best before, not 0.48
+    assert table.last_epoch_gain.kavg == pytest.approx(
+        (0.45 - 0.446) / 0.45
+    )  # against the best before, not 0.48
 
 
 def test_a_run_that_chose_its_model_by_dev_ter_converges_by_its_ter_not_by_its_loss():
@@ -372,9 +572,13 @@ def test_a_run_that_chose_its_model_by_dev_ter_converges_by_its_ter_not_by_its_l
 
 
 def test_a_target_dev_loss_comes_only_from_seqs_converged_runs():
-    table = convergence_of({"seq": [0.4, 0.3, 0.2999]}, stopped_by={"seq": "schedule"}).reset_index()
+    table = convergence_of(
+        {"seq": [0.4, 0.3, 0.2999]}, stopped_by={"seq": "schedule"}
+    ).reset_index()
     assert target_of(table, None) == pytest.approx(1.05 * 0.2999)
-    late = convergence_of({"seq": [0.4, 0.3, 0.25]}).reset_index()  # still improving when its epochs ran out
+    late = convergence_of(
+        {"seq": [0.4, 0.3, 0.25]}
+    ).reset_index()  # still improving when its epochs ran out
     assert np.isnan(target_of(late, None)) and target_of(late, 0.5) == 0.5
 
 
@@ -382,16 +586,31 @@ def measured_ma(learners: int, wer: float, own: float) -> pd.DataFrame:
     """3 seeds of MA measured on GPUs, their speedups over MA alone 2% apart around `own`."""
     table = seeds("ma", learners, wer, own / 4, measured=True)
     own_speedups = [own * (1 + 0.02 * (s - 2)) for s in table.seed]
-    return table.assign(own_speedup=own_speedups, own_speedup_low=own_speedups, own_speedup_high=own_speedups)
+    return table.assign(
+        own_speedup=own_speedups, own_speedup_low=own_speedups, own_speedup_high=own_speedups
+    )
 
 
-@pytest.mark.parametrize("at_16, at_32, outcome", [(9.5, 17.0, REPRODUCED), (7.5, 17.0, NOT_REPRODUCED),
-                                                   (9.5, 14.0, NOT_REPRODUCED), (8.4, 17.0, NOT_DECIDED)])  # fmt: skip
+@pytest.mark.parametrize(
+    "at_16, at_32, outcome",
+    [
+        (9.5, 17.0, REPRODUCED),
+        (7.5, 17.0, NOT_REPRODUCED),
+        (9.5, 14.0, NOT_REPRODUCED),
+        (8.4, 17.0, NOT_DECIDED),
+    ],
+)
 def test_su15s_speedups_are_its_own_9_3_at_16_and_17_at_32_over_ma_alone(at_16, at_32, outcome):
     """90% of 9.3× is 8.37× and of 17×, 15.3×: 9.5 and 17 (each ±5% over its 3 seeds) reach both;
     7.5 at 16 or 14 at 32 fails the half (each count must hold); 8.4 at 16 spans 8.37."""
-    table = pd.concat([seeds("seq", 1, 0.20, 1.0, measured=True), measured_ma(1, 0.15, 1.0),
-                       measured_ma(16, 0.15, at_16), measured_ma(32, 0.15, at_32)])  # fmt: skip
+    table = pd.concat(
+        [
+            seeds("seq", 1, 0.20, 1.0, measured=True),
+            measured_ma(1, 0.15, 1.0),
+            measured_ma(16, 0.15, at_16),
+            measured_ma(32, 0.15, at_32),
+        ]
+    )
     decided = row(table, "model averaging")
     assert decided.speed.split(":")[0] == outcome, decided.speed_why
     assert "MA P=16" in decided.speed_measured and "MA P=32" in decided.speed_measured
@@ -399,29 +618,49 @@ def test_su15s_speedups_are_its_own_9_3_at_16_and_17_at_32_over_ma_alone(at_16, 
 
 @pytest.mark.parametrize(
     "claim, algorithm, learners, claimed",
-    [("ADPSGD on 32", "adpsgd", 32, 14.6), ("H-ADPSGD on 64", "hadpsgd", 64, 40.0), ("ASGD gives", "asgd", 4, 3.2)],
+    [
+        ("ADPSGD on 32", "adpsgd", 32, 14.6),
+        ("H-ADPSGD on 64", "hadpsgd", 64, 40.0),
+        ("ASGD gives", "asgd", 4, 3.2),
+    ],
 )
 def test_a_claim_at_its_own_learner_count_reaches_both_outcomes_of_each_half_and_none_at_another(
     claim, algorithm, learners, claimed
 ):
     """zhang19's ADPSGD at 32 (14.6×), zhang19b's H-ADPSGD at 64 (40×), zhang13's ASGD at 4 (3.2×):
-    within 3% of SEQ's WER and at 110% of the claimed speedup both halves reproduce; 15% worse and at
-    80% of it both fail; the same runs at half the learners decide neither (not measured)."""
+    within 3% of SEQ's WER and at 110% of the claimed speedup both halves reproduce; 15% worse and
+    at 80% of it both fail; the same runs at half the learners decide neither (not measured)."""
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
-    good = row(pd.concat([seq, seeds(algorithm, learners, 0.20, 1.1 * claimed, measured=True)]), claim)
-    assert (good.accuracy, good.speed, good.verdict) == (REPRODUCED, REPRODUCED, REPRODUCED), good.speed_why
+    good = row(
+        pd.concat([seq, seeds(algorithm, learners, 0.20, 1.1 * claimed, measured=True)]), claim
+    )
+    assert (good.accuracy, good.speed, good.verdict) == (REPRODUCED, REPRODUCED, REPRODUCED), (
+        good.speed_why
+    )
     assert f"{0.9 * claimed:.3g}×" in good.speed_why and f"P={learners}" in good.accuracy_measured
-    bad = row(pd.concat([seq, seeds(algorithm, learners, 0.23, 0.8 * claimed, measured=True)]), claim)
-    assert (bad.accuracy, bad.speed, bad.verdict) == (NOT_REPRODUCED, NOT_REPRODUCED, NOT_REPRODUCED)
-    elsewhere = row(pd.concat([seq, seeds(algorithm, learners // 2, 0.20, 1.1 * claimed / 2, measured=True)]), claim)
+    bad = row(
+        pd.concat([seq, seeds(algorithm, learners, 0.23, 0.8 * claimed, measured=True)]), claim
+    )
+    assert (bad.accuracy, bad.speed, bad.verdict) == (
+        NOT_REPRODUCED,
+        NOT_REPRODUCED,
+        NOT_REPRODUCED,
+    )
+    elsewhere = row(
+        pd.concat([seq, seeds(algorithm, learners // 2, 0.20, 1.1 * claimed / 2, measured=True)]),
+        claim,
+    )
     assert elsewhere.accuracy.endswith("not measured in this study") and elsewhere.speed.endswith(
-        "not measured in this study")  # fmt: skip
+        "not measured in this study"
+    )
 
 
 def test_kavg_at_4_is_judged_at_4_learners_and_adaptive_kavgs_speed_against_6_1():
     """KAVG at 16 says nothing of cong17's 4; a speedup to SEQ's accuracy of 6× (5.7-6.3× over its
     seeds) reaches 90% of 6.1× (5.49×), one of 5× (4.75-5.25×) does not."""
-    assert row(runs(SEQ, ("kavg", 16, 1, 0.2, 14.0)), "KAVG with 4").accuracy.endswith("not measured in this study")
+    assert row(runs(SEQ, ("kavg", 16, 1, 0.2, 14.0)), "KAVG with 4").accuracy.endswith(
+        "not measured in this study"
+    )
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
     for speedup, outcome in ((6.0, REPRODUCED), (5.0, NOT_REPRODUCED)):
         kavg = seeds("kavg", 20, 0.18, speedup, measured=True)
@@ -432,19 +671,31 @@ def test_asgds_overhead_is_an_efficiency_interval_below_0_75():
     """Efficiencies 0.74-0.77 (3 seeds of 2.96× ± 2% at 4 learners) span 0.75: not decided."""
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
     spans = row(pd.concat([seq, seeds("asgd", 4, 0.30, 2.96, measured=True)]), "ASGD's overhead")
-    assert spans.speed == f"{NOT_DECIDED}: the interval spans the claim" and "spans 0.75" in spans.speed_why
+    assert (
+        spans.speed == f"{NOT_DECIDED}: the interval spans the claim"
+        and "spans 0.75" in spans.speed_why
+    )
 
 
 def test_rosc17s_saving_is_not_testable_and_the_prefetch_sweeps_own_saving_is_said_beside():
     """MA at 4 with data loading overlapped (prefetch 1) takes 6 s an epoch (12 s for 2), without
-    (0) 9 s: 33.3% less, said beside a verdict that asrscale cannot reach (it runs no Kaldi scripts)."""
+    (0) 9 s: 33.3% less, said beside a verdict that asrscale cannot reach (it runs no Kaldi
+    scripts)."""
     points = sweep("ma", "train.prefetch", (1, 1, 0.2), (0, 1, 0.2)).assign(
         train_s=[12.0] * 3 + [9.0] * 3, epochs=[2] * 3 + [1] * 3
     )
     decided = row(runs(SEQ), "MPI ranks with data loading", points)
-    assert (decided.speed, decided.verdict) == (f"{NOT_TESTABLE}: no Kaldi scripts to compare with", NOT_TESTABLE)
-    assert decided.speed_measured == "MA P=4: 33.3% less time an epoch with prefetch than without (modelled on x)"
-    assert row(runs(SEQ), "MPI ranks with data loading").speed_measured == ""  # no sweep: nothing beside it
+    assert (decided.speed, decided.verdict) == (
+        f"{NOT_TESTABLE}: no Kaldi scripts to compare with",
+        NOT_TESTABLE,
+    )
+    assert (
+        decided.speed_measured
+        == "MA P=4: 33.3% less time an epoch with prefetch than without (modelled on x)"
+    )
+    assert (
+        row(runs(SEQ), "MPI ranks with data loading").speed_measured == ""
+    )  # no sweep: nothing beside it
 
 
 def test_a_claims_row_says_what_was_measured_and_why_in_full():
@@ -452,33 +703,58 @@ def test_a_claims_row_says_what_was_measured_and_why_in_full():
     relative difference with the LM and greedily with intervals over speakers and seeds, the rule's
     threshold, and a speed half's interval, hardware and context."""
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
-    asgd = row(pd.concat([seq, seeds("asgd", 4, 0.30, 2.0, measured=True), seeds("kavg", 4, 0.21, 3.8, measured=True)]),
-               "ASGD's overhead")  # fmt: skip
+    asgd = row(
+        pd.concat(
+            [
+                seq,
+                seeds("asgd", 4, 0.30, 2.0, measured=True),
+                seeds("kavg", 4, 0.21, 3.8, measured=True),
+            ]
+        ),
+        "ASGD's overhead",
+    )
     assert asgd.accuracy_measured == (
-        "KAVG P=4 beside it: WER 21.0% ± 0.0 (greedy 42.0% ± 0.0) over 3 seeds; ASGD P=4 WER 30.0% ± 0.0 (greedy "
-        "60.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds; WER +51.1% (95% interval "
-        "+48.9% to +53.2%) relative to SEQ's with the LM, +50.4% (95% interval +48.9% to +52.0%) greedily, over 2,000 "
-        "test utterances of 2,000 speakers, 3 and 3 seeds; no share of the gap is a larger batch's: ASGD P=4's "
-        "updates apply 32 utterances, as SEQ's do")  # fmt: skip
+        "KAVG P=4 beside it: WER 21.0% ± 0.0 (greedy 42.0% ± 0.0) over 3 seeds; ASGD P=4 WER 30.0% "
+        "± 0.0 (greedy "
+        "60.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds; WER "
+        "+51.1% (95% interval "
+        "+48.9% to +53.2%) relative to SEQ's with the LM, +50.4% (95% interval +48.9% to +52.0%) "
+        "greedily, over 2,000 "
+        "test utterances of 2,000 speakers, 3 and 3 seeds; no share of the gap is a larger "
+        "batch's: ASGD P=4's "
+        "updates apply 32 utterances, as SEQ's do"
+    )
     assert asgd.accuracy_why == "less accurate than SEQ: the interval lies above +3.0%"
     assert asgd.speed_measured == "ASGD P=4: efficiency 0.50 (95% interval 0.48-0.52) over 3 seeds"
     assert asgd.speed_why == "the interval lies below 0.75"
     kavg = row(pd.concat([seq, seeds("kavg", 20, 0.18, 8.0, measured=True)]), "adaptive KAVG")
     assert kavg.accuracy_why == "more accurate than SEQ: the interval lies below +0.0%"
     assert kavg.speed_measured == (
-        "KAVG P=20, to SEQ's best dev loss in 1× SEQ's epochs; speedup to SEQ's accuracy 8.00× (95% interval "
-        "7.60-8.40×) over 3 seeds, 0.66 M parameters on 20 × H100 (node1)")  # fmt: skip
-    hadpsgd = row(pd.concat([seq, seeds("hadpsgd", 64, 0.23, 30.0, measured=True)]), "H-ADPSGD on 64")
+        "KAVG P=20, to SEQ's best dev loss in 1× SEQ's epochs; speedup to SEQ's accuracy 8.00× "
+        "(95% interval "
+        "7.60-8.40×) over 3 seeds, 0.66 M parameters on 20 × H100 (node1)"
+    )
+    hadpsgd = row(
+        pd.concat([seq, seeds("hadpsgd", 64, 0.23, 30.0, measured=True)]), "H-ADPSGD on 64"
+    )
     assert hadpsgd.accuracy_why == "not matches SEQ's accuracy: the interval lies above +3.0%"
     assert hadpsgd.speed_measured == (
-        "H-ADPSGD P=64 (its own timings give 32×, one week on one V100, to 37×, 192 h at batch 256); speedup 30.00× "
-        "(95% interval 28.51-31.49×) over 3 seeds, 0.66 M parameters on 64 × H100 (node1)")  # fmt: skip
+        "H-ADPSGD P=64 (its own timings give 32×, one week on one V100, to 37×, 192 h at batch "
+        "256); speedup 30.00× "
+        "(95% interval 28.51-31.49×) over 3 seeds, 0.66 M parameters on 64 × H100 (node1)"
+    )
     assert hadpsgd.speed_why == "the interval is below 36× (90% of 40×)"
-    points = sweep("ma", "frames_per_job", *((v, 1, w) for v, w in zip((12500, 50000, 200000), (0.25, 0.20, 0.24))))
+    points = sweep(
+        "ma",
+        "frames_per_job",
+        *((v, 1, w) for v, w in zip((12500, 50000, 200000), (0.25, 0.20, 0.24))),
+    )
     period = row(runs(SEQ), "there is an optimal", points)
     assert period.accuracy_measured == (
-        "MA P=4, WER by frames per job: 12500: 25.1% (95% interval 24.5% to 25.7%), 50000: 19.9% (95% interval 19.5% "
-        "to 20.4%), 200000: 24.0% (95% interval 23.4% to 24.5%); lowest at 50000")  # fmt: skip
+        "MA P=4, WER by frames per job: 12500: 25.1% (95% interval 24.5% to 25.7%), 50000: 19.9% "
+        "(95% interval 19.5% "
+        "to 20.4%), 200000: 24.0% (95% interval 23.4% to 24.5%); lowest at 50000"
+    )
     assert period.accuracy_why == "the inner value 50000 is more accurate than both ends"
 
 
@@ -486,31 +762,50 @@ def test_a_half_whose_sweep_lacks_a_side_says_which():
     """NG-SGD's sweep with it on alone, the prefetch sweep without its 'off': nothing to compare."""
     on_alone = sweep("ma", "natural_gradient", (True, 1, 0.18), (True, 2, 0.19))
     assert row(runs(SEQ), "NG-SGD", on_alone).accuracy_why == (
-        "needs a sweep of ma natural_gradient with it on and off (study.sweeps)")  # fmt: skip
+        "needs a sweep of ma natural_gradient with it on and off (study.sweeps)"
+    )
     prefetch_on = sweep("ma", "train.prefetch", (1, 1, 0.2), (2, 2, 0.2))
     assert row(runs(SEQ), "MPI ranks with data loading", prefetch_on).speed_measured == ""
     assert row(runs(SEQ), "MPI ranks with data loading").speed_why == (
-        "rosc17 measured against Kaldi's scripts (a job launched per GPU and averaging period, its data loaded before "
-        "it trains, models averaged through files), which asrscale does not run: its saving of overlapping data "
-        "loading alone is not rosc17's comparison; the cost model's replay of rosc17's setup (below) models it, for "
-        "information")  # fmt: skip
+        "rosc17 measured against Kaldi's scripts (a job launched per GPU and averaging period, its "
+        "data loaded before "
+        "it trains, models averaged through files), which asrscale does not run: its saving of "
+        "overlapping data "
+        "loading alone is not rosc17's comparison; the cost model's replay of rosc17's setup "
+        "(below) models it, for "
+        "information"
+    )
 
 
 def test_cong17s_asgd_is_judged_at_4_learners_where_the_study_has_more():
     """ASGD at 4 poor and slow, at 16 accurate and efficient: the claim says "even with 4 GPUs"."""
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
-    table = pd.concat([seq, seeds("asgd", 4, 0.30, 2.0, measured=True), seeds("asgd", 16, 0.20, 15.0, measured=True)])
+    table = pd.concat(
+        [
+            seq,
+            seeds("asgd", 4, 0.30, 2.0, measured=True),
+            seeds("asgd", 16, 0.20, 15.0, measured=True),
+        ]
+    )
     decided = row(table, "ASGD's overhead")
-    assert (decided.accuracy, decided.speed) == (REPRODUCED, REPRODUCED) and "ASGD P=4" in decided.speed_measured
+    assert (decided.accuracy, decided.speed) == (
+        REPRODUCED,
+        REPRODUCED,
+    ) and "ASGD P=4" in decided.speed_measured
 
 
 def test_zhang19bs_batch_rule_takes_the_first_batch_at_three_times_ssgds_edge():
     """SSGD's edge is 128; ADPSGD matches at 256 (2×) and at 1,536 but not at 384, the first batch
     at 3× the edge or more: not reproduced (at 2× or at the largest batch it would be)."""
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.26), learners=16)
-    adpsgd = sweep("adpsgd", "train.batch_size", (16, 1, 0.20), (24, 1, 0.30), (96, 1, 0.201), learners=16)
+    adpsgd = sweep(
+        "adpsgd", "train.batch_size", (16, 1, 0.20), (24, 1, 0.30), (96, 1, 0.201), learners=16
+    )
     decided = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd]))
-    assert decided.accuracy == NOT_REPRODUCED and "ADPSGD at 384: not reproduced" in decided.accuracy_why
+    assert (
+        decided.accuracy == NOT_REPRODUCED
+        and "ADPSGD at 384: not reproduced" in decided.accuracy_why
+    )
 
 
 def test_a_sweep_is_judged_at_its_largest_learner_count():
@@ -524,7 +819,9 @@ def test_a_sweep_is_judged_at_its_largest_learner_count():
 def test_su15s_own_loss_of_3_4_percent_decides():
     """MA at 16 and 32 6% worse than MA alone (about +5%, intervals about 1% either side with each
     run's own noise, 3 seeds each) lose more than su15's 3.4%."""
-    table = pd.concat([runs(SEQ), ma_at((1, 0.147, 1.0), (16, 0.147 * 1.06, 12.0), (32, 0.147 * 1.06, 22.0))])
+    table = pd.concat(
+        [runs(SEQ), ma_at((1, 0.147, 1.0), (16, 0.147 * 1.06, 12.0), (32, 0.147 * 1.06, 22.0))]
+    )
     assert row(table, "model averaging").accuracy == NOT_REPRODUCED
 
 
@@ -535,8 +832,9 @@ def test_each_speed_half_reads_its_own_kind_of_speedup():
     asgd = seeds("asgd", 4, 0.20, 3.5, measured=True)
     asgd = asgd.assign(accuracy_speedup=2.0, accuracy_speedup_low=2.0, accuracy_speedup_high=2.0)
     assert row(pd.concat([seq, asgd]), "ASGD gives").speed == REPRODUCED
-    kavg = seeds("kavg", 20, 0.18, 8.0, measured=True).assign(time_speedup=2.0, time_speedup_low=2.0,
-                                                                time_speedup_high=2.0)  # fmt: skip
+    kavg = seeds("kavg", 20, 0.18, 8.0, measured=True).assign(
+        time_speedup=2.0, time_speedup_low=2.0, time_speedup_high=2.0
+    )
     assert row(pd.concat([seq, kavg]), "adaptive KAVG").speed == REPRODUCED
 
 
@@ -545,8 +843,12 @@ def test_adaptive_kavg_needs_three_converged_seeds_of_seq_too():
     two = row(pd.concat([seeds("seq", 1, 0.20, 1.0, n=2, measured=True), kavg]), "adaptive KAVG")
     assert "needs 3 seeds of KAVG at 20 and of SEQ (has 2)" in two.accuracy_why
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
-    one_late = seq.assign(converged=[True, True, False], converged_by=["schedule", "schedule", "budget"])
-    assert row(pd.concat([one_late, kavg]), "adaptive KAVG").speed == f"{NOT_DECIDED}: under-trained"
+    one_late = seq.assign(
+        converged=[True, True, False], converged_by=["schedule", "schedule", "budget"]
+    )
+    assert (
+        row(pd.concat([one_late, kavg]), "adaptive KAVG").speed == f"{NOT_DECIDED}: under-trained"
+    )
 
 
 def test_a_plateau_counts_at_a_tenth_of_the_peak_rate_and_not_below():
@@ -559,10 +861,24 @@ def test_a_study_of_seq_alone_says_in_each_half_which_runs_it_lacks():
     """Every half of a study with SEQ alone, word for word (a claim without a half says nothing of
     it), and each row's columns; su15 lacks all three of its MA counts."""
     table = found(runs(SEQ))
-    assert list(table.columns) == ["study", "claim", "speedups", "decided_by", "accuracy_rule", "accuracy",
-                                   "accuracy_measured", "accuracy_why", "speed_rule", "speed", "speed_measured",
-                                   "speed_why", "verdict"]  # fmt: skip
-    assert table.speedups.eq("modelled on x").all() and table.decided_by.tolist() == [c.decided_by for c in CLAIMS]
+    assert list(table.columns) == [
+        "study",
+        "claim",
+        "speedups",
+        "decided_by",
+        "accuracy_rule",
+        "accuracy",
+        "accuracy_measured",
+        "accuracy_why",
+        "speed_rule",
+        "speed",
+        "speed_measured",
+        "speed_why",
+        "verdict",
+    ]
+    assert table.speedups.eq("modelled on x").all() and table.decided_by.tolist() == [
+        c.decided_by for c in CLAIMS
+    ]
     ma = "no MA run at 1 learner and 16 learners and 32 learners (su15's baseline is MA alone)"
     assert list(zip(table.accuracy_why, table.speed_why)) == [
         ("no ASGD run at 4 learners or more", "no ASGD run at 4 learners or more, or no SEQ run"),
@@ -570,7 +886,10 @@ def test_a_study_of_seq_alone_says_in_each_half_which_runs_it_lacks():
         ("no KAVG run at 20 learners, or no SEQ run", "no KAVG run at 20 learners, or no SEQ run"),
         ("no ASGD P=4 run, or no SEQ run", "no ASGD run at 4 learners, or no SEQ run"),
         ("needs a sweep of ma frames_per_job over 3 or more values (study.sweeps)", ""),
-        ("", table.speed_why[5]),  # rosc17's saving: speed alone, its why in test_a_half_whose_sweep_lacks_a_side
+        (
+            "",
+            table.speed_why[5],
+        ),  # rosc17's saving: speed alone, its why in test_a_half_whose_sweep_lacks_a_side
         ("needs a sweep of ma natural_gradient with it on and off (study.sweeps)", ""),
         (ma, ma),
         ("no ADPSGD P=32 run, or no SEQ run", "no ADPSGD run at 32 learners, or no SEQ run"),
@@ -579,11 +898,15 @@ def test_a_study_of_seq_alone_says_in_each_half_which_runs_it_lacks():
         ("no BMUF P=16 run, or no SEQ run", "no BMUF run at 16 learners, or no SEQ run"),
     ]
     assert (table.accuracy_measured == "").all() and (table.speed_measured == "").all()
-    assert table.speed.tolist()[:2] == [f"{NOT_DECIDED}: not measured in this study", ""] and table.accuracy[5] == ""
+    assert (
+        table.speed.tolist()[:2] == [f"{NOT_DECIDED}: not measured in this study", ""]
+        and table.accuracy[5] == ""
+    )
 
 
 def test_a_study_timed_both_ways_has_a_row_per_kind_of_speedup_in_the_order_of_their_names():
-    """SEQ modelled, then SEQ measured: 'measured' sorts before 'modelled on x' whatever the order."""
+    """SEQ modelled, then SEQ measured: 'measured' sorts before 'modelled on x' whatever the
+    order."""
     both = found(pd.concat([runs(SEQ), runs(SEQ, measured=True)]), claims=CLAIMS[:1])
     assert both.speedups.tolist() == ["measured", "modelled on x"]
 
@@ -594,34 +917,49 @@ def test_a_configurations_wers_are_said_with_the_spread_of_its_seeds_and_one_see
     their range 2.04 points (greedy 42.7%, 3.04 points)."""
     one = row(runs(("seq", 1, 1, 0.20, 1.0), ("kavg", 4, 1, 0.201, 3.9), alike=1), "KAVG with 4")
     assert one.accuracy == f"{NOT_DECIDED}: needs 3 seeds"
-    assert one.accuracy_measured.startswith("KAVG P=4 WER 20.1% (greedy 40.2%); SEQ WER 20.0% (greedy 40.0%); WER ")
-    kavg = runs(("kavg", 4, 1, 0.20, 3.9, 0.40), ("kavg", 4, 2, 0.22, 3.9, 0.42), ("kavg", 4, 3, 0.2408, 3.9, 0.4608),
-                alike=1)  # fmt: skip
+    assert one.accuracy_measured.startswith(
+        "KAVG P=4 WER 20.1% (greedy 40.2%); SEQ WER 20.0% (greedy 40.0%); WER "
+    )
+    kavg = runs(
+        ("kavg", 4, 1, 0.20, 3.9, 0.40),
+        ("kavg", 4, 2, 0.22, 3.9, 0.42),
+        ("kavg", 4, 3, 0.2408, 3.9, 0.4608),
+        alike=1,
+    )
     spread = row(pd.concat([runs(SEQ), kavg]), "KAVG with 4")
     assert spread.accuracy_measured.startswith(
-        "KAVG P=4 WER 22.0% ± 2.0 (greedy 42.7% ± 3.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
-        "seeds; WER ")  # fmt: skip
+        "KAVG P=4 WER 22.0% ± 2.0 (greedy 42.7% ± 3.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy "
+        "40.0% ± 0.0) over 3 "
+        "seeds; WER "
+    )
 
 
 def test_asgds_overhead_at_exactly_0_75_has_none_and_each_outcome_says_its_efficiency():
     """3 seeds measured alike at 3.0× on 4 learners: efficiency 0.75 with no spread, at the
     threshold: not reproduced ('at or above'). Modelled at 3.6×: not testable, the efficiency 0.90
     said beside the model's 3.60× (band 2.88-4.50×, 0.8 and 1.25 of it). 2.96× ± 2% (0.74, its
-    interval 0.74 ± 4.303 · 0.0148 / √3 = 0.70-0.78) spans it. Without KAVG nothing is said beside."""
+    interval 0.74 ± 4.303 · 0.0148 / √3 = 0.70-0.78) spans it. Without KAVG nothing is said
+    beside."""
     edge = row(runs(SEQ, ("asgd", 4, 1, 0.30, 3.0), measured=True), "ASGD's overhead")
     assert edge.speed == NOT_REPRODUCED
     assert edge.speed_why == "the interval lies at or above 0.75: no significant overhead"
     assert edge.speed_measured == "ASGD P=4: efficiency 0.75 (95% interval 0.75-0.75) over 3 seeds"
-    assert edge.accuracy_measured.startswith("ASGD P=4 WER 30.0% ± 0.0 (greedy 60.0% ± 0.0) over 3 seeds; SEQ WER")
+    assert edge.accuracy_measured.startswith(
+        "ASGD P=4 WER 30.0% ± 0.0 (greedy 60.0% ± 0.0) over 3 seeds; SEQ WER"
+    )
     modelled = row(runs(SEQ, ("asgd", 4, 1, 0.30, 3.6)), "ASGD's overhead")
     assert modelled.speed == f"{NOT_TESTABLE}: needs GPUs"
-    assert modelled.speed_measured == "ASGD P=4, efficiency 0.90; modelled on x: 3.60× (band 2.88-4.50×)"
+    assert (
+        modelled.speed_measured
+        == "ASGD P=4, efficiency 0.90; modelled on x: 3.60× (band 2.88-4.50×)"
+    )
     seq = seeds("seq", 1, 0.20, 1.0, measured=True)
     spans = row(pd.concat([seq, seeds("asgd", 4, 0.30, 2.96, measured=True)]), "ASGD's overhead")
     assert spans.speed_measured == "ASGD P=4: efficiency 0.74 (95% interval 0.70-0.78) over 3 seeds"
     same_epochs = row(pd.concat([seq, seeds("asgd", 4, 0.20, 3.5, measured=True)]), "ASGD gives")
     assert same_epochs.speed_measured == (  # 3.5 ± 4.303 · 0.07 / √3 = 3.33-3.67
-        "ASGD P=4; speedup 3.50× (95% interval 3.33-3.67×) over 3 seeds, 0.66 M parameters on 4 × H100 (node1)"
+        "ASGD P=4; speedup 3.50× (95% interval 3.33-3.67×) over 3 seeds, 0.66 M parameters on 4 × "
+        "H100 (node1)"
     )
 
 
@@ -632,25 +970,48 @@ def test_adaptive_kavgs_speed_half_says_its_context_whichever_way_it_goes():
     context = "KAVG P=20, to SEQ's best dev loss in 1× SEQ's epochs"
     band = "modelled on x: 8.00× (band 6.40-10.00×)"
     modelled = runs(SEQ, ("kavg", 20, 1, 0.18, 8.0))
-    for table in (modelled, modelled.assign(converged=[False] * 3 + [True] * 3, converged_by=["budget"] * 3 + [""] * 3),
-                  modelled.assign(accuracy_speedup=[1.0] * 3 + [float("nan")] * 3)):  # fmt: skip
+    for table in (
+        modelled,
+        modelled.assign(converged=[False] * 3 + [True] * 3, converged_by=["budget"] * 3 + [""] * 3),
+        modelled.assign(accuracy_speedup=[1.0] * 3 + [float("nan")] * 3),
+    ):
         decided = row(table, "adaptive KAVG")
-        assert decided.speed == f"{NOT_TESTABLE}: needs GPUs" and decided.speed_measured.startswith(context + "; ")
+        assert decided.speed == f"{NOT_TESTABLE}: needs GPUs" and decided.speed_measured.startswith(
+            context + "; "
+        )
     decided = row(modelled, "adaptive KAVG")
     assert decided.speed_measured == f"{context}; {band}" and decided.speed_why == (
-        f"a speed claim is decided by 20 GPUs measured (real ranks, wall clock, 3 seeds or more); these runs are "
-        f"modelled ({band}), shown for information")  # fmt: skip
-    kavg = modelled.algorithm == "kavg"  # a KAVG that never reached SEQ's best dev loss says so, not "nan×"
-    never = modelled.assign(accuracy_speedup=modelled.accuracy_speedup.where(~kavg),
-                            accuracy_epochs_ratio=modelled.accuracy_epochs_ratio.where(~kavg))  # fmt: skip
+        "a speed claim is decided by 20 GPUs measured (real ranks, wall clock, 3 seeds or more); "
+        "these runs are "
+        f"modelled ({band}), shown for information"
+    )
+    kavg = (
+        modelled.algorithm == "kavg"
+    )  # a KAVG that never reached SEQ's best dev loss says so, not "nan×"
+    never = modelled.assign(
+        accuracy_speedup=modelled.accuracy_speedup.where(~kavg),
+        accuracy_epochs_ratio=modelled.accuracy_epochs_ratio.where(~kavg),
+    )
     assert row(never, "adaptive KAVG").speed_measured == (
-        "KAVG P=20 did not reach SEQ's best dev loss in every seed; modelled on x: none, not every seed reached the "
-        "target")  # fmt: skip
-    assert decided.accuracy_measured.startswith(
-        "KAVG P=20 WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
-        "seeds; WER ") and "relative to SEQ's with the LM" in decided.accuracy_measured  # fmt: skip
-    seq, fast = seeds("seq", 1, 0.20, 1.0, measured=True), seeds("kavg", 20, 0.18, 8.0, measured=True)
-    seq_late = row(pd.concat([seq.assign(converged=False, converged_by="budget"), fast]), "adaptive KAVG")
+        "KAVG P=20 did not reach SEQ's best dev loss in every seed; modelled on x: none, not every "
+        "seed reached the "
+        "target"
+    )
+    assert (
+        decided.accuracy_measured.startswith(
+            "KAVG P=20 WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 "
+            "(greedy 40.0% ± 0.0) over 3 "
+            "seeds; WER "
+        )
+        and "relative to SEQ's with the LM" in decided.accuracy_measured
+    )
+    seq, fast = (
+        seeds("seq", 1, 0.20, 1.0, measured=True),
+        seeds("kavg", 20, 0.18, 8.0, measured=True),
+    )
+    seq_late = row(
+        pd.concat([seq.assign(converged=False, converged_by="budget"), fast]), "adaptive KAVG"
+    )
     assert (seq_late.speed, seq_late.speed_why, seq_late.speed_measured) == (
         f"{NOT_DECIDED}: under-trained",
         "SEQ did not converge: it has no accuracy to reach",
@@ -670,56 +1031,104 @@ def test_an_optimal_periods_half_says_its_sweep_and_why_in_each_outcome():
     against 20.2%), a sweep stopped by its budget (its values' WERs unsaid), one seed of each."""
 
     def period(*wers, below=1000, **options):  # seeds below `below` alone
-        points = sweep("ma", "frames_per_job", *((v, 1, w) for v, w in zip((12500, 50000, 200000), wers)), **options)
+        points = sweep(
+            "ma",
+            "frames_per_job",
+            *((v, 1, w) for v, w in zip((12500, 50000, 200000), wers)),
+            **options,
+        )
         return row(runs(SEQ), "there is an optimal", points[points.seed < below])
 
     said = "MA P=4, WER by frames per job: 12500: "
     end = period(0.19, 0.22, 0.25)
-    assert (end.accuracy, end.accuracy_why) == (NOT_REPRODUCED, "the end 12500 is more accurate than every inner value")
-    assert end.accuracy_measured.startswith(said + "19.1% (95% interval ") and end.accuracy_measured.endswith(
-        "; lowest at 12500")  # fmt: skip
+    assert (end.accuracy, end.accuracy_why) == (
+        NOT_REPRODUCED,
+        "the end 12500 is more accurate than every inner value",
+    )
+    assert end.accuracy_measured.startswith(
+        said + "19.1% (95% interval "
+    ) and end.accuracy_measured.endswith("; lowest at 12500")
     flat = period(0.20, 0.20, 0.20)
-    assert (flat.accuracy, flat.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
-        "the inner value 50000 is not more accurate than both ends beyond the interval")  # fmt: skip
-    assert flat.accuracy_measured.startswith(said) and flat.accuracy_measured.endswith("; lowest at 50000")
+    assert (flat.accuracy, flat.accuracy_why) == (
+        f"{NOT_DECIDED}: the interval spans the threshold",
+        "the inner value 50000 is not more accurate than both ends beyond the interval",
+    )
+    assert flat.accuracy_measured.startswith(said) and flat.accuracy_measured.endswith(
+        "; lowest at 50000"
+    )
     near = period(0.20, 0.202, 0.25)
-    assert (near.accuracy, near.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
-        "the end 12500 is not more accurate than every inner value beyond the interval")  # fmt: skip
-    assert near.accuracy_measured.startswith(said) and near.accuracy_measured.endswith("; lowest at 12500")
+    assert (near.accuracy, near.accuracy_why) == (
+        f"{NOT_DECIDED}: the interval spans the threshold",
+        "the end 12500 is not more accurate than every inner value beyond the interval",
+    )
+    assert near.accuracy_measured.startswith(said) and near.accuracy_measured.endswith(
+        "; lowest at 12500"
+    )
     late = period(0.25, 0.20, 0.24, converged=False)
-    assert late.accuracy_measured == "MA P=4, WER by frames per job" and late.accuracy_why.startswith(
-        "MA at 12500 frames per job seed 1 stopped by its budget after 1000 updates a learner (its 9 epochs done; "
-        "its last epoch 5.00% below the best before); MA at 12500 frames per job seed 101")  # fmt: skip
+    assert (
+        late.accuracy_measured == "MA P=4, WER by frames per job"
+        and late.accuracy_why.startswith(
+            "MA at 12500 frames per job seed 1 stopped by its budget after 1000 updates a learner "
+            "(its 9 epochs done; "
+            "its last epoch 5.00% below the best before); MA at 12500 frames per job seed 101"
+        )
+    )
     one = period(0.25, 0.20, 0.24, below=100)
     assert one.accuracy == f"{NOT_DECIDED}: needs 3 seeds" and one.accuracy_why == (
-        "needs 3 seeds of each system, has MA at 12500 1, MA at 50000 1, MA at 200000 1: with fewer, training's "
-        "spread is not in the interval")  # fmt: skip
-    assert one.accuracy_measured.startswith(said) and one.accuracy_measured.endswith("; lowest at 50000")
+        "needs 3 seeds of each system, has MA at 12500 1, MA at 50000 1, MA at 200000 1: with "
+        "fewer, training's "
+        "spread is not in the interval"
+    )
+    assert one.accuracy_measured.startswith(said) and one.accuracy_measured.endswith(
+        "; lowest at 50000"
+    )
 
 
 def test_ng_sgd_and_su15_say_their_own_baselines_and_rules_in_words():
     """NG-SGD against MA without it ('without'), su15 against 'MA alone' within its own 3.4% at
     both counts; su15's speedups over MA alone, 9.5× and 17× ± 2% over 3 seeds: 9.5 ± 4.303 ·
     0.19 / √3 = 9.03-9.97×, 17 ± 4.303 · 0.34 / √3 = 16.16-17.84×."""
-    ng = row(runs(SEQ), "NG-SGD", sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25)))
+    ng = row(
+        runs(SEQ), "NG-SGD", sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25))
+    )
     assert ng.accuracy_why == "more accurate with NG-SGD: the interval lies below +0.0%"
-    assert ng.accuracy_measured.startswith(
-        "MA P=4 with NG-SGD WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; without WER 25.0% ± 0.0 (greedy "
-        "50.0% ± 0.0) over 3 seeds; WER ") and "relative to without's with the LM" in ng.accuracy_measured  # fmt: skip
-    su15 = row(pd.concat([runs(SEQ), ma_at((1, 0.147, 1.0), (16, 0.145, 12.0), (32, 0.145, 22.0))]), "model averaging")
+    assert (
+        ng.accuracy_measured.startswith(
+            "MA P=4 with NG-SGD WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; without WER "
+            "25.0% ± 0.0 (greedy "
+            "50.0% ± 0.0) over 3 seeds; WER "
+        )
+        and "relative to without's with the LM" in ng.accuracy_measured
+    )
+    su15 = row(
+        pd.concat([runs(SEQ), ma_at((1, 0.147, 1.0), (16, 0.145, 12.0), (32, 0.145, 22.0))]),
+        "model averaging",
+    )
     assert su15.accuracy_why == "; ".join(
-        ["within su15's own loss (3.4%) of MA alone: the interval lies below +3.4%"] * 2)  # fmt: skip
+        ["within su15's own loss (3.4%) of MA alone: the interval lies below +3.4%"] * 2
+    )
     at_16, at_32 = su15.accuracy_measured.split("; MA P=32 ")
     for said in (at_16.removeprefix("MA P=16 "), at_32):
         assert "relative to MA alone's with the LM" in said
-        assert said.startswith("WER 14.5% ± 0.0 (greedy 29.0% ± 0.0) over 3 seeds; MA alone WER 14.7% ± 0.0 (greedy "
-                               "29.4% ± 0.0) over 3 seeds; WER ")  # fmt: skip
-    table = pd.concat([seeds("seq", 1, 0.20, 1.0, measured=True), measured_ma(1, 0.15, 1.0),
-                       measured_ma(16, 0.15, 9.5), measured_ma(32, 0.15, 17.0)])  # fmt: skip
+        assert said.startswith(
+            "WER 14.5% ± 0.0 (greedy 29.0% ± 0.0) over 3 seeds; MA alone WER 14.7% ± 0.0 (greedy "
+            "29.4% ± 0.0) over 3 seeds; WER "
+        )
+    table = pd.concat(
+        [
+            seeds("seq", 1, 0.20, 1.0, measured=True),
+            measured_ma(1, 0.15, 1.0),
+            measured_ma(16, 0.15, 9.5),
+            measured_ma(32, 0.15, 17.0),
+        ]
+    )
     assert row(table, "model averaging").speed_measured == (
-        "MA P=16; speedup over MA alone 9.50× (95% interval 9.03-9.97×) over 3 seeds, 0.66 M parameters on 16 × H100 "
-        "(node1); MA P=32; speedup over MA alone 17.00× (95% interval 16.16-17.84×) over 3 seeds, 0.66 M parameters "
-        "on 32 × H100 (node1)")  # fmt: skip
+        "MA P=16; speedup over MA alone 9.50× (95% interval 9.03-9.97×) over 3 seeds, 0.66 M "
+        "parameters on 16 × H100 "
+        "(node1); MA P=32; speedup over MA alone 17.00× (95% interval 16.16-17.84×) over 3 seeds, "
+        "0.66 M parameters "
+        "on 32 × H100 (node1)"
+    )
 
 
 def test_zhang19bs_batch_half_says_each_batchs_state_and_why_no_edge_decides():
@@ -729,37 +1138,59 @@ def test_zhang19bs_batch_half_says_each_batchs_state_and_why_no_edge_decides():
     there; SEQ, or one ADPSGD point, stopped by its budget is under-trained, named."""
 
     def batch(*ssgd, adpsgd=((8, 1, 0.20), (96, 1, 0.201)), seq=None):
-        points = [sweep(a, "train.batch_size", *p, learners=16) for a, p in (("ssgd", ssgd), ("adpsgd", adpsgd)) if p]
+        points = [
+            sweep(a, "train.batch_size", *p, learners=16)
+            for a, p in (("ssgd", ssgd), ("adpsgd", adpsgd))
+            if p
+        ]
         return row(runs(SEQ) if seq is None else seq, "ADPSGD converges", pd.concat(points))
 
     needs = "needs sweeps of train.batch_size for ssgd and adpsgd (study.sweeps), and SEQ"
-    assert batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=()).accuracy_why == batch().accuracy_why == needs
+    assert (
+        batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=()).accuracy_why == batch().accuracy_why == needs
+    )
     said = "; ADPSGD by global batch, against SEQ's accuracy: 128: reproduced, "
     none = batch((8, 1, 0.26), (32, 1, 0.26))
     assert (none.accuracy, none.accuracy_why, none.accuracy_measured) == (
-        f"{NOT_TESTABLE}: the sweep has no edge", "SSGD matches SEQ at no batch swept: sweep smaller batches",
-        "SSGD by global batch, against SEQ's accuracy: 128: not reproduced, 512: not reproduced" + said + "1536: "
-        "reproduced")  # fmt: skip
+        f"{NOT_TESTABLE}: the sweep has no edge",
+        "SSGD matches SEQ at no batch swept: sweep smaller batches",
+        "SSGD by global batch, against SEQ's accuracy: 128: not reproduced, 512: not reproduced"
+        + said
+        + "1536: "
+        "reproduced",
+    )
     every = batch((8, 1, 0.20), (32, 1, 0.20))
     assert (every.accuracy, every.accuracy_why, every.accuracy_measured) == (
-        f"{NOT_TESTABLE}: the sweep has no edge", "SSGD is not shown to lose SEQ's accuracy above 512: sweep larger "
-        "batches", "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: reproduced" + said + "1536: "
-        "reproduced")  # fmt: skip
+        f"{NOT_TESTABLE}: the sweep has no edge",
+        "SSGD is not shown to lose SEQ's accuracy above 512: sweep larger batches",
+        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: reproduced"
+        + said
+        + "1536: "
+        "reproduced",
+    )
     small = batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=((8, 1, 0.20), (16, 1, 0.20)))
     assert (small.accuracy, small.accuracy_why, small.accuracy_measured) == (
         f"{NOT_TESTABLE}: the sweep has no edge",
         "no ADPSGD run at a global batch of 384 or more",
-        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced" + said + "256: reproduced",
+        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced"
+        + said
+        + "256: reproduced",
     )
     spans = batch((8, 1, 0.20), (32, 1, 0.26), adpsgd=((8, 1, 0.20), (96, 1, 0.207)))
-    assert (spans.accuracy, spans.accuracy_why) == (f"{NOT_DECIDED}: the interval spans the threshold",
-        "SSGD matches SEQ up to a global batch of 128; ADPSGD at 1536: not decided")  # fmt: skip
+    assert (spans.accuracy, spans.accuracy_why) == (
+        f"{NOT_DECIDED}: the interval spans the threshold",
+        "SSGD matches SEQ up to a global batch of 128; ADPSGD at 1536: not decided",
+    )
     budget = (
-        "stopped by its budget after 1000 updates a learner (its 9 epochs done; its last epoch 5.00% below the best"
+        "stopped by its budget after 1000 updates a learner (its 9 epochs done; its last "
+        "epoch 5.00% below the best"
     )
     late = batch((8, 1, 0.20), (32, 1, 0.26), seq=runs(SEQ, converged=False, alike=1))
-    assert (late.accuracy, late.accuracy_why, late.accuracy_measured) == (f"{NOT_DECIDED}: under-trained",
-        f"SEQ seed 1 {budget} before): train longer (more epochs or data)", "")  # fmt: skip
+    assert (late.accuracy, late.accuracy_why, late.accuracy_measured) == (
+        f"{NOT_DECIDED}: under-trained",
+        f"SEQ seed 1 {budget} before): train longer (more epochs or data)",
+        "",
+    )
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.26), learners=16)
     adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), learners=16)
     stopped = sweep("adpsgd", "train.batch_size", (96, 1, 0.201), learners=16, converged=False)
@@ -768,7 +1199,7 @@ def test_zhang19bs_batch_half_says_each_batchs_state_and_why_no_edge_decides():
     assert late.accuracy_why == "; ".join(each) + ": train longer (more epochs or data)"
 
 
-def test_one_seed_of_three_that_newbob_stopped_before_it_transcribed_is_enough_for_a_batch_not_to_converge():
+def test_one_seed_stopped_before_it_transcribed_is_enough_for_a_batch_not_to_converge():
     """SSGD at a global batch of 512 (16 × 32): seeds 2 and 102 converged at 20%, seed 202 ended on
     CTC's first plateau: 1 of its 3 runs did not converge, so 512 is SSGD's edge above 128."""
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 2, 0.20), learners=16)
@@ -777,35 +1208,53 @@ def test_one_seed_of_three_that_newbob_stopped_before_it_transcribed_is_enough_f
     adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.201), learners=16)
     decided = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd]))
     assert decided.accuracy == REPRODUCED and decided.accuracy_measured.startswith(
-        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced (1 of 3 runs did not "
-        "converge); ADPSGD")  # fmt: skip
+        "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced (1 of "
+        "3 runs did not "
+        "converge); ADPSGD"
+    )
 
 
 def test_a_gap_against_seq_is_split_by_the_ssgd_control_at_the_same_learners_and_global_batch():
-    """KAVG at 4 22% WER, SSGD at 4 (the same global batch, 128) 21%, SEQ 20%: about +5% of the
-    gap is the global batch's (SSGD against SEQ) and about +4.8% KAVG's own (against SSGD), each
-    with its interval over seeds; without SSGD, or with SSGD at another batch, the gap is not split."""
+    """KAVG at 4 22% WER, SSGD at 4 (the same global batch, 128) 21%, SEQ 20%: about +5% of the gap
+    is the global batch's (SSGD against SEQ) and about +4.8% KAVG's own (against SSGD), each with
+    its interval over seeds; without SSGD, or with SSGD at another batch, the gap is not split."""
     kavg, ssgd = ("kavg", 4, 1, 0.22, 3.9), ("ssgd", 4, 1, 0.21, 3.5)
     split = row(runs(SEQ, kavg, ssgd), "KAVG with 4").accuracy_measured
-    shares = re.search(r"the gap split by the control \(SSGD at 4 learners and global batch 128\): the global "
-                       r"batch's share ([+-][\d.]+)% \(95% interval .*?\) \(SSGD against SEQ, over 2,000 test "
-                       r"utterances of 2,000 speakers, 3 and 3 seeds\), KAVG P=4's own ([+-][\d.]+)% .*\(against "
-                       r"SSGD, over", split)  # fmt: skip
+    shares = re.search(
+        r"the gap split by the control \(SSGD at 4 learners and global batch 128\): the global "
+        r"batch's share ([+-][\d.]+)% \(95% interval .*?\) \(SSGD against SEQ, over 2,000 test "
+        r"utterances of 2,000 speakers, 3 and 3 seeds\), KAVG P=4's own ([+-][\d.]+)% .*\(against "
+        r"SSGD, over",
+        split,
+    )
     assert shares, split
-    assert float(shares[1]) == pytest.approx(5.0, abs=1.0) and float(shares[2]) == pytest.approx(4.8, abs=1.0)
+    assert float(shares[1]) == pytest.approx(5.0, abs=1.0) and float(shares[2]) == pytest.approx(
+        4.8, abs=1.0
+    )
     one_seed = row(runs(SEQ, kavg, alike=1), "KAVG with 4")
-    assert one_seed.accuracy_why == ("needs 3 seeds of each system, has KAVG P=4 1, SEQ 1: with fewer, training's "
-                                     "spread is not in the interval")  # fmt: skip
+    assert one_seed.accuracy_why == (
+        "needs 3 seeds of each system, has KAVG P=4 1, SEQ 1: with fewer, training's "
+        "spread is not in the interval"
+    )
     alone = row(runs(SEQ, kavg), "KAVG with 4").accuracy_measured
-    assert alone.endswith("no control (SSGD at 4 learners and global batch 128): the gap is not split into the "
-                          "global batch's share and KAVG P=4's own")  # fmt: skip
+    assert alone.endswith(
+        "no control (SSGD at 4 learners and global batch 128): the gap is not split into the "
+        "global batch's share and KAVG P=4's own"
+    )
     other_batch = runs(SEQ, kavg, ssgd)
     other_batch.loc[other_batch.algorithm == "ssgd", "global_batch"] = 256
     assert "no control" in row(other_batch, "KAVG with 4").accuracy_measured
-    # ASGD's server applies each learner's minibatch alone, SEQ's batch: SSGD at 4 is not its control
+    # ASGD's server applies each learner's minibatch alone, SEQ's batch: SSGD at 4 is not its
+    # control
     asgd = row(runs(SEQ, ("asgd", 4, 1, 0.30, 3.0), ssgd), "ASGD gives 3.2").accuracy_measured
-    assert asgd.endswith("no share of the gap is a larger batch's: ASGD P=4's updates apply 32 utterances, as SEQ's "
-                         "do") and "split by the control" not in asgd  # fmt: skip
+    assert (
+        asgd.endswith(
+            "no share of the gap is a larger batch's: ASGD P=4's updates apply 32 utterances, as "
+            "SEQ's "
+            "do"
+        )
+        and "split by the control" not in asgd
+    )
 
 
 def test_the_ssgd_control_is_said_only_beside_a_decided_comparison_against_seq():
@@ -816,55 +1265,99 @@ def test_the_ssgd_control_is_said_only_beside_a_decided_comparison_against_seq()
     kavg, ssgd = ("kavg", 4, 1, 0.22, 3.9), ("ssgd", 4, 1, 0.21, 3.5)
     late = row(pd.concat([runs(SEQ, ssgd), runs(kavg, converged=False)]), "KAVG with 4")
     assert late.accuracy == f"{NOT_DECIDED}: under-trained" and re.fullmatch(
-        r"KAVG P=4 WER 22\.0% ± 0\.0 \(greedy 44\.0% ± 0\.0\) over 3 seeds; SEQ WER 20\.0% ± 0\.0 \(greedy 40\.0% ± "
-        r"0\.0\) over 3 seeds; as measured, not decided on: WER \+10\.0% \(95% interval \+\d\.\d% to \+1\d\.\d%\) "
+        r"KAVG P=4 WER 22\.0% ± 0\.0 \(greedy 44\.0% ± 0\.0\) over 3 seeds; SEQ WER 20\.0% ± 0\.0 "
+        r"\(greedy 40\.0% ± "
+        r"0\.0\) over 3 seeds; as measured, not decided on: WER \+10\.0% \(95% interval \+\d\.\d% "
+        r"to \+1\d\.\d%\) "
         r"relative to SEQ's, over 2,000 test utterances of 2,000 speakers, 3 and 3 seeds",
         late.accuracy_measured,
     )
-    ng = row(runs(SEQ, ssgd), "NG-SGD", sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25)))
+    ng = row(
+        runs(SEQ, ssgd),
+        "NG-SGD",
+        sweep("ma", "natural_gradient", (True, 1, 0.18), (False, 1, 0.25)),
+    )
     assert ng.accuracy == REPRODUCED and ng.accuracy_measured.endswith(
-        "greedily, over 2,000 test utterances of 2,000 speakers, 3 and 3 seeds")  # fmt: skip
+        "greedily, over 2,000 test utterances of 2,000 speakers, 3 and 3 seeds"
+    )
 
 
 def test_a_control_stopped_by_its_budget_does_not_split_the_gap():
-    """SSGD at 4 learners (global batch 128) stopped by its budget, none diverged: no share of KAVG's
-    gap to SEQ is its, and the half says so after its interval; KAVG (22% against 20%) is still decided."""
-    kavg, ssgd = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)), runs(("ssgd", 4, 1, 0.21, 3.5), converged=False)
+    """SSGD at 4 learners (global batch 128) stopped by its budget, none diverged: no share of
+    KAVG's gap to SEQ is its, and the half says so after its interval; KAVG (22% against 20%) is
+    still decided."""
+    kavg, ssgd = (
+        runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)),
+        runs(("ssgd", 4, 1, 0.21, 3.5), converged=False),
+    )
     decided = row(pd.concat([kavg, ssgd]), "KAVG with 4")
     assert decided.accuracy == NOT_REPRODUCED and decided.accuracy_measured.endswith(
-        "3 and 3 seeds; the control (SSGD at 4 learners and global batch 128) did not converge: the gap is not "
-        "split")  # fmt: skip
+        "3 and 3 seeds; the control (SSGD at 4 learners and global batch 128) did not converge: "
+        "the gap is not "
+        "split"
+    )
 
 
 def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
     """Where the table says them: each system's optimizer, its rate and how that was chosen, its
     global batch, and the model's size and training hours the verdict rests on."""
     how = {"optimizer": "sgd", "tuning": "tuned over rates 0.2-1.8", "train_hours": 10.44}
-    table = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)).assign(**how, lr=[0.3] * 3 + [0.6] * 3, momentum=[0.0] * 3 + [0.9] * 3)
-    table.loc[table.algorithm == "seq", "tuning"] = "tuned at the edge (its highest rate) of rates 0.1-0.3"
-    late = row(table.assign(converged=False, converged_by="budget", stopped="its 9 epochs done"), "KAVG with 4")
+    table = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)).assign(
+        **how, lr=[0.3] * 3 + [0.6] * 3, momentum=[0.0] * 3 + [0.9] * 3
+    )
+    table.loc[table.algorithm == "seq", "tuning"] = (
+        "tuned at the edge (its highest rate) of rates 0.1-0.3"
+    )
+    late = row(
+        table.assign(converged=False, converged_by="budget", stopped="its 9 epochs done"),
+        "KAVG with 4",
+    )
     assert late.accuracy_measured == (
-        "KAVG P=4 WER 22.0% ± 0.0 (greedy 44.0% ± 0.0) over 3 seeds (sgd momentum 0.9, lr 0.6 tuned over rates "
-        "0.2-1.8, global batch 128); SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds (sgd momentum 0, lr 0.3 "
-        "tuned at the edge (its highest rate) of rates 0.1-0.3, global batch 32); at 0.66 M parameters on 10.4 "
+        "KAVG P=4 WER 22.0% ± 0.0 (greedy 44.0% ± 0.0) over 3 seeds (sgd momentum 0.9, lr 0.6 "
+        "tuned over rates "
+        "0.2-1.8, global batch 128); SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds (sgd "
+        "momentum 0, lr 0.3 "
+        "tuned at the edge (its highest rate) of rates 0.1-0.3, global batch 32); at 0.66 M "
+        "parameters on 10.4 "
         "hours of speech"
     )
     # Adam has no momentum of its own (the column is empty), and a table gathered before it has none
-    adam = row(table.assign(optimizer="adam", momentum=None, converged=False, converged_by="budget",
-                            stopped="its 9 epochs done"), "KAVG with 4")  # fmt: skip
+    adam = row(
+        table.assign(
+            optimizer="adam",
+            momentum=None,
+            converged=False,
+            converged_by="budget",
+            stopped="its 9 epochs done",
+        ),
+        "KAVG with 4",
+    )
     assert "(adam, lr 0.6 tuned over rates 0.2-1.8, global batch 128)" in adam.accuracy_measured
-    older = row(table.drop(columns="momentum").assign(converged=False, converged_by="budget",
-                                                      stopped="its 9 epochs done"), "KAVG with 4")  # fmt: skip
+    older = row(
+        table.drop(columns="momentum").assign(
+            converged=False, converged_by="budget", stopped="its 9 epochs done"
+        ),
+        "KAVG with 4",
+    )
     assert "(sgd, lr 0.6 tuned over rates 0.2-1.8, global batch 128)" in older.accuracy_measured
     # under a fixed schedule each side says its epochs, which two sides may train differently
-    fixed = table.assign(schedule="exponential", epochs=[16, 16, 16, 32, 32, 31], converged=False,
-                         converged_by="budget", stopped="its epochs done")  # fmt: skip
+    fixed = table.assign(
+        schedule="exponential",
+        epochs=[16, 16, 16, 32, 32, 31],
+        converged=False,
+        converged_by="budget",
+        stopped="its epochs done",
+    )
     said = row(fixed, "KAVG with 4").accuracy_measured
     assert "global batch 128, 32 epochs); SEQ" in said and "global batch 32, 16 epochs);" in said
     # a system of one seed says its own (the first row, the only one), at a size rounded as it is
-    single = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9), alike=1).assign(**how, lr=[0.3, 0.6], momentum=[0.0, 0.9],
-                                                                   parameters=1_235_000)  # fmt: skip
+    single = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9), alike=1).assign(
+        **how, lr=[0.3, 0.6], momentum=[0.0, 0.9], parameters=1_235_000
+    )
     assert row(single, "KAVG with 4").accuracy_measured.startswith(
-        "KAVG P=4 WER 22.0% (greedy 44.0%) (sgd momentum 0.9, lr 0.6 tuned over rates 0.2-1.8, global batch 128); "
-        "SEQ WER 20.0% (greedy 40.0%) (sgd momentum 0, lr 0.3 tuned over rates 0.2-1.8, global batch 32); at 1.24 M "
-        "parameters on 10.4 hours of speech")  # fmt: skip
+        "KAVG P=4 WER 22.0% (greedy 44.0%) (sgd momentum 0.9, lr 0.6 tuned over rates 0.2-1.8, "
+        "global batch 128); "
+        "SEQ WER 20.0% (greedy 40.0%) (sgd momentum 0, lr 0.3 tuned over rates 0.2-1.8, global "
+        "batch 32); at 1.24 M "
+        "parameters on 10.4 hours of speech"
+    )

@@ -29,7 +29,9 @@ def test_reading_a_configuration_loads_no_torch_numpy_or_soundfile():
         "heavy = {'torch', 'numpy', 'soundfile', 'python_speech_features'}\n"
         "print(sorted({name.split('.')[0] for name in sys.modules} & heavy))\n"
     )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 
@@ -44,15 +46,21 @@ def test_the_schema_takes_the_algorithms_and_their_options_from_the_table():
     for name, spec in ALGORITHMS.items():
         assert sorted(options[name]["properties"]) == sorted(spec.options), name
         for option, default in spec.options.items():
-            jsonschema.validate(default, options[name]["properties"][option])  # the default is a valid value
+            jsonschema.validate(
+                default, options[name]["properties"][option]
+            )  # the default is a valid value
             assert options[name]["properties"][option]["description"], (name, option)
 
 
 def test_a_configurations_bad_option_is_named_as_the_run_would_name_it():
     config = {**MINIMAL, "algorithms": {"kavg": {"period": 0}}}
-    with pytest.raises(ConfigError, match="config: algorithms.kavg.period: 0 is less than the minimum of 1"):
+    with pytest.raises(
+        ConfigError, match="config: algorithms.kavg.period: 0 is less than the minimum of 1"
+    ):
         validate(config)
-    with pytest.raises(ConfigError, match="^algorithms.kavg.period: 0 is less than the minimum of 1"):
+    with pytest.raises(
+        ConfigError, match="^algorithms.kavg.period: 0 is less than the minimum of 1"
+    ):
         algorithm_spec("kavg").resolve({"period": 0})
 
 
@@ -64,7 +72,9 @@ def test_the_schema_names_exactly_the_corpus_formats_of_the_registry():
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_algorithm_is_made_from_its_table_entry_whose_options_have_no_second_default(name):
     spec = algorithm_spec(name)
-    made = make_algorithm(name, Layout(rank=0, size=1 if name == "seq" else 4, servers=spec.servers))
+    made = make_algorithm(
+        name, Layout(rank=0, size=1 if name == "seq" else 4, servers=spec.servers)
+    )
     assert made.name == name
     parameters = inspect.signature(type(made)).parameters
     assert list(parameters) == ["layout", *spec.options]

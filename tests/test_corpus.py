@@ -19,23 +19,35 @@ def test_grammar_is_deterministic_varied_and_within_its_vocabulary():
     grammar, rng = Grammar(1, 3000), random.Random(1)
     sentences = [grammar.sentence(rng) for _ in range(2000)]
     words = [w for s in sentences for w in s.split()]
-    assert set(words) <= grammar.words() and all(w.isascii() and w.isalpha() and w.islower() for w in words)
+    assert set(words) <= grammar.words() and all(
+        w.isascii() and w.isalpha() and w.islower() for w in words
+    )
     assert sum(len(content) for content in grammar.lists.values()) == 3000
-    assert len(set(sentences)) > 1980 and len(set(words)) > 1000  # few repeats, a vocabulary used widely
+    assert (
+        len(set(sentences)) > 1980 and len(set(words)) > 1000
+    )  # few repeats, a vocabulary used widely
     assert Grammar(2, 3000).lists != grammar.lists  # another seed draws other words
 
 
 def test_no_dev_or_test_sentence_is_a_training_sentence():
-    """The LM is estimated from the training transcripts: it must not know an evaluation sentence."""
-    utterances = plan(tiny_corpus_config(utterances={"train": 2000, "dev": 300, "test": 300}, vocabulary=50))
+    """The LM is estimated from the training transcripts: it must not know an evaluation
+    sentence."""
+    utterances = plan(
+        tiny_corpus_config(utterances={"train": 2000, "dev": 300, "test": 300}, vocabulary=50)
+    )
     texts = {s: [u.text for u in utterances if u.subset == s] for s in ("train", "dev", "test")}
-    assert len(set(texts["train"])) < len(texts["train"])  # so few words that training repeats itself
+    assert len(set(texts["train"])) < len(
+        texts["train"]
+    )  # so few words that training repeats itself
     assert not set(texts["train"]) & (set(texts["dev"]) | set(texts["test"]))
 
 
 def test_plan_holds_out_voices_for_dev_and_test():
     utterances = plan(tiny_corpus_config(utterances={"train": 400, "dev": 100, "test": 100}))
-    variants = {s: {u.voice.split("+")[1] for u in utterances if u.subset == s} for s in ("train", "dev", "test")}
+    variants = {
+        s: {u.voice.split("+")[1] for u in utterances if u.subset == s}
+        for s in ("train", "dev", "test")
+    }
     assert not variants["train"] & variants["dev"]
     assert not variants["train"] & variants["test"]
     assert not variants["dev"] & variants["test"]
@@ -47,14 +59,28 @@ def test_plan_holds_out_voices_for_dev_and_test():
 def synthesise_in_fresh_process(config, part, parts, out):
     settings = out.parent / f"{out.name}.settings.json"
     settings.write_text(json.dumps(config.__dict__, default=list))
-    command = [sys.executable, "-m", "asrscale", "synth", "--settings", str(settings),
-               "--part", str(part), "--parts", str(parts), "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "asrscale",
+        "synth",
+        "--settings",
+        str(settings),
+        "--part",
+        str(part),
+        "--parts",
+        str(parts),
+        "--out",
+        str(out),
+    ]
     subprocess.run(command, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     return {subset: read_data_dir(out / subset) for subset in ("train", "dev", "test")}
 
 
 def test_synthesis_is_real_audio_reproducible_part_by_part(tmp_path):
-    config = tiny_corpus_config(utterances={"train": 6, "dev": 2, "test": 2}, utterances_per_speaker=2)
+    config = tiny_corpus_config(
+        utterances={"train": 6, "dev": 2, "test": 2}, utterances_per_speaker=2
+    )
     halves = [synthesise_in_fresh_process(config, p, 2, tmp_path / f"half{p}") for p in (0, 1)]
     again = synthesise_in_fresh_process(config, 1, 2, tmp_path / "again")
     planned = {u.utt: u for u in plan(config)}

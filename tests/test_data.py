@@ -10,7 +10,13 @@ from asrscale.training.evaluation import share
 @pytest.fixture
 def train_set(corpus):
     tokens = Tokens.read(corpus / "tokens.txt")
-    return Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
+    return Subset(
+        corpus / "data" / "train",
+        corpus / "feats" / "train",
+        corpus / "feats" / "train",
+        "global",
+        tokens,
+    )
 
 
 def test_batches_are_deterministic_per_seed_and_cover_the_shard(train_set, corpus):
@@ -34,8 +40,13 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
     utterances of nearly one length are mixed anew each epoch."""
     utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))[:48]
     shards = [utts[rank::4] for rank in range(4)]
-    train_set.frames = {u: int(100 * 1.25**i) for i, u in enumerate(utts)}  # apart by more than the jitter
-    epoch = [train_set.batches(shard, 4, seed=7, count=3, learner=rank) for rank, shard in enumerate(shards)]
+    train_set.frames = {
+        u: int(100 * 1.25**i) for i, u in enumerate(utts)
+    }  # apart by more than the jitter
+    epoch = [
+        train_set.batches(shard, 4, seed=7, count=3, learner=rank)
+        for rank, shard in enumerate(shards)
+    ]
     for shard, groups in zip(shards, epoch):
         assert sorted(u for g in groups for u in g) == sorted(shard)
 
@@ -46,9 +57,15 @@ def test_learners_take_rounds_of_like_lengths_and_each_its_own_shard_once(train_
     assert epoch[0] == train_set.batches(shards[0], 4, seed=7, count=3)  # learner 0 is SEQ's order
     later = [places(train_set.batches(shards[0], 4, seed=seed, count=3)) for seed in range(8, 12)]
     assert any(order != places(epoch[0]) for order in later)  # each epoch its own order
-    # train.batch_order "own": the same batches, each learner in an order of its own (SEQ's the same)
-    own = [train_set.batches(shard, 4, seed=7, count=3, learner=rank, order="own") for rank, shard in enumerate(shards)]
-    assert [sorted(map(sorted, groups)) for groups in own] == [sorted(map(sorted, groups)) for groups in epoch]
+    # train.batch_order "own": the same batches, each learner in an order of its own (SEQ's the
+    # same)
+    own = [
+        train_set.batches(shard, 4, seed=7, count=3, learner=rank, order="own")
+        for rank, shard in enumerate(shards)
+    ]
+    assert [sorted(map(sorted, groups)) for groups in own] == [
+        sorted(map(sorted, groups)) for groups in epoch
+    ]
     assert own[0] == epoch[0] and len({tuple(places(groups)) for groups in own}) > 1
     train_set.frames = dict.fromkeys(utts, 300)
     mixed = [train_set.batches(utts, 8, seed=seed, count=6) for seed in (1, 2)]
@@ -104,7 +121,13 @@ def test_the_dev_set_evaluated_at_once_is_the_sum_of_its_shares(corpus):
     from conftest import model_config
 
     tokens = Tokens.read(corpus / "tokens.txt")
-    dev = Subset(corpus / "data" / "dev", corpus / "feats" / "dev", corpus / "feats" / "train", "global", tokens)
+    dev = Subset(
+        corpus / "data" / "dev",
+        corpus / "feats" / "dev",
+        corpus / "feats" / "train",
+        "global",
+        tokens,
+    )
     torch.manual_seed(0)
     model = build_model(model_config(layers=1, units=16), 40, len(tokens))
 

@@ -43,7 +43,9 @@ def test_error_counts_in_words_and_characters():
 def test_characters_outside_the_token_set_are_counted_and_scored_as_errors():
     tokens = Tokens.from_texts(["a cab"])
     assert unknown_characters(["a cab", "café à", "b"], tokens) == 3  # f, é, à
-    assert unknown_characters(["a a"], Tokens(["<blank>", "a"])) == 0  # a word's end is no character
+    assert (
+        unknown_characters(["a a"], Tokens(["<blank>", "a"])) == 0
+    )  # a word's end is no character
     assert error_counts(["café"], ["cab"], "char") == (2, 4)
 
 
@@ -51,7 +53,8 @@ def test_characters_outside_the_token_set_are_counted_and_scored_as_errors():
 
 
 def _emissions(tokens: Tokens, *frames: dict) -> np.ndarray:
-    """Log-probabilities of hand-made frames: each names its likely characters, the rest share 0.01."""
+    """Log-probabilities of hand-made frames: each names its likely characters, the rest share
+    0.01."""
     rows = []
     for likely in frames:
         p = np.full(len(tokens), 0.01)
@@ -100,10 +103,17 @@ def test_the_lm_statistics_score_as_kenlm_scores_and_count_what_the_lm_has_not_s
     assert found["oov_rate"] == pytest.approx(1 / 17)  # "zebra"
     predicted = 14 + 3  # the test's words and sentence ends, zebra's sentence left out
     # as SRILM counts: the OOV itself unscored, but kept in the history, where no n-gram holds it
-    zebra = log10_probability(model, (BOS,), "the") + log10_probability(model, ("the", "zebra"), "sat")
+    zebra = log10_probability(model, (BOS,), "the") + log10_probability(
+        model, ("the", "zebra"), "sat"
+    )
     zebra += log10_probability(model, ("zebra", "sat"), EOS)
-    assert found["perplexity"] == pytest.approx(10 ** (-(log_sum + zebra) / (predicted + 3)), rel=1e-4)
-    assert found["coverage"]["2-grams"] < 1 and found["coverage"]["3-grams"] < found["coverage"]["2-grams"]
+    assert found["perplexity"] == pytest.approx(
+        10 ** (-(log_sum + zebra) / (predicted + 3)), rel=1e-4
+    )
+    assert (
+        found["coverage"]["2-grams"] < 1
+        and found["coverage"]["3-grams"] < found["coverage"]["2-grams"]
+    )
     # read keeping the test's n-grams alone (as an LM of LibriSpeech's size is): the same statistics
     assert found == {**statistics(model, header, [*test, "the zebra sat"]), "in_training_text": 0}
     assert found["vocabulary"] == len(words) and header == {"order": 3, "unigrams": len(words) + 3}
@@ -127,7 +137,15 @@ def test_beam_search_with_the_lexicon_and_lm_beats_the_best_path(tmp_path):
     search = LexiconBeamSearch(tmp_path / "lm.arpa", tokens, beam=16, beam_threshold=25)
     # "the c?t": the best path says "cot" (not a word); the lexicon leaves cat and cut, acoustics
     # favour "cut" a little, the LM "cat" after "the" a lot
-    frames = [{"t": 0.9}, {"h": 0.9}, {"e": 0.9}, {" ": 0.9}, {"c": 0.9}, {"o": 0.4, "u": 0.33, "a": 0.27}, {"t": 0.9}]
+    frames = [
+        {"t": 0.9},
+        {"h": 0.9},
+        {"e": 0.9},
+        {" ": 0.9},
+        {"c": 0.9},
+        {"o": 0.4, "u": 0.33, "a": 0.27},
+        {"t": 0.9},
+    ]
     emissions = _emissions(tokens, *frames)
     best_path = torch.from_numpy(emissions)[None]
     assert tokens.greedy(best_path, torch.tensor([len(frames)])) == ["the cot"]
@@ -136,7 +154,9 @@ def test_beam_search_with_the_lexicon_and_lm_beats_the_best_path(tmp_path):
 
 
 def test_alignment_marks_each_error_as_sclite_does():
-    text, confusions, errors = align(["u1", "u2"], ["the cat sat on", "a b"], ["the dog sat a on", "a"])
+    text, confusions, errors = align(
+        ["u1", "u2"], ["the cat sat on", "a b"], ["the dog sat a on", "a"]
+    )
     assert text.split("\n\n")[0].splitlines() == [
         "id: u1",
         "Scores: (#C #S #D #I) 3 1 0 1",
@@ -148,7 +168,9 @@ def test_alignment_marks_each_error_as_sclite_does():
     assert errors == [2, 1]  # each utterance's word errors, for the analysis's bootstrap
 
 
-def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses(corpus, tmp_path):
+def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses(
+    corpus, tmp_path
+):
     """The decode job's whole path (dev weights chosen from a grid, then test) twice here and once
     in another process with another thread count: the same hypotheses, LM and greedy."""
     import subprocess
@@ -165,30 +187,73 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
 
     run = run_config(epochs=2, batch_size=4)
     costs = CostModel(Hardware.from_config("test", profile_defaults(**GPU)), CALIBRATION)
-    train(run, run_paths(corpus, corpus / "shards" / "P1", tmp_path / "run"), SimWorld(1, costs, name="seq"))
-    write_arpa(tmp_path / "lm.arpa", list(read_table(corpus / "data" / "train" / "text").values()), 3)
-    settings = build(DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0])
-    dev, tests = (corpus / "data" / "dev", corpus / "feats" / "dev"), {"test": (corpus / "data" / "test",
-                                                                               corpus / "feats" / "test")}  # fmt: skip
-    arguments = (tmp_path / "run" / "model.pt", dev, tests, corpus / "feats" / "train", tmp_path / "lm.arpa", settings)
+    train(
+        run,
+        run_paths(corpus, corpus / "shards" / "P1", tmp_path / "run"),
+        SimWorld(1, costs, name="seq"),
+    )
+    write_arpa(
+        tmp_path / "lm.arpa", list(read_table(corpus / "data" / "train" / "text").values()), 3
+    )
+    settings = build(
+        DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0]
+    )
+    dev, tests = (
+        (corpus / "data" / "dev", corpus / "feats" / "dev"),
+        {"test": (corpus / "data" / "test", corpus / "feats" / "test")},
+    )
+    arguments = (
+        tmp_path / "run" / "model.pt",
+        dev,
+        tests,
+        corpus / "feats" / "train",
+        tmp_path / "lm.arpa",
+        settings,
+    )
     for attempt in ("first", "second"):
         decode_run(*arguments, tmp_path / attempt)
-    program = ("import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
-               "main(sys.argv[1:])")  # fmt: skip
+    program = (
+        "import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
+        "main(sys.argv[1:])"
+    )
     (tmp_path / "decode.json").write_text(json.dumps(settings.__dict__))
-    command = [sys.executable, "-c", program, "decode", "--settings", tmp_path / "decode.json", "--model",
-               tmp_path / "run" / "model.pt", "--lm", tmp_path / "lm.arpa", "--data", corpus / "data" / "test",
-               "--feats", corpus / "feats" / "test", "--dev-data", corpus / "data" / "dev", "--dev-feats",
-               corpus / "feats" / "dev", "--train-feats", corpus / "feats" / "train",
-               "--out", tmp_path / "other"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        program,
+        "decode",
+        "--settings",
+        tmp_path / "decode.json",
+        "--model",
+        tmp_path / "run" / "model.pt",
+        "--lm",
+        tmp_path / "lm.arpa",
+        "--data",
+        corpus / "data" / "test",
+        "--feats",
+        corpus / "feats" / "test",
+        "--dev-data",
+        corpus / "data" / "dev",
+        "--dev-feats",
+        corpus / "feats" / "dev",
+        "--train-feats",
+        corpus / "feats" / "train",
+        "--out",
+        tmp_path / "other",
+    ]
     subprocess.run(list(map(str, command)), check=True, capture_output=True)
-    hypotheses = [(tmp_path / name / "test" / "hypotheses.tsv").read_text() for name in ("first", "second", "other")]
+    hypotheses = [
+        (tmp_path / name / "test" / "hypotheses.tsv").read_text()
+        for name in ("first", "second", "other")
+    ]
     assert hypotheses[0] == hypotheses[1] == hypotheses[2] and len(hypotheses[0].splitlines()) > 10
     # each utterance's word errors add up to the WERs scored
     utterances = pd.read_csv(tmp_path / "first" / "test" / "utterances.tsv", sep="\t")
     scores = json.loads((tmp_path / "first" / "test" / "scores.json").read_text())
     for decode in ("lm", "greedy"):
-        assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(scores[decode]["wer"])
+        assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(
+            scores[decode]["wer"]
+        )
 
 
 def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_path):
@@ -206,21 +271,47 @@ def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_pat
     with gzip.open(tmp_path / "lm.arpa.gz", "wb") as packed:
         packed.write((tmp_path / "plain.arpa").read_bytes())
     text = TextNormalisation(lowercase=True, punctuation="strip")
-    found = fold_arpa(tmp_path / "lm.arpa.gz", tmp_path / "words.arpa", lambda w: normalise(w, text))
-    assert found["words"] == 5 and found["left_out"] > 0 and found["merged"] == 0  # "--" and its n-grams left out
-    (original, _), (folded, header) = read_arpa(tmp_path / "plain.arpa"), read_arpa(tmp_path / "words.arpa")
-    assert folded[("the", "cat")] == original[("THE", "CAT")] and ("dog's",) in folded and header["order"] == 2
+    found = fold_arpa(
+        tmp_path / "lm.arpa.gz", tmp_path / "words.arpa", lambda w: normalise(w, text)
+    )
+    assert (
+        found["words"] == 5 and found["left_out"] > 0 and found["merged"] == 0
+    )  # "--" and its n-grams left out
+    (original, _), (folded, header) = (
+        read_arpa(tmp_path / "plain.arpa"),
+        read_arpa(tmp_path / "words.arpa"),
+    )
+    assert (
+        folded[("the", "cat")] == original[("THE", "CAT")]
+        and ("dog's",) in folded
+        and header["order"] == 2
+    )
     assert not any("--" in ngram for ngram in folded)
-    spelled = check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.5)
+    spelled = check_lexicon(
+        tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.5
+    )
     assert spelled == {"lexicon": 5, "dev_oov_rate": pytest.approx(2 / 5)}
-    with pytest.raises(UserError, match=r"decode.lm: lm.arpa.gz: 40.0% of the dev transcripts' words"):
-        check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.1)
-    with pytest.raises(UserError, match=r"none of its 5 words can be spelled .* \(corpus.text.lowercase\)"):
+    with pytest.raises(
+        UserError, match=r"decode.lm: lm.arpa.gz: 40.0% of the dev transcripts' words"
+    ):
+        check_lexicon(
+            tmp_path / "words.arpa", "lm.arpa.gz", str.isascii, ["the cat sat", "a dog"], 0.1
+        )
+    with pytest.raises(
+        UserError, match=r"none of its 5 words can be spelled .* \(corpus.text.lowercase\)"
+    ):
         check_lexicon(tmp_path / "words.arpa", "lm.arpa.gz", str.isupper, ["the cat"], None)
     write_arpa(tmp_path / "mixed.arpa", ["The cat", "THE CAT"], 2)
-    merged = fold_arpa(tmp_path / "mixed.arpa", tmp_path / "mixed-folded.arpa", lambda w: normalise(w, text))
-    (original, _), (folded, _) = read_arpa(tmp_path / "mixed.arpa"), read_arpa(tmp_path / "mixed-folded.arpa")
-    assert merged["merged"] > 0 and folded[("the", "cat")] == original[("THE", "CAT")]  # "THE" is listed first
+    merged = fold_arpa(
+        tmp_path / "mixed.arpa", tmp_path / "mixed-folded.arpa", lambda w: normalise(w, text)
+    )
+    (original, _), (folded, _) = (
+        read_arpa(tmp_path / "mixed.arpa"),
+        read_arpa(tmp_path / "mixed-folded.arpa"),
+    )
+    assert (
+        merged["merged"] > 0 and folded[("the", "cat")] == original[("THE", "CAT")]
+    )  # "THE" is listed first
 
 
 # the LM weight and word bonus chosen on dev (asrscale.decoding.decode), on hand-made frames decoded
@@ -230,34 +321,57 @@ def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_pat
 def _graded_search(tmp_path) -> LexiconBeamSearch:
     """A beam search whose LM knows "the cat" well and "a cut", "the cut", "a cat" once each."""
     write_arpa(tmp_path / "lm.arpa", ["the cat"] * 20 + ["a cut", "the cut", "a cat"], 2)
-    return LexiconBeamSearch(tmp_path / "lm.arpa", Tokens.from_texts(["the cat cut o a"]), beam=16, beam_threshold=25)
+    return LexiconBeamSearch(
+        tmp_path / "lm.arpa", Tokens.from_texts(["the cat cut o a"]), beam=16, beam_threshold=25
+    )
 
 
 def _graded_utterances(tokens: Tokens) -> dict[str, np.ndarray]:
     """Frames of 'the c?t' (acoustics for "cot", then "cut"; the LM says "cat"), 'a cut' (clearly; a
     heavy LM drops the rare "a"), and 'a? c?t' (the "a" half blank: a word bonus keeps it)."""
     return {
-        "the c?t": _emissions(tokens, {"t": 0.9}, {"h": 0.9}, {"e": 0.9}, {" ": 0.9}, {"c": 0.9},
-                              {"o": 0.4, "u": 0.33, "a": 0.27}, {"t": 0.9}),
+        "the c?t": _emissions(
+            tokens,
+            {"t": 0.9},
+            {"h": 0.9},
+            {"e": 0.9},
+            {" ": 0.9},
+            {"c": 0.9},
+            {"o": 0.4, "u": 0.33, "a": 0.27},
+            {"t": 0.9},
+        ),
         "a cut": _emissions(tokens, {"a": 0.9}, {" ": 0.9}, {"c": 0.9}, {"u": 0.9}, {"t": 0.9}),
-        "a? c?t": _emissions(tokens, {"a": 0.5, "<blank>": 0.5}, {"c": 0.9}, {"u": 0.5, "a": 0.45}, {"t": 0.9}),
-    }  # fmt: skip
+        "a? c?t": _emissions(
+            tokens, {"a": 0.5, "<blank>": 0.5}, {"c": 0.9}, {"u": 0.5, "a": 0.45}, {"t": 0.9}
+        ),
+    }
 
 
 def _outputs(utterances: dict[str, np.ndarray], references: list[str], greedy: list[str]):
     from asrscale.decoding.decode import Outputs
 
     utts = [f"u{i}" for i in range(len(references))]
-    return Outputs(utts, references, greedy, list(utterances.values()), [f"spk{i // 2}" for i in range(len(utts))])
+    return Outputs(
+        utts,
+        references,
+        greedy,
+        list(utterances.values()),
+        [f"spk{i // 2}" for i in range(len(utts))],
+    )
 
 
-# dev's references "the cat", "a cut", "cat" (5 words); each pair's hypotheses as the beam search finds them
+# dev's references "the cat", "a cut", "cat" (5 words); each pair's hypotheses as the beam search
+# finds them
 DEV_REFERENCES = ["the cat", "a cut", "cat"]
 # the best is the grid's fourth pair of six; the second best differs from it in both
 GRID = {"lm_weights": [8.0, 2.0, 0.0], "word_bonuses": [1.0, -1.0]}
 BEST_FIRST = [
     {"lm_weight": 2.0, "word_bonus": -1.0, "dev_wer": 0 / 5},  # the cat | a cut | cat
-    {"lm_weight": 8.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat (ties: the grid's order)
+    {
+        "lm_weight": 8.0,
+        "word_bonus": 1.0,
+        "dev_wer": 1 / 5,
+    },  # the cat | *** cut | cat (ties: the grid's order)
     {"lm_weight": 8.0, "word_bonus": -1.0, "dev_wer": 1 / 5},  # the cat | *** cut | cat
     {"lm_weight": 2.0, "word_bonus": 1.0, "dev_wer": 1 / 5},  # the cat | a cut | A cat
     {"lm_weight": 0.0, "word_bonus": -1.0, "dev_wer": 2 / 5},  # the CUT | a cut | CUT
@@ -275,7 +389,9 @@ def test_the_lm_weight_and_word_bonus_chosen_are_the_best_on_dev_of_the_grid(tmp
     tried = choose_weights(search, dev, build(DecodeSettings, "decode", device="cpu", **GRID))
     # the best is neither the grid's first pair nor its last, nor is the worst
     assert tried == [{**pair, "dev_wer": pytest.approx(pair["dev_wer"])} for pair in BEST_FIRST]
-    assert capsys.readouterr().out.splitlines()[-1].startswith("dev decodes of the LM weights: 6/6 |")
+    assert (
+        capsys.readouterr().out.splitlines()[-1].startswith("dev decodes of the LM weights: 6/6 |")
+    )
 
 
 def _saved_model(path, tokens: Tokens) -> None:
@@ -286,11 +402,21 @@ def _saved_model(path, tokens: Tokens) -> None:
     from asrscale.models import build_model
     from conftest import feature_config, model_config
 
-    features = {k: v for k, v in asdict(feature_config()).items() if k not in ("kaldi_dim", "dither")}
+    features = {
+        k: v for k, v in asdict(feature_config()).items() if k not in ("kaldi_dim", "dither")
+    }
     config = model_config(layers=1, units=8)
     model = build_model(config, feature_config().dim, len(tokens))
-    torch.save({"tokens": tokens.symbols, "features": features, "model_config": asdict(config),
-                "model": model.state_dict(), "cmvn": "speaker"}, path)  # fmt: skip
+    torch.save(
+        {
+            "tokens": tokens.symbols,
+            "features": features,
+            "model_config": asdict(config),
+            "model": model.state_dict(),
+            "cmvn": "speaker",
+        },
+        path,
+    )
 
 
 def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, monkeypatch, capsys):
@@ -315,50 +441,91 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
         return outputs[data]
 
     monkeypatch.setattr(decode, "Subset", lambda *arguments: arguments)
-    monkeypatch.setattr(decode, "resolve_device", {"cpu": torch.device("meta")}.get)  # (where the model must go)
+    monkeypatch.setattr(
+        decode, "resolve_device", {"cpu": torch.device("meta")}.get
+    )  # (where the model must go)
     monkeypatch.setattr(decode, "model_outputs", model_outputs)
     settings = build(DecodeSettings, "decode", device="cpu", beam=16, beam_threshold=25, **GRID)
     tests = {name: (name, f"{name}-feats") for name in ("test", "other")}
-    found = decode.decode_run(tmp_path / "model.pt", ("dev", "dev-feats"), tests, "train-feats", tmp_path / "lm.arpa",
-                              settings, tmp_path / "out")  # fmt: skip
+    found = decode.decode_run(
+        tmp_path / "model.pt",
+        ("dev", "dev-feats"),
+        tests,
+        "train-feats",
+        tmp_path / "lm.arpa",
+        settings,
+        tmp_path / "out",
+    )
     for name in tests:
         assert found[name] == json.loads((tmp_path / "out" / name / "scores.json").read_text())
-        assert found[name]["tried_on_dev"] == [{**p, "dev_wer": pytest.approx(p["dev_wer"])} for p in BEST_FIRST]
+        assert found[name]["tried_on_dev"] == [
+            {**p, "dev_wer": pytest.approx(p["dev_wer"])} for p in BEST_FIRST
+        ]
         assert {key: found[name]["lm"][key] for key in BEST_FIRST[0]} == BEST_FIRST[0]
         assert found[name]["dev_greedy_wer"] == pytest.approx(3 / 5)  # CUT (for "cot") | | A CUT
     hypotheses = pd.read_csv(tmp_path / "out" / "test" / "hypotheses.tsv", sep="\t")
-    # only the pair best on dev decodes these as "a cut" and "cat": the second best says "cut", the fourth "a cat"
-    # (as would the pair of the best's weight and the second's bonus)
+    # only the pair best on dev decodes these as "a cut" and "cat": the second best says "cut", the
+    # fourth "a cat" (as would the pair of the best's weight and the second's bonus)
     assert hypotheses.to_dict("list") == {
         "utt": ["u0", "u1", "u2"],
         "reference": ["the cat", "a cut", "a cat"],
         "lm": ["the cat", "a cut", "cat"],
         "greedy": ["the cot", "a cut", "a cut"],
     }
-    assert found["test"]["lm"]["wer"] == pytest.approx(1 / 6) and found["test"]["greedy"]["wer"] == pytest.approx(2 / 6)
+    assert found["test"]["lm"]["wer"] == pytest.approx(1 / 6) and found["test"]["greedy"][
+        "wer"
+    ] == pytest.approx(2 / 6)
     assert found["test"]["oov_words"] == 0 and found["test"]["unknown_characters"] == 0
-    assert found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2  # dog: d, g
+    assert (
+        found["other"]["oov_words"] == 1 and found["other"]["unknown_characters"] == 2
+    )  # dog: d, g
     said = capsys.readouterr().out.splitlines()
-    assert "note: other: 2 reference characters are not in the model's token set; they count as errors" in said
+    assert (
+        "note: other: 2 reference characters are not in the model's token set; they count as errors"
+        in said
+    )
     assert [line.split(" |")[0] for line in said if "decodes with the LM:" in line] == [
-        "test decodes with the LM: 3/3", "other decodes with the LM: 1/1"]  # fmt: skip
+        "test decodes with the LM: 3/3",
+        "other decodes with the LM: 1/1",
+    ]
 
 
-def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and_utterances(tmp_path):
+def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and_utterances(
+    tmp_path,
+):
     from asrscale.decoding.decode import CONFUSIONS_KEPT, score
 
     many = " ".join(f"w{i}" for i in range(CONFUSIONS_KEPT + 1))  # one more confusion than are kept
     test = _outputs({}, ["the cat sat", "a dog", many], [])
-    decodes = {"lm": ["the cat sat", "a cat", many], "greedy": ["the hat sat on", "dog", many.replace("w", "x")]}
+    decodes = {
+        "lm": ["the cat sat", "a cat", many],
+        "greedy": ["the hat sat on", "dog", many.replace("w", "x")],
+    }
     scores = score(test, decodes, tmp_path)
-    words, chars = 3 + 2 + CONFUSIONS_KEPT + 1, len("the cat sat") + len("a dog") + len(many)  # spaces too
+    words, chars = (
+        3 + 2 + CONFUSIONS_KEPT + 1,
+        len("the cat sat") + len("a dog") + len(many),
+    )  # spaces too
     assert scores["utterances"] == 3
-    assert scores["lm"] == {"wer": 1 / words, "cer": 3 / chars, "words": words, "chars": chars,
-                            "confusions": [["dog", "cat", 1]]}  # fmt: skip
+    assert scores["lm"] == {
+        "wer": 1 / words,
+        "cer": 3 / chars,
+        "words": words,
+        "chars": chars,
+        "confusions": [["dog", "cat", 1]],
+    }
     greedy = scores["greedy"]
     assert greedy["wer"] == (2 + 1 + CONFUSIONS_KEPT + 1) / words and greedy["words"] == words
-    assert len(greedy["confusions"]) == CONFUSIONS_KEPT and greedy["confusions"][0] == ["cat", "hat", 1]
-    assert (tmp_path / "alignment.lm.txt").read_text().startswith("id: u0\nScores: (#C #S #D #I) 3 0 0 0\n")
+    assert len(greedy["confusions"]) == CONFUSIONS_KEPT and greedy["confusions"][0] == [
+        "cat",
+        "hat",
+        1,
+    ]
+    assert (
+        (tmp_path / "alignment.lm.txt")
+        .read_text()
+        .startswith("id: u0\nScores: (#C #S #D #I) 3 0 0 0\n")
+    )
     assert "HYP:  *** dog" in (tmp_path / "alignment.greedy.txt").read_text()
     assert (tmp_path / "hypotheses.tsv").read_text().splitlines()[:3] == [
         "utt\treference\tlm\tgreedy",
@@ -371,7 +538,9 @@ def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and
     )
 
 
-def test_the_forward_passes_run_with_deterministic_kernels_and_leave_the_settings_as_they_were(monkeypatch):
+def test_the_forward_passes_run_with_deterministic_kernels_and_leave_the_settings_as_they_were(
+    monkeypatch,
+):
     from asrscale.decoding.decode import deterministic
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
@@ -379,7 +548,9 @@ def test_the_forward_passes_run_with_deterministic_kernels_and_leave_the_setting
     assert not torch.are_deterministic_algorithms_enabled()
     with deterministic():
         assert torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.benchmark
-        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's condition for determinism
+        assert (
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        )  # cuBLAS's condition for determinism
     assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark
 
 
@@ -410,10 +581,14 @@ class _Subset:
         longest = max(len(self.paths[utt]) for utt in group)
         padded = [self.paths[utt] + [0] * (longest - len(self.paths[utt])) for utt in group]
         one_hot = torch.nn.functional.one_hot(torch.tensor(padded), len(self.tokens)).float()
-        return _Batch((one_hot * 0.9 + 0.025).log(), torch.tensor([len(self.paths[utt]) for utt in group]))
+        return _Batch(
+            (one_hot * 0.9 + 0.025).log(), torch.tensor([len(self.paths[utt]) for utt in group])
+        )
 
 
-def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorted_by_utterance(capsys):
+def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorted_by_utterance(
+    capsys,
+):
     from asrscale.decoding.decode import model_outputs
 
     class Model(torch.nn.Module):  # its outputs: its input features, as log-probabilities

@@ -20,13 +20,19 @@ from asrscale.worlds.mpi import choose_transport
 from conftest import model_config
 
 META = torch.device("meta")
-CONFIGS = [model_config(units=16), model_config(units=16, bidirectional=False), model_config(kind="dnn", units=16)]
+CONFIGS = [
+    model_config(units=16),
+    model_config(units=16, bidirectional=False),
+    model_config(kind="dnn", units=16),
+]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["blstm", "lstm", "dnn"])
 def test_the_models_forward_keeps_to_the_models_device(config):
     model = build_model(config, 40, 12).to(META)
-    log_probs, lengths = model(torch.empty(2, 30, 40, device=META), torch.empty(2, dtype=torch.long, device=META))
+    log_probs, lengths = model(
+        torch.empty(2, 30, 40, device=META), torch.empty(2, dtype=torch.long, device=META)
+    )
     assert log_probs.device == lengths.device == META and log_probs.shape == (2, 10, 12)
 
 
@@ -39,8 +45,13 @@ class MetaLearner(Learner):
             parameter.grad = torch.zeros_like(parameter)
         if recorder is not None:
             params = {name: p.unsqueeze(0) for name, p in self.model.named_parameters()}
-            features, lengths = torch.empty(1, 2, 30, 40, device=META), torch.empty(1, 2, dtype=torch.long, device=META)
-            fused_forward(self.model.config, params, features, lengths, recorder)[0].sum().backward()
+            features, lengths = (
+                torch.empty(1, 2, 30, 40, device=META),
+                torch.empty(1, 2, dtype=torch.long, device=META),
+            )
+            fused_forward(self.model.config, params, features, lengths, recorder)[
+                0
+            ].sum().backward()
         yield ops.Compute(0.0, batch.frames)
         return 0.0
 
@@ -56,7 +67,9 @@ def values_read_as(monkeypatch, headers: list[list[float]] = ()) -> None:
     server reads), so that the program goes on to its every request."""
     real_item, real_tolist, scripted = torch.Tensor.item, torch.Tensor.tolist, iter(headers)
     monkeypatch.setattr(torch.Tensor, "item", lambda self: 0 if self.is_meta else real_item(self))
-    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: next(scripted) if self.is_meta else real_tolist(self))
+    monkeypatch.setattr(
+        torch.Tensor, "tolist", lambda self: next(scripted) if self.is_meta else real_tolist(self)
+    )
 
 
 def answer(request):
@@ -65,7 +78,9 @@ def answer(request):
     for field in ("tensors", "send", "receive"):
         if isinstance(getattr(request, field, None), list):
             ops.flatten(getattr(request, field))
-    if isinstance(request, (ops.Update, ops.Precondition)):  # both ways a world does it (no values: twice is harmless)
+    if isinstance(
+        request, (ops.Update, ops.Precondition)
+    ):  # both ways a world does it (no values: twice is harmless)
         request.alone()
         fusers(META)[type(request)]([request.job])
     if isinstance(request, ops.Reduce):
@@ -100,7 +115,13 @@ def test_every_algorithms_requests_keep_to_the_learners_device(algorithm, monkey
         learner = MetaLearner(model, make_optimizer("adam", 0.9, model), 5.0, "meta")
         chosen = make_algorithm(algorithm, layout, {"period": 1} if algorithm == "kavg" else {})
         lengths = torch.tensor([30, 24])
-        batch = Batch(torch.zeros(2, 30, 40), lengths, torch.tensor([1, 2, 3]), torch.tensor([2, 1]), ["a", "b"])
+        batch = Batch(
+            torch.zeros(2, 30, 40),
+            lengths,
+            torch.tensor([1, 2, 3]),
+            torch.tensor([2, 1]),
+            ["a", "b"],
+        )
         drive(chosen.start(learner))
         drive(chosen.plan(50.0))
         for _ in range(3):
@@ -114,18 +135,28 @@ def test_asgds_server_keeps_to_the_learners_device(monkeypatch):
     roll-back answered, then its one learner done."""
     from asrscale.training.algorithms.asgd import DONE, GRADIENT, PULL, ROLL_BACK, SAVE
 
-    values_read_as(monkeypatch, [[GRADIENT, 0, 1e-3], [PULL, 1, 0], [SAVE, 1, 4], [ROLL_BACK, 1, 0], [DONE, 1, 0]])
+    values_read_as(
+        monkeypatch,
+        [[GRADIENT, 0, 1e-3], [PULL, 1, 0], [SAVE, 1, 4], [ROLL_BACK, 1, 0], [DONE, 1, 0]],
+    )
     model = build_model(model_config(units=8), 40, 12).to(META)
     server = MetaLearner(model, make_optimizer("adam", 0.9, model), 5.0, "meta")
     asgd = make_algorithm("asgd", ops.Layout(rank=0, size=1, servers=1))
     saved, rolled_back = [], []
     drive(asgd.serve(server, checkpoint=saved.append, roll_back=lambda: rolled_back.append(True)))
     # (version pulled, version once applied, staleness, applied) of the one gradient
-    assert [record[1:] for record in asgd.records] == [(0, 1, 0, True)] and saved == [4] and rolled_back == [True]
+    assert (
+        [record[1:] for record in asgd.records] == [(0, 1, 0, True)]
+        and saved == [4]
+        and rolled_back == [True]
+    )
 
 
 def test_natural_gradient_keeps_to_the_parameters_device():
-    weight, bias = torch.nn.Parameter(torch.empty(6, 5, device=META)), torch.nn.Parameter(torch.empty(6, device=META))
+    weight, bias = (
+        torch.nn.Parameter(torch.empty(6, 5, device=META)),
+        torch.nn.Parameter(torch.empty(6, device=META)),
+    )
     for parameter in (weight, bias):
         parameter.grad = torch.zeros_like(parameter)
     natural_gradient = NaturalGradient({"w": weight}, {"w": bias}, rank_in=2, rank_out=3)
@@ -153,6 +184,8 @@ def test_a_device_that_is_not_there_is_named():
     with pytest.raises(ValueError, match="train.device must be one of"):
         resolve_device("tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="train.device is cuda, but torch finds no CUDA device here"):
+        with pytest.raises(
+            ValueError, match="train.device is cuda, but torch finds no CUDA device here"
+        ):
             resolve_device("cuda")
         assert resolve_device("auto") == torch.device("cpu")

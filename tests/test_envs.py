@@ -15,7 +15,9 @@ import yaml
 from conftest import ROOT
 
 SRC = ROOT / "src"
-PACKAGES = metadata.packages_distributions()  # an importable name -> the distributions that provide it
+PACKAGES = (
+    metadata.packages_distributions()
+)  # an importable name -> the distributions that provide it
 
 
 def rules() -> dict[str, tuple[str, str]]:
@@ -28,7 +30,10 @@ def rules() -> dict[str, tuple[str, str]]:
             stage = re.search(r"python -m asrscale ([a-z-]+)", block)
             if rule and stage:
                 assert conda, f"rule {rule.group(1)} runs a stage but names no conda environment"
-                found[rule.group(1)] = (stage.group(1), (path.parent / conda.group(1)).resolve().name)
+                found[rule.group(1)] = (
+                    stage.group(1),
+                    (path.parent / conda.group(1)).resolve().name,
+                )
     return found
 
 
@@ -40,7 +45,9 @@ def loaded(statements: list[ast.stmt]) -> list[ast.stmt]:
             found.append(node)
         elif isinstance(node, ast.If):
             found += loaded(node.body) + loaded(node.orelse)
-        elif isinstance(node, ast.Try) and not any("ImportError" in ast.unparse(h) for h in node.handlers):
+        elif isinstance(node, ast.Try) and not any(
+            "ImportError" in ast.unparse(h) for h in node.handlers
+        ):
             found += loaded(node.body)
     return found
 
@@ -68,7 +75,9 @@ def source_of(module: str) -> Path | None:
 def third_party(stage: str) -> set[str]:
     """The top-level names of the packages outside the standard library that a stage imports."""
     cli = ast.parse((SRC / "asrscale" / "cli.py").read_text())
-    function = next(node for node in cli.body if isinstance(node, ast.FunctionDef) and node.name == stage)
+    function = next(
+        node for node in cli.body if isinstance(node, ast.FunctionDef) and node.name == stage
+    )
     todo, seen, outside = imported(ast.walk(function), "asrscale.cli"), set(), set()
     while todo:
         name = todo.pop()
@@ -80,7 +89,9 @@ def third_party(stage: str) -> set[str]:
             path = source_of(name)
             if path is not None:
                 todo |= imported(loaded(ast.parse(path.read_text()).body), name)
-                todo |= {".".join(name.split(".")[:-1])} - {""}  # its package's __init__ loads first
+                todo |= {".".join(name.split(".")[:-1])} - {
+                    ""
+                }  # its package's __init__ loads first
         elif root not in sys.stdlib_module_names:
             outside.add(root)
     return outside
@@ -102,8 +113,11 @@ def listed(env: str) -> set[str]:
 def test_every_rule_that_runs_a_stage_has_each_package_its_code_imports_in_its_environment():
     missing = {}
     for rule, (stage, env) in sorted(rules().items()):
-        packages = {dist.lower().replace("_", "-") for name in third_party(stage.replace("-", "_"))
-                    for dist in PACKAGES.get(name, [name])}  # fmt: skip
+        packages = {
+            dist.lower().replace("_", "-")
+            for name in third_party(stage.replace("-", "_"))
+            for dist in PACKAGES.get(name, [name])
+        }
         if absent := packages - listed(env):
             missing[rule] = (env, sorted(absent))
     assert not missing, missing
@@ -126,12 +140,22 @@ def test_what_snakemakes_report_imports_is_installed_without_the_test_extra():
     guarded = set()
     for path in report.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Try) and any("ImportError" in ast.unparse(h) for h in node.handlers):
+            if isinstance(node, ast.Try) and any(
+                "ImportError" in ast.unparse(h) for h in node.handlers
+            ):
                 guarded |= {name.split(".")[0] for name in imported(ast.walk(node), "snakemake")}
 
     def required(distribution: str) -> set[str]:
-        return {re.split(r"[=<>!;\[ ]", r)[0].lower() for r in metadata.requires(distribution) if "extra ==" not in r}
+        return {
+            re.split(r"[=<>!;\[ ]", r)[0].lower()
+            for r in metadata.requires(distribution)
+            if "extra ==" not in r
+        }
 
-    needed = {dist.lower() for name in guarded - sys.stdlib_module_names for dist in PACKAGES.get(name, [name])}
+    needed = {
+        dist.lower()
+        for name in guarded - sys.stdlib_module_names
+        for dist in PACKAGES.get(name, [name])
+    }
     assert {"pygments", "jinja2"} <= needed  # found where Snakemake imports them
     assert not needed - required("asrscale") - required("snakemake") - {"snakemake"}

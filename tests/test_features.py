@@ -11,10 +11,15 @@ from conftest import build, load_audio
 
 
 def reference_signal(rate: int = 16000) -> np.ndarray:
-    """0.3 s of a tone, a chirp, noise and a DC offset: what tests/data/kaldi_fbank.txt was made of."""
+    """0.3 s of a tone, a chirp, noise and a DC offset: what tests/data/kaldi_fbank.txt was made
+    of."""
     t = np.arange(int(0.3 * rate)) / rate
-    return (0.3 * np.sin(2 * np.pi * 440 * t) + 0.2 * np.sin(2 * np.pi * (300 + 4000 * t) * t)
-            + 0.05 * np.random.default_rng(0).standard_normal(len(t)) + 0.01).astype(np.float32)  # fmt: skip
+    return (
+        0.3 * np.sin(2 * np.pi * 440 * t)
+        + 0.2 * np.sin(2 * np.pi * (300 + 4000 * t) * t)
+        + 0.05 * np.random.default_rng(0).standard_normal(len(t))
+        + 0.01
+    ).astype(np.float32)
 
 
 def test_filterbanks_are_kaldis():
@@ -26,7 +31,8 @@ def test_filterbanks_are_kaldis():
     found = compute(reference_signal(), build(FeatureConfig, "features"))
     assert found.shape == expected.shape == (28, 40)
     np.testing.assert_allclose(found, expected, atol=1e-3)
-    # python_speech_features' logfbank (a rectangular window, no DC removal, its own bands) is not Kaldi's
+    # python_speech_features' logfbank (a rectangular window, no DC removal, its own bands) is not
+    # Kaldi's
     theirs = psf.logfbank(reference_signal(), 16000, 0.025, 0.01, 40, 512)[:28] + np.log(32768**2)
     assert np.abs(theirs - expected).max() > 1
 

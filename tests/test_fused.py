@@ -1,5 +1,5 @@
-"""Many learners computed as one (asrscale.training.fused): each learner's outputs and gradients are those
-of its own model computed alone, to float rounding."""
+"""Many learners computed as one (asrscale.training.fused): each learner's outputs and gradients are
+those of its own model computed alone, to float rounding."""
 
 import pytest
 import torch
@@ -22,7 +22,9 @@ def test_stacked_learners_compute_what_each_computes_alone(config):
         torch.testing.assert_close(log_probs[n].detach(), alone.detach(), rtol=1e-12, atol=1e-12)
         (alone * weights[n]).sum().backward()
         for name, parameter in model.named_parameters():
-            torch.testing.assert_close(stacked[name].grad[n], parameter.grad, rtol=1e-10, atol=1e-12, msg=name)
+            torch.testing.assert_close(
+                stacked[name].grad[n], parameter.grad, rtol=1e-10, atol=1e-12, msg=name
+            )
 
 
 class Bucketed(Loops):

@@ -17,11 +17,14 @@ from conftest import CALIBRATION, run_config, simulate
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"])
-def test_fused_learners_train_every_algorithm_as_learners_computed_one_by_one(corpus, tmp_path, algorithm):
+def test_fused_learners_train_every_algorithm_as_learners_computed_one_by_one(
+    corpus, tmp_path, algorithm
+):
     """After an epoch of every algorithm (MA with povey14's NG-SGD, ASGD and ADPSGD in their
     modelled order), the fused run's model and dev loss are the unfused one's to float rounding."""
     (alone, alone_metrics), (fused, fused_metrics) = (
-        simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, optimizer="sgd", lr=0.05) for fuse in (False, True)
+        simulate(corpus, tmp_path / str(fuse), algorithm, 4, fuse, optimizer="sgd", lr=0.05)
+        for fuse in (False, True)
     )
     for name, tensor in alone.items():
         torch.testing.assert_close(fused[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
@@ -32,13 +35,13 @@ def test_fused_learners_train_every_algorithm_as_learners_computed_one_by_one(co
 
 
 def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(corpus, tmp_path):
-    """A learner's deferred gradient waits until the learner needs it, whatever other learners
-    need meanwhile, and a gossip fixes what it computes on rather than computing it: SSGD's 4
-    learners are computed as one at every step, KAVG's and ADPSGD's at nearly every step (each at its
-    own pace: a learner a little behind joins the next group; ADPSGD's averaged while their gradients
+    """A learner's deferred gradient waits until the learner needs it, whatever other learners need
+    meanwhile, and a gossip fixes what it computes on rather than computing it: SSGD's 4 learners
+    are computed as one at every step, KAVG's and ADPSGD's at nearly every step (each at its own
+    pace: a learner a little behind joins the next group; ADPSGD's averaged while their gradients
     wait; before deferral waited for need, their groups were mostly of one); MA's preconditionings
-    all together where a preconditioning lasts longer than the learners' gradients end apart (as
-    on the GPU profiles: 44 ms against 5 ms), several together where not; Adam trains the same
+    all together where a preconditioning lasts longer than the learners' gradients end apart (as on
+    the GPU profiles: 44 ms against 5 ms), several together where not; Adam trains the same
     fused."""
     sizes = []
 
@@ -64,11 +67,17 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
     # Adam divides by the root of the squared gradient: where a gradient is near zero, a rounding
     # difference becomes part of a step of ±lr, so a few weights differ, each by less than a step
     # (lr at most 0.006 here); the losses do not
-    (alone, alone_metrics), (fused, fused_metrics) = (simulate(corpus, tmp_path / f"adam{fuse}", "ssgd", 4, fuse)
-                                                      for fuse in (False, True))  # fmt: skip
-    dev = [metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist() for metrics in (alone_metrics, fused_metrics)]
+    (alone, alone_metrics), (fused, fused_metrics) = (
+        simulate(corpus, tmp_path / f"adam{fuse}", "ssgd", 4, fuse) for fuse in (False, True)
+    )
+    dev = [
+        metrics[metrics.kind == "epoch"].dev_loss.round(3).tolist()
+        for metrics in (alone_metrics, fused_metrics)
+    ]
     assert dev[0] == dev[1]
-    close = sum(torch.isclose(fused[n], t, rtol=1e-4, atol=1e-5).sum().item() for n, t in alone.items())
+    close = sum(
+        torch.isclose(fused[n], t, rtol=1e-4, atol=1e-5).sum().item() for n, t in alone.items()
+    )
     assert close / sum(t.numel() for t in alone.values()) > 0.995
     assert max((fused[n] - t).abs().max().item() for n, t in alone.items()) < 0.006 / 4
 
@@ -76,7 +85,8 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_learners_updated_together_are_updated_as_each_alone(optimizer):
     """fused_updates: learners of two learning rates and unequal step counts, one multi-tensor step
-    per rate, give every learner's own step's result bit for bit (parameters and optimizer state)."""
+    per rate, give every learner's own step's result bit for bit (parameters and optimizer
+    state)."""
     torch.manual_seed(0)
     pairs = []
     for _ in range(4):
@@ -84,7 +94,9 @@ def test_learners_updated_together_are_updated_as_each_alone(optimizer):
         twins = [copy.deepcopy(model) for _ in range(2)]
         pairs.append([Learner(m, make_optimizer(optimizer, 0.9, m), 0.0, "learner") for m in twins])
     for index, (alone, together) in enumerate(pairs):
-        for step in range(index + 1):  # learner k has taken k steps before; then a gradient for this one
+        for step in range(
+            index + 1
+        ):  # learner k has taken k steps before; then a gradient for this one
             for a, b in zip(alone.parameters, together.parameters):
                 b.grad.copy_(a.grad.normal_())
             if step < index:
@@ -106,7 +118,16 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     covers gradients, updates and preconditionings."""
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps(CALIBRATION))
-    settings = {"kind": "simulated", "learners": 4, "node_size": None, "fuse_learners": fuse,
-                "hardware": {"name": "here", **profile_defaults()}}  # fmt: skip
-    world = make_world(world_of({"world": settings}), run_config("ma", seed=0, device="cpu", prefetch=4), calibration)
+    settings = {
+        "kind": "simulated",
+        "learners": 4,
+        "node_size": None,
+        "fuse_learners": fuse,
+        "hardware": {"name": "here", **profile_defaults()},
+    }
+    world = make_world(
+        world_of({"world": settings}),
+        run_config("ma", seed=0, device="cpu", prefetch=4),
+        calibration,
+    )
     assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())

@@ -21,14 +21,36 @@ from asrscale.data.features import extract_part
 from conftest import bad_input_policy, feature_config, import_settings
 
 CASES = 150  # a fixed budget, seeded: the same cases on every run (about 8 s on 2 cores)
-FORMATS = ("kaldi", "kaldi_segments", "librispeech", "manifest_tsv", "manifest_jsonl", "lhotse", "lhotse_cuts")
+FORMATS = (
+    "kaldi",
+    "kaldi_segments",
+    "librispeech",
+    "manifest_tsv",
+    "manifest_jsonl",
+    "lhotse",
+    "lhotse_cuts",
+)
 GOOD_AUDIO = ("good",) * 12 + ("flac", "stereo", "low_rate", "pipe")
 BAD_AUDIO = ("failing_pipe", "silent", "short", "empty", "corrupt", "truncated", "missing")
 AUDIO = GOOD_AUDIO + BAD_AUDIO
-SPANS = [None] * 6 + [(0.1, 0.6), (0.2, 0.9), (0.0, 99.0), (-1.0, 0.5), (0.6, 0.2), (0.3, 0.3), (math.nan, 0.5),
-                      (0.4, math.inf)]  # fmt: skip
-TEXTS = ["turn the lights on"] * 3 + ["OPEN THE DOOR, please!", "café au lait", "", "   ", "!!! ...",
-                                      b"caf\xe9 bad bytes"]  # fmt: skip
+SPANS = [None] * 6 + [
+    (0.1, 0.6),
+    (0.2, 0.9),
+    (0.0, 99.0),
+    (-1.0, 0.5),
+    (0.6, 0.2),
+    (0.3, 0.3),
+    (math.nan, 0.5),
+    (0.4, math.inf),
+]
+TEXTS = ["turn the lights on"] * 3 + [
+    "OPEN THE DOOR, please!",
+    "café au lait",
+    "",
+    "   ",
+    "!!! ...",
+    b"caf\xe9 bad bytes",
+]
 IDS = ["{n}", "{n}", "{n}", "utt-{n}", "Ü{n}", "{n} spaced", "x" * 80 + "{n}"]
 
 
@@ -39,7 +61,9 @@ class Utterance:
     audio: str  # a path or a command ending in "|"
     span: tuple | None
     speaker: str
-    names: set = field(default_factory=set)  # what the importers may call it: its id, or a "file:line"
+    names: set = field(
+        default_factory=set
+    )  # what the importers may call it: its id, or a "file:line"
 
 
 class Case:
@@ -89,7 +113,13 @@ class Case:
         else:
             utt = self.pick(ids).format(n=self.counter)
         span = self.pick(SPANS) if spans else None
-        made = Utterance(utt, self.pick(TEXTS), self.audio(self.pick(AUDIO), folder), span, f"s{self.counter % 3}")
+        made = Utterance(
+            utt,
+            self.pick(TEXTS),
+            self.audio(self.pick(AUDIO), folder),
+            span,
+            f"s{self.counter % 3}",
+        )
         self.utterances.append(made)
         return made
 
@@ -103,7 +133,9 @@ class Case:
                 out.append(b"")
                 named.append(None)
             elif roll < 0.1:
-                out.append(self.pick([b"\xff\xfe\xfd", b"garbage", b"{not json", b"[1, 2]", b"\t\t"]))
+                out.append(
+                    self.pick([b"\xff\xfe\xfd", b"garbage", b"{not json", b"[1, 2]", b"\t\t"])
+                )
                 named.append(None)
             out.append(line)
             named.append(owner)
@@ -132,8 +164,11 @@ class Case:
             path = self.lhotse(folder, count, kind == "lhotse_cuts")
         for made in self.utterances:
             made.names |= {made.id, prefix + made.id}
-        return {"format": kind.split("_")[0] if kind != "kaldi_segments" else "kaldi", "path": str(path),
-                "prefix": prefix}  # fmt: skip
+        return {
+            "format": kind.split("_")[0] if kind != "kaldi_segments" else "kaldi",
+            "path": str(path),
+            "prefix": prefix,
+        }
 
     @staticmethod
     def encoded(text) -> bytes:
@@ -141,18 +176,27 @@ class Case:
 
     def kaldi(self, folder: Path, count: int, segmented: bool) -> Path:
         made = [self.utterance(folder, spaced_ids=False, spans=segmented) for _ in range(count)]
-        rolls = {id(u): self.rng.random() for u in made}  # a few orphans: audio with no text, or text with none
+        rolls = {
+            id(u): self.rng.random() for u in made
+        }  # a few orphans: audio with no text, or text with none
         keep = [u for u in made if rolls[id(u)] > 0.08]
         in_text = [u for u in made if not 0.08 < rolls[id(u)] < 0.16]
         if segmented:
             wav = [f"r{made.index(u)} {u.audio}".encode() for u in keep]
-            segments = [(f"{u.id} r{made.index(u)} " + ("{:g} {:g}".format(*u.span) if u.span else "0 -1")).encode()
-                        for u in keep]  # fmt: skip
+            segments = [
+                (
+                    f"{u.id} r{made.index(u)} "
+                    + ("{:g} {:g}".format(*u.span) if u.span else "0 -1")
+                ).encode()
+                for u in keep
+            ]
             self.lines(folder / "segments", segments, keep)
         else:
             wav = [f"{u.id} {u.audio}".encode() for u in keep]
         self.lines(folder / "wav.scp", wav, keep)
-        self.lines(folder / "text", [u.id.encode() + b" " + self.encoded(u.text) for u in in_text], in_text)
+        self.lines(
+            folder / "text", [u.id.encode() + b" " + self.encoded(u.text) for u in in_text], in_text
+        )
         if self.rng.random() < 0.5:
             self.lines(folder / "utt2spk", [f"{u.id} {u.speaker}".encode() for u in made], made)
         return folder
@@ -178,11 +222,19 @@ class Case:
         if json_lines:
             rows = []
             for u in made:
-                row = {"id": u.id, "path": u.audio, "text": u.text if isinstance(u.text, str) else None}
+                row = {
+                    "id": u.id,
+                    "path": u.audio,
+                    "text": u.text if isinstance(u.text, str) else None,
+                }
                 if u.span:
                     row.update(start=u.span[0], end=u.span[1])
-                for key in self.rng.sample(["id", "text", "speaker", "path", "start"], self.rng.choice([0, 0, 0, 1])):
-                    row[key] = self.pick([None, 5, True, [1], "", "nan"])  # a field missing or of the wrong type
+                for key in self.rng.sample(
+                    ["id", "text", "speaker", "path", "start"], self.rng.choice([0, 0, 0, 1])
+                ):
+                    row[key] = self.pick(
+                        [None, 5, True, [1], "", "nan"]
+                    )  # a field missing or of the wrong type
                 rows.append(json.dumps(row).encode())
             path = folder / self.pick(["m.jsonl", "m.jsonl.gz"])
             self.lines(path, rows, made)
@@ -190,14 +242,25 @@ class Case:
             rows = []
             for u in made:
                 start, end = u.span or ("", "")
-                rows.append(b"\t".join([u.id.encode(), u.audio.encode(), self.encoded(u.text), f"{start}".encode(),
-                                        f"{end}".encode()]))  # fmt: skip
+                rows.append(
+                    b"\t".join(
+                        [
+                            u.id.encode(),
+                            u.audio.encode(),
+                            self.encoded(u.text),
+                            f"{start}".encode(),
+                            f"{end}".encode(),
+                        ]
+                    )
+                )
             path = folder / "m.tsv"
             self.lines(path, [b"id\tpath\ttext\tstart\tend"] + rows, [None] + made)
         for u in made:  # an id the manifest lacks is made from the audio's name
             stem = Path(u.audio.split()[1] if u.audio.endswith("|") else u.audio).stem
             u.names |= {stem} | (
-                {f"{stem}-{round(u.span[0] * 100):07d}"} if u.span and math.isfinite(u.span[0]) else set()
+                {f"{stem}-{round(u.span[0] * 100):07d}"}
+                if u.span and math.isfinite(u.span[0])
+                else set()
             )
         return path
 
@@ -205,9 +268,17 @@ class Case:
         made = [self.utterance(folder, spaced_ids=True, spans=True) for _ in range(count)]
         recordings, supervisions = [], []
         for index, u in enumerate(made):
-            source = ({"type": "command", "source": u.audio[:-1].strip()} if u.audio.endswith("|")
-                      else {"type": "file", "source": u.audio})  # fmt: skip
-            recording = {"id": f"rec{index}", "sources": [source], "sampling_rate": 16000, "duration": 1.0}
+            source = (
+                {"type": "command", "source": u.audio[:-1].strip()}
+                if u.audio.endswith("|")
+                else {"type": "file", "source": u.audio}
+            )
+            recording = {
+                "id": f"rec{index}",
+                "sources": [source],
+                "sampling_rate": 16000,
+                "duration": 1.0,
+            }
             fault = self.rng.random()
             if fault < 0.05:
                 recording["sources"] = [source, source]
@@ -217,20 +288,37 @@ class Case:
                 source["type"] = "url"
             start, end = u.span or (0.0, 0.5)
             text = u.text if isinstance(u.text, str) else 7  # not a string: a bad supervision
-            supervision = {"id": u.id, "recording_id": f"rec{index}", "start": start, "duration": end - start,
-                           "channel": 0, "text": text, "speaker": u.speaker}  # fmt: skip
+            supervision = {
+                "id": u.id,
+                "recording_id": f"rec{index}",
+                "start": start,
+                "duration": end - start,
+                "channel": 0,
+                "text": text,
+                "speaker": u.speaker,
+            }
             if self.rng.random() < 0.1:
                 del supervision[self.pick(["id", "recording_id", "start", "duration"])]
             recordings.append(recording)
             supervisions.append(supervision)
         if cuts:
-            cut_lines = [{"id": f"cut{i}", "start": 0.0, "duration": 1.0, "supervisions": [s], "recording": r}
-                         for i, (s, r) in enumerate(zip(supervisions, recordings))]  # fmt: skip
+            cut_lines = [
+                {
+                    "id": f"cut{i}",
+                    "start": 0.0,
+                    "duration": 1.0,
+                    "supervisions": [s],
+                    "recording": r,
+                }
+                for i, (s, r) in enumerate(zip(supervisions, recordings))
+            ]
             lines = [json.dumps(cut).encode() for cut in cut_lines]
             path = folder / "c_cuts_train.jsonl.gz"
             self.lines(path, lines, made)
             return path
-        self.lines(folder / "c_recordings_train.jsonl", [json.dumps(r).encode() for r in recordings], made)
+        self.lines(
+            folder / "c_recordings_train.jsonl", [json.dumps(r).encode() for r in recordings], made
+        )
         path = folder / "c_supervisions_train.jsonl"
         self.lines(path, [json.dumps(s).encode() for s in supervisions], made)
         return path
@@ -238,7 +326,9 @@ class Case:
 
 def rows(report: Path) -> dict[str, str]:
     """utt -> where, of a skipped-utterance report."""
-    return {line.split("\t")[0]: line.split("\t")[2] for line in report.read_text().splitlines()[1:]}
+    return {
+        line.split("\t")[0]: line.split("\t")[2] for line in report.read_text().splitlines()[1:]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -248,13 +338,22 @@ def signals(corpus):
 
 
 def test_random_corpora_import_and_extract_or_stop_in_one_line(signals, tmp_path):
-    outcomes = {"finished": 0, "stopped at import": 0, "stopped at features": 0, "skipped at features": 0}
+    outcomes = {
+        "finished": 0,
+        "stopped at import": 0,
+        "stopped at features": 0,
+        "skipped at features": 0,
+    }
     for seed in range(CASES):
         case = Case(seed, tmp_path / f"case{seed}", signals)
         out = tmp_path / f"out{seed}"
         # each stage's policy drawn on its own, so that both stages stop in some cases
-        bad_input, at_features = (case.pick([{"max_fraction": 1.0}] * 5 + [{"max_fraction": 0.3}] * 3
-                                            + [{"policy": "stop"}, {}]) for _ in range(2))  # fmt: skip
+        bad_input, at_features = (
+            case.pick(
+                [{"max_fraction": 1.0}] * 5 + [{"max_fraction": 0.3}] * 3 + [{"policy": "stop"}, {}]
+            )
+            for _ in range(2)
+        )
         try:
             data = import_subset(case.sources, import_settings(bad_input=bad_input), out / "data")
         except BadInput as error:  # a stop: one line, naming what
@@ -263,9 +362,17 @@ def test_random_corpora_import_and_extract_or_stop_in_one_line(signals, tmp_path
             continue
         skipped = rows(out / "data" / "skipped.tsv")
         for where in skipped.values():
-            assert str(case.root) in where, (seed, where)  # a file of the case's corpus, with its line
+            assert str(case.root) in where, (
+                seed,
+                where,
+            )  # a file of the case's corpus, with its line
         for made in case.utterances:  # none dropped without a word
-            assert made.names & (set(data.text) | set(skipped)), (seed, made, sorted(skipped), sorted(data.text))
+            assert made.names & (set(data.text) | set(skipped)), (
+                seed,
+                made,
+                sorted(skipped),
+                sorted(data.text),
+            )
         data = read_data_dir(out / "data")  # what the feature stage reads
         try:
             extract_part(
@@ -274,7 +381,9 @@ def test_random_corpora_import_and_extract_or_stop_in_one_line(signals, tmp_path
                 0,
                 1,
                 out / "part0",
-                bad_input_policy(at_features.get("policy", "skip"), at_features.get("max_fraction", 0.05)),
+                bad_input_policy(
+                    at_features.get("policy", "skip"), at_features.get("max_fraction", 0.05)
+                ),
             )
         except BadInput as error:
             assert "\n" not in str(error) and str(error), (seed, error)

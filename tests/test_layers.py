@@ -35,8 +35,12 @@ def test_the_cost_models_modules_import_only_those_above_them_and_nothing_of_the
     for place, module in enumerate(order):
         found = imported(PACKAGE / "costmodel" / f"{module}.py")
         inside = {name.split(".")[2] for name in found if name.startswith("asrscale.costmodel.")}
-        assert inside <= set(order[:place]), f"costmodel.{module} imports {sorted(inside - set(order[:place]))}"
-        assert not {name for name in found if name.startswith(("asrscale.analysis", "asrscale.cli"))}, module
+        assert inside <= set(order[:place]), (
+            f"costmodel.{module} imports {sorted(inside - set(order[:place]))}"
+        )
+        assert not {
+            name for name in found if name.startswith(("asrscale.analysis", "asrscale.cli"))
+        }, module
 
 
 def test_beneath_the_cost_model_only_its_clock_is_read():

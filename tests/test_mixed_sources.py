@@ -37,9 +37,9 @@ def write_source(kind, train, utts, folder):
     entry in corpus.subsets, and each utterance's id there -> its id in the tiny corpus."""
     folder.mkdir(parents=True)
     writer = kind.split("_")[0]
-    return {"kaldi": _kaldi, "librispeech": _librispeech, "manifest": _manifest, "lhotse": _lhotse}[writer](
-        kind, train, utts, folder
-    )
+    return {"kaldi": _kaldi, "librispeech": _librispeech, "manifest": _manifest, "lhotse": _lhotse}[
+        writer
+    ](kind, train, utts, folder)
 
 
 def _table(folder, name, rows):
@@ -49,11 +49,21 @@ def _table(folder, name, rows):
 def _kaldi(kind, train, utts, folder):
     wav = train.wav
     scp = {u: f"cat {wav[u]} |" if kind == "kaldi_piped" else wav[u] for u in utts}
-    if kind == "kaldi_segments":  # three cut from one recording, the others each their own, one piped
+    if (
+        kind == "kaldi_segments"
+    ):  # three cut from one recording, the others each their own, one piped
         spans = concatenate([wav[u] for u in utts[:3]], folder / "long.wav")
-        scp = {"long": "long.wav", utts[3]: f"cat {wav[utts[3]]} |", **{u: wav[u] for u in utts[4:]}}
-        _table(folder, "segments", {u: f"long {s:.6f} {e:.6f}" for u, (s, e) in zip(utts, spans)}
-               | {u: f"{u} 0 -1" for u in utts[3:]})  # fmt: skip
+        scp = {
+            "long": "long.wav",
+            utts[3]: f"cat {wav[utts[3]]} |",
+            **{u: wav[u] for u in utts[4:]},
+        }
+        _table(
+            folder,
+            "segments",
+            {u: f"long {s:.6f} {e:.6f}" for u, (s, e) in zip(utts, spans)}
+            | {u: f"{u} 0 -1" for u in utts[3:]},
+        )
     _table(folder, "wav.scp", scp)
     _table(folder, "text", {u: train.text[u] for u in utts})
     if kind != "kaldi_piped":  # without utt2spk: each utterance its own speaker
@@ -67,7 +77,9 @@ def _librispeech(kind, train, utts, folder):
     ids = {f"19-198-{i:04d}": u for i, u in enumerate(utts)}
     for new, u in ids.items():
         soundfile.write(chapter / f"{new}.flac", soundfile.read(train.wav[u])[0], 16000)
-    (chapter / "19-198.trans.txt").write_text("".join(f"{new} {train.text[u]}\n" for new, u in ids.items()))
+    (chapter / "19-198.trans.txt").write_text(
+        "".join(f"{new} {train.text[u]}\n" for new, u in ids.items())
+    )
     return {"format": "librispeech", "path": str(folder)}, ids
 
 
@@ -78,8 +90,15 @@ def _manifest(kind, train, utts, folder):
         (folder / "m.tsv").write_text("id\tpath\ttext\n" + rows)
         return {"format": "manifest", "path": str(folder / "m.tsv")}, {u: u for u in utts}
     spans = concatenate([wav[u] for u in utts[:3]], folder / "long.wav")
-    rows = [{"id": u, "path": "long.wav", "text": text[u], "start": s, "end": e} for u, (s, e) in zip(utts, spans)]
-    write_jsonl(folder / "m.jsonl.gz", rows + [{"id": u, "path": wav[u], "text": text[u]} for u in utts[3:]], True)
+    rows = [
+        {"id": u, "path": "long.wav", "text": text[u], "start": s, "end": e}
+        for u, (s, e) in zip(utts, spans)
+    ]
+    write_jsonl(
+        folder / "m.jsonl.gz",
+        rows + [{"id": u, "path": wav[u], "text": text[u]} for u in utts[3:]],
+        True,
+    )
     return {"format": "manifest", "path": str(folder / "m.jsonl.gz")}, {u: u for u in utts}
 
 
@@ -88,23 +107,67 @@ def _lhotse(kind, train, utts, folder):
     supervisions and recordings, or as cuts."""
     wav, text, speaker = train.wav, train.text, train.utt2spk
     spans = concatenate([wav[u] for u in utts[:3]], folder / "long.wav")
-    recordings = [{"id": "long", "sources": [{"type": "file", "channels": [0], "source": str(folder / "long.wav")}],
-                   "sampling_rate": 16000, "duration": spans[-1][1]}]  # fmt: skip
-    supervisions = [{"id": u, "recording_id": "long", "start": s, "duration": e - s, "channel": 0, "text": text[u],
-                     "speaker": speaker[u]} for u, (s, e) in zip(utts, spans)]  # fmt: skip
+    recordings = [
+        {
+            "id": "long",
+            "sources": [{"type": "file", "channels": [0], "source": str(folder / "long.wav")}],
+            "sampling_rate": 16000,
+            "duration": spans[-1][1],
+        }
+    ]
+    supervisions = [
+        {
+            "id": u,
+            "recording_id": "long",
+            "start": s,
+            "duration": e - s,
+            "channel": 0,
+            "text": text[u],
+            "speaker": speaker[u],
+        }
+        for u, (s, e) in zip(utts, spans)
+    ]
     for index, u in enumerate(utts[3:]):
-        source = {"type": "command", "source": f"cat {wav[u]}"} if index == 0 else {"type": "file", "source": wav[u]}
+        source = (
+            {"type": "command", "source": f"cat {wav[u]}"}
+            if index == 0
+            else {"type": "file", "source": wav[u]}
+        )
         duration = soundfile.info(wav[u]).duration
-        recordings.append({"id": f"rec-{u}", "sources": [{"channels": [0], **source}], "sampling_rate": 16000,
-                           "duration": duration})  # fmt: skip
-        supervisions.append({"id": u, "recording_id": f"rec-{u}", "start": 0.0, "duration": duration, "channel": 0,
-                             "text": text[u], "speaker": speaker[u]})  # fmt: skip
+        recordings.append(
+            {
+                "id": f"rec-{u}",
+                "sources": [{"channels": [0], **source}],
+                "sampling_rate": 16000,
+                "duration": duration,
+            }
+        )
+        supervisions.append(
+            {
+                "id": u,
+                "recording_id": f"rec-{u}",
+                "start": 0.0,
+                "duration": duration,
+                "channel": 0,
+                "text": text[u],
+                "speaker": speaker[u],
+            }
+        )
     same = {u: u for u in utts}
     if kind == "lhotse_cuts":
         by_id = {r["id"]: r for r in recordings}
-        cuts = [{"id": f"cut-{s['id']}", "start": s["start"], "duration": s["duration"], "channel": 0,
-                 "supervisions": [dict(s, start=0.0)], "recording": by_id[s["recording_id"]], "type": "MonoCut"}
-                for s in supervisions]  # fmt: skip
+        cuts = [
+            {
+                "id": f"cut-{s['id']}",
+                "start": s["start"],
+                "duration": s["duration"],
+                "channel": 0,
+                "supervisions": [dict(s, start=0.0)],
+                "recording": by_id[s["recording_id"]],
+                "type": "MonoCut",
+            }
+            for s in supervisions
+        ]
         write_jsonl(folder / "tiny_cuts_train.jsonl.gz", cuts, gzipped=True)
         return {"format": "lhotse", "path": str(folder / "tiny_cuts_train.jsonl.gz")}, same
     write_jsonl(folder / "tiny_recordings_train.jsonl", recordings)
@@ -117,7 +180,10 @@ def sources(corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("sources")
     train = read_data_dir(corpus / "data" / "train")
     utts = sorted(train.text)
-    return {kind: write_source(kind, train, utts[6 * i : 6 * i + 6], root / kind) for i, kind in enumerate(KINDS)}
+    return {
+        kind: write_source(kind, train, utts[6 * i : 6 * i + 6], root / kind)
+        for i, kind in enumerate(KINDS)
+    }
 
 
 PAIRS = list(itertools.combinations(KINDS, 2))
@@ -133,6 +199,11 @@ def test_two_formats_mix_in_one_subset_through_features(corpus, sources, tmp_pat
     extract_part(data, feature_config(), 0, 1, tmp_path / "part0", bad_input_policy("stop"))
     original = read_frame_counts(corpus / "feats" / "train")
     ids = {**sources[first][1], **sources[second][1]}
-    assert read_frame_counts_of_part(tmp_path / "part0") == {new: original[old] for new, old in ids.items()}
-    assert data.text == {new: corpus_text for new, old in ids.items()
-                         for corpus_text in [read_data_dir(corpus / "data" / "train").text[old]]}  # fmt: skip
+    assert read_frame_counts_of_part(tmp_path / "part0") == {
+        new: original[old] for new, old in ids.items()
+    }
+    assert data.text == {
+        new: corpus_text
+        for new, old in ids.items()
+        for corpus_text in [read_data_dir(corpus / "data" / "train").text[old]]
+    }

@@ -12,8 +12,14 @@ def test_reverse_within_lengths_keeps_padding_in_place():
     assert out[1, :, 0].tolist() == [7, 6, 5, 8, 9]
 
 
-@pytest.mark.parametrize("config", [model_config(units=16), model_config(units=16, bidirectional=False),
-                                    model_config(kind="dnn", units=32)])  # fmt: skip
+@pytest.mark.parametrize(
+    "config",
+    [
+        model_config(units=16),
+        model_config(units=16, bidirectional=False),
+        model_config(kind="dnn", units=32),
+    ],
+)
 def test_outputs_do_not_depend_on_padding(config):
     torch.manual_seed(0)
     model = build_model(config, 40, 12).eval()

@@ -18,7 +18,9 @@ from conftest import MPI_WORLD, ROOT, TIMES, diverged_run, mpiexec, train_comman
 
 
 def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identical(corpus):
-    result = mpiexec(2, sys.executable, ROOT / "tests" / "mpi_programs" / "ssgd_properties.py", corpus)
+    result = mpiexec(
+        2, sys.executable, ROOT / "tests" / "mpi_programs" / "ssgd_properties.py", corpus
+    )
     assert result.stdout.count("ssgd properties hold") == 2
 
 
@@ -51,7 +53,9 @@ PROPERTIES = ROOT / "tests" / "mpi_programs" / "algorithm_properties.py"
 
 def check(ranks, corpus, case, *arguments, transport="auto"):
     env = {"ASRSCALE_TEST_TRANSPORT": transport}
-    result = mpiexec(ranks, sys.executable, PROPERTIES, corpus, case, *arguments, timeout=120, env=env)
+    result = mpiexec(
+        ranks, sys.executable, PROPERTIES, corpus, case, *arguments, timeout=120, env=env
+    )
     assert result.stdout.count(f"{case} holds") == ranks, result.stdout + result.stderr
 
 
@@ -59,7 +63,13 @@ def check(ranks, corpus, case, *arguments, transport="auto"):
 def test_every_algorithm_with_one_learner_is_seq(corpus, algorithm):
     # MA is SEQ once its Kaldi extras (natural gradient, capped change) are off
     options = {"natural_gradient": False, "max_param_change": 0} if algorithm == "ma" else {}
-    check(2 if algorithm == "asgd" else 1, corpus, "matches_seq_with_one_learner", algorithm, json.dumps(options))
+    check(
+        2 if algorithm == "asgd" else 1,
+        corpus,
+        "matches_seq_with_one_learner",
+        algorithm,
+        json.dumps(options),
+    )
 
 
 def test_kavg_with_k1_matches_ssgd_step_for_step(corpus):
@@ -86,7 +96,9 @@ def test_adpsgd_gossip_is_answered_while_the_peer_computes(corpus, transport):
 
 
 @pytest.mark.parametrize("transport", ["mpi", "torch"])
-def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(corpus, transport):
+def test_asgd_server_applies_every_gradient_exactly_once_with_consistent_staleness(
+    corpus, transport
+):
     check(4, corpus, "asgd_applies_every_gradient_once", transport=transport)
 
 
@@ -98,13 +110,23 @@ def test_hadpsgd_keeps_the_models_inside_a_node_identical(corpus, learners, tran
 @pytest.mark.parametrize("fault", ["hanging", "dying"])
 def test_a_hanging_or_dying_rank_ends_the_job_in_bounded_time(corpus, fault):
     start = time.monotonic()
-    result = mpiexec(3, sys.executable, PROPERTIES, corpus, f"a_{fault}_rank_ends_the_job", check=False, timeout=90)
+    result = mpiexec(
+        3,
+        sys.executable,
+        PROPERTIES,
+        corpus,
+        f"a_{fault}_rank_ends_the_job",
+        check=False,
+        timeout=90,
+    )
     assert result.returncode != 0
     assert time.monotonic() - start < 60
     if fault == "hanging":
         # whichever waiting rank notices first names itself and what it was waiting in
         # (SSGD's step: its gradient averaged while computed)
-        assert re.search(r"ssgd: rank [02] of 3: no progress for 3 s in AveragedGradient", result.stderr), result.stderr
+        assert re.search(
+            r"ssgd: rank [02] of 3: no progress for 3 s in AveragedGradient", result.stderr
+        ), result.stderr
 
 
 def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run(corpus, tmp_path):
@@ -115,18 +137,32 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
     command = train_command(corpus, killed, corpus / "shards" / "P2", **often)
     launcher = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
-    job = subprocess.Popen([launcher, "-n", "2", *map(str, command)], env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    job = subprocess.Popen(
+        [launcher, "-n", "2", *map(str, command)],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
-    while not list(killed.glob("checkpoints/step00000000[4-9]/complete")) and time.monotonic() < deadline:
+    while (
+        not list(killed.glob("checkpoints/step00000000[4-9]/complete"))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     os.killpg(job.pid, signal.SIGKILL)  # as a preempted job's end: no clean-up of its own
     job.wait()
     assert not (killed / "model.pt").exists() and not (killed / "metrics.tsv").exists()
     mpiexec(2, *command)
-    whole, resumed = (torch.load(d / "model.pt", weights_only=False)["model"] for d in (tmp_path / "whole", killed))
+    whole, resumed = (
+        torch.load(d / "model.pt", weights_only=False)["model"]
+        for d in (tmp_path / "whole", killed)
+    )
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
-    metrics = [pd.read_csv(d / "metrics.tsv", sep="\t").drop(columns=TIMES) for d in (tmp_path / "whole", killed)]
+    metrics = [
+        pd.read_csv(d / "metrics.tsv", sep="\t").drop(columns=TIMES)
+        for d in (tmp_path / "whole", killed)
+    ]
     assert metrics[0].equals(metrics[1])
     assert json.loads((killed / "run.json").read_text())["resumed"]
 
@@ -140,7 +176,10 @@ def test_torch_distributed_gives_mpis_model_and_is_recorded(corpus, tmp_path, al
     for transport in ("mpi", "torch"):
         out = tmp_path / transport
         world = dict(MPI_WORLD, transport=transport, node_size=node_size)
-        mpiexec(2, *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1))
+        mpiexec(
+            2,
+            *train_command(corpus, out, corpus / "shards" / "P2", algorithm, world=world, epochs=1),
+        )
         models[transport] = torch.load(out / "model.pt", weights_only=False)["model"]
         record = json.loads((out / "run.json").read_text())
         assert record["world"]["transport"] == {"mpi": "mpi", "torch": "gloo"}[transport]
@@ -149,15 +188,22 @@ def test_torch_distributed_gives_mpis_model_and_is_recorded(corpus, tmp_path, al
 
 
 @pytest.mark.parametrize("algorithm, ranks", [("adpsgd", 4), ("asgd", 3)])
-def test_a_job_that_explodes_stops_on_every_rank_and_ends_cleanly(corpus, tmp_path, algorithm, ranks):
+def test_a_job_that_explodes_stops_on_every_rank_and_ends_cleanly(
+    corpus, tmp_path, algorithm, ranks
+):
     """Real ranks stop together where they meet (a checkpoint within the epoch), the gossip
     responders and the server too: the job ends with exit 0 and the run is marked diverged."""
 
     shards = corpus / "shards" / f"P{ranks - (algorithm == 'asgd')}"
-    command = train_command(corpus, tmp_path, shards, algorithm, lr=1e4, batch_size=4, checkpoint_steps=4)
+    command = train_command(
+        corpus, tmp_path, shards, algorithm, lr=1e4, batch_size=4, checkpoint_steps=4
+    )
     result = mpiexec(ranks, *command, timeout=180)
     diverged, metrics, _, _ = diverged_run(tmp_path)
-    assert (diverged["epoch"], diverged["step"]) == (1, 4) and "diverged at epoch 1, step 4" in result.stdout
+    assert (diverged["epoch"], diverged["step"]) == (
+        1,
+        4,
+    ) and "diverged at epoch 1, step 4" in result.stdout
     assert "Traceback" not in result.stderr
 
 
@@ -167,11 +213,23 @@ def test_a_rejected_epoch_rolls_back_every_rank_and_the_server(corpus, tmp_path,
     goes back to the first epoch's checkpoint; the job ends cleanly, its model its best."""
     shards = corpus / "shards" / f"P{ranks - (algorithm == 'asgd')}"
     command = train_command(corpus, tmp_path, shards, algorithm, epochs=3, schedule="newbob")
-    result = mpiexec(ranks, sys.executable, ROOT / "tests" / "mpi_programs" / "rejected_epoch.py", *command[4:],
-                     timeout=300)  # fmt: skip
-    assert "Traceback" not in result.stderr and "rejected: back to the last accepted epoch" in result.stdout
+    result = mpiexec(
+        ranks,
+        sys.executable,
+        ROOT / "tests" / "mpi_programs" / "rejected_epoch.py",
+        *command[4:],
+        timeout=300,
+    )
+    assert (
+        "Traceback" not in result.stderr
+        and "rejected: back to the last accepted epoch" in result.stdout
+    )
     record = json.loads((tmp_path / "run.json").read_text())
     epochs = pd.read_csv(tmp_path / "metrics.tsv", sep="\t").query("kind == 'epoch'")
-    assert epochs.accepted.tolist() == [1, 0, 1] and epochs.lr.iloc[2] == pytest.approx(epochs.lr.iloc[1] / 2)
-    assert record["best_dev_loss"] == pytest.approx(epochs[epochs.accepted == 1].dev_loss.min(), rel=1e-5)
+    assert epochs.accepted.tolist() == [1, 0, 1] and epochs.lr.iloc[2] == pytest.approx(
+        epochs.lr.iloc[1] / 2
+    )
+    assert record["best_dev_loss"] == pytest.approx(
+        epochs[epochs.accepted == 1].dev_loss.min(), rel=1e-5
+    )
     assert torch.load(tmp_path / "model.pt", weights_only=False)["epoch"] == record["best_epoch"]

@@ -30,7 +30,9 @@ def test_a_factor_follows_the_covariance_of_its_rows():
     state = stacked([Factor(16, 3, torch.device("cpu"))])
     for step in range(60):
         rows = torch.randn(200, 16) + (torch.randn(200, 3) * scales) @ directions.T
-        state = refresh(rows[None], torch.tensor([200.0]), torch.tensor([0.1]), *state, first=step == 0)
+        state = refresh(
+            rows[None], torch.tensor([200.0]), torch.tensor([0.1]), *state, first=step == 0
+        )
     basis, values, floor = (tensor[0] for tensor in state)
     captured = (basis @ directions).square().sum(0)
     assert captured.min() > 0.95
@@ -44,7 +46,10 @@ def test_preconditioning_takes_the_large_directions_of_the_inputs_down():
     isotropic inputs leave the gradient's direction nearly as it is."""
     torch.manual_seed(1)
     weight = torch.nn.Parameter(torch.zeros(8, 12))
-    preconditioner, recorder = NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2), Recorder()
+    preconditioner, recorder = (
+        NaturalGradient({"w": weight}, {"w": None}, rank_in=2, rank_out=2),
+        Recorder(),
+    )
     large = torch.zeros(12)
     large[0] = 1.0
     for spread, expect_down in ((torch.ones(12), False), (1 + 30 * large, True)):
@@ -70,7 +75,10 @@ def test_a_step_is_povey14s_update_in_kaldis_order():
     before: Kaldi preconditions with the factors as they were)."""
     torch.manual_seed(2)
     weight = torch.nn.Parameter(torch.zeros(7, 9))
-    natural, recorder = NaturalGradient({"w": weight}, {"w": None}, rank_in=3, rank_out=2), Recorder()
+    natural, recorder = (
+        NaturalGradient({"w": weight}, {"w": None}, rank_in=3, rank_out=2),
+        Recorder(),
+    )
     for _ in range(3):
         inputs, derivatives = torch.randn(50, 9) * torch.linspace(0.5, 4, 9), torch.randn(50, 7)
         stored = [stacked([factor]) for factor in natural.factors["w"]]
@@ -84,11 +92,20 @@ def test_a_step_is_povey14s_update_in_kaldis_order():
         out = rows @ torch.linalg.inv(fisher)
         return out * rows.norm() / out.norm()
 
-    (x_basis, x_values, x_floor), (g_basis, g_values, g_floor) = ([t[0] for t in state] for state in stored)
-    expected = reference(derivatives, g_basis, g_values, g_floor).T @ reference(inputs, x_basis, x_values, x_floor)
+    (x_basis, x_values, x_floor), (g_basis, g_values, g_floor) = (
+        [t[0] for t in state] for state in stored
+    )
+    expected = reference(derivatives, g_basis, g_values, g_floor).T @ reference(
+        inputs, x_basis, x_values, x_floor
+    )
     torch.testing.assert_close(weight.grad, expected, rtol=1e-4, atol=1e-5)
-    refreshed = refresh(inputs[None], torch.tensor([50.0]), 1 - torch.exp(torch.tensor([-50 / 2000])),
-                        *stored[0], first=False)  # fmt: skip
+    refreshed = refresh(
+        inputs[None],
+        torch.tensor([50.0]),
+        1 - torch.exp(torch.tensor([-50 / 2000])),
+        *stored[0],
+        first=False,
+    )
     torch.testing.assert_close(stacked([natural.factors["w"][0]]), refreshed)
 
 
@@ -99,27 +116,46 @@ def test_learners_preconditioned_together_are_preconditioned_as_each_alone():
     torch.manual_seed(0)
     twins = []
     for _ in range(3):
-        maps = [{"w": torch.nn.Parameter(torch.zeros(6, 5))}, {"w": torch.nn.Parameter(torch.zeros(6))}]
-        twins.append([NaturalGradient({"w": maps[0]["w"]}, {"w": maps[1]["w"]}, rank_in=2, rank_out=3, update_period=2)
-                      for maps in (maps, copy.deepcopy(maps))])  # fmt: skip
+        maps = [
+            {"w": torch.nn.Parameter(torch.zeros(6, 5))},
+            {"w": torch.nn.Parameter(torch.zeros(6))},
+        ]
+        twins.append(
+            [
+                NaturalGradient(
+                    {"w": maps[0]["w"]}, {"w": maps[1]["w"]}, rank_in=2, rank_out=3, update_period=2
+                )
+                for maps in (maps, copy.deepcopy(maps))
+            ]
+        )
     for step in range(14):
         jobs = []
         for learner, (alone, together) in enumerate(twins):
             if learner == 2 and step == 0:
                 continue  # one step behind the others from here on
             recorder = Recorder()
-            rows, frames = 44 - 4 * (learner == 1), 40 - 7 * learner  # padded apart; padding's rows zero
+            rows, frames = (
+                44 - 4 * (learner == 1),
+                40 - 7 * learner,
+            )  # padded apart; padding's rows zero
             derivatives = torch.randn(rows, 6) * (torch.arange(rows) < frames)[:, None]
             recorder.record = {"w": (torch.randn(rows, 5), derivatives)}
             for natural in (alone, together):
-                natural.weights["w"].grad = torch.randn(6, 5) if natural is alone else alone.weights["w"].grad.clone()
-                natural.biases["w"].grad = torch.randn(6) if natural is alone else alone.biases["w"].grad.clone()
+                natural.weights["w"].grad = (
+                    torch.randn(6, 5) if natural is alone else alone.weights["w"].grad.clone()
+                )
+                natural.biases["w"].grad = (
+                    torch.randn(6) if natural is alone else alone.biases["w"].grad.clone()
+                )
             alone.precondition(recorder)
             jobs.append((together, recorder))
         precondition_together(jobs)
         for alone, together in twins:
             assert alone.steps == together.steps
-            for a, b in [(alone.weights["w"], together.weights["w"]), (alone.biases["w"], together.biases["w"])]:
+            for a, b in [
+                (alone.weights["w"], together.weights["w"]),
+                (alone.biases["w"], together.biases["w"]),
+            ]:
                 torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6)
             for a, b in zip(alone.factors["w"], together.factors["w"]):
                 torch.testing.assert_close(stacked([b]), stacked([a]), rtol=1e-4, atol=1e-6)
@@ -131,24 +167,33 @@ def test_every_affine_map_of_a_model_is_preconditioned_from_its_frames():
     map's gradient (weight and bias together) by another descent direction (A g B, with A and B
     the two sides' positive definite preconditioners: ⟨A g B, g⟩ > 0)."""
     torch.manual_seed(0)
-    for config, maps in ((model_config(units=16), 2 * 2 * 2 + 1), (model_config(kind="dnn", units=16), 2 + 1)):
+    for config, maps in (
+        (model_config(units=16), 2 * 2 * 2 + 1),
+        (model_config(kind="dnn", units=16), 2 + 1),
+    ):
         model = build_model(config, 40, 12)
         features, lengths = torch.randn(4, 60, 40), torch.tensor([60, 45, 30, 51])
-        batch = Batch(features, lengths, torch.randint(1, 12, (12,)), torch.tensor([3, 3, 3, 3]), list("abcd"))
+        batch = Batch(
+            features, lengths, torch.randint(1, 12, (12,)), torch.tensor([3, 3, 3, 3]), list("abcd")
+        )
         ctc_loss(model, batch)[0].backward()
         plain = {name: p.grad.clone() for name, p in model.named_parameters()}
         for p in model.parameters():  # each its own, as a learner's are
             p.grad = torch.zeros_like(p)
         recorder = Recorder()
         ctc_loss(model, batch, recorder=recorder)[0].backward()
-        assert all(torch.allclose(p.grad, plain[name], atol=1e-5) for name, p in model.named_parameters())
+        assert all(
+            torch.allclose(p.grad, plain[name], atol=1e-5) for name, p in model.named_parameters()
+        )
         assert len(recorder.record) == maps
         natural = natural_gradient_of(model)
         natural.precondition(recorder)
         now = {n: p.grad for n, p in model.named_parameters()}
 
         def joint(grads, weight):  # a map's weight and bias together
-            return torch.cat([grads[weight], grads[weight.replace("weight", "bias")][:, None]], dim=1)
+            return torch.cat(
+                [grads[weight], grads[weight.replace("weight", "bias")][:, None]], dim=1
+            )
 
         for name in recorder.record:
             assert (joint(now, name) * joint(plain, name)).sum() > 0
@@ -161,8 +206,13 @@ def test_a_recorded_step_leaves_nothing_behind():
     autograd's C++ graph that Python cannot collect: every MA step leaked its graph, 12 GB in a
     2-epoch run)."""
     model = build_model(model_config(units=16), 40, 12)
-    batch = Batch(torch.randn(2, 30, 40), torch.tensor([30, 24]), torch.randint(1, 12, (6,)), torch.tensor([3, 3]),
-                  list("ab"))  # fmt: skip
+    batch = Batch(
+        torch.randn(2, 30, 40),
+        torch.tensor([30, 24]),
+        torch.randint(1, 12, (6,)),
+        torch.tensor([3, 3]),
+        list("ab"),
+    )
     recorder = Recorder()
     ctc_loss(model, batch, recorder=recorder)[0].backward()
     assert recorder.record

@@ -40,25 +40,60 @@ def study_of(*files) -> Study:
 def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
     """corpus.speakers.train: 4 keeps 4 of train-clean-100's 251 speakers: 455 of its 28,539
     utterances, 1.6 of its 100.6 hours, at their mean per speaker."""
-    main(["plan", "--configfile", *(str(ROOT / name) for name in ("config.yaml", "studies/librispeech.yaml",
-          "studies/librispeech-smoke.yaml")), "--hardware", "h100"])  # fmt: skip
+    main(
+        [
+            "plan",
+            "--configfile",
+            *(
+                str(ROOT / name)
+                for name in (
+                    "config.yaml",
+                    "studies/librispeech.yaml",
+                    "studies/librispeech-smoke.yaml",
+                )
+            ),
+            "--hardware",
+            "h100",
+        ]
+    )
     printed = capfd.readouterr().out
-    assert ("455 training utterances, 1.6 hours (LibriSpeech's published subset sizes, its first 4 speakers of each "
-            "at their mean share)") in printed  # fmt: skip
+    assert (
+        "455 training utterances, 1.6 hours (LibriSpeech's published subset sizes, its first 4 "
+        "speakers of each "
+        "at their mean share)"
+    ) in printed
     # its small prices in significant figures, not rounded to zero
-    assert re.search(r"seq default +1 +1 +1 +0\.2\d\d s \(0\.2\d\d-0\.2\d\d\) +1 +7\.\d\de-05", printed), printed
+    assert re.search(
+        r"seq default +1 +1 +1 +0\.2\d\d s \(0\.2\d\d-0\.2\d\d\) +1 +7\.\d\de-05", printed
+    ), printed
 
 
 def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
-    main(["plan", "--configfile", str(ROOT / "config.yaml"), str(ROOT / "studies" / "librispeech.yaml"),
-          "--hardware", "h100", "--out", str(tmp_path / "plan.tsv")])  # fmt: skip
+    main(
+        [
+            "plan",
+            "--configfile",
+            str(ROOT / "config.yaml"),
+            str(ROOT / "studies" / "librispeech.yaml"),
+            "--hardware",
+            "h100",
+            "--out",
+            str(tmp_path / "plan.tsv"),
+        ]
+    )
     printed = capfd.readouterr().out
-    assert "28,539 training utterances, 100.6 hours (LibriSpeech's published subset sizes)" in printed
+    assert (
+        "28,539 training utterances, 100.6 hours (LibriSpeech's published subset sizes)" in printed
+    )
     table = pd.read_csv(tmp_path / "plan.tsv", sep="\t")
     # SEQ once; SSGD, KAVG, MA, ADPSGD at 2, 4, 8, 16; H-ADPSGD at 16 (SSGD's in one node)
     assert len(table) == 1 + 4 * 4 + 1 and (table.epochs == 30).all()
-    assert table.device_hours.tolist() == pytest.approx((table.epoch_s * 30 * table.ranks / 3600).tolist())
-    assert (table.epoch_s_low <= table.epoch_s).all() and (table.epoch_s <= table.epoch_s_high).all()
+    assert table.device_hours.tolist() == pytest.approx(
+        (table.epoch_s * 30 * table.ranks / 3600).tolist()
+    )
+    assert (table.epoch_s_low <= table.epoch_s).all() and (
+        table.epoch_s <= table.epoch_s_high
+    ).all()
     seq = table[table.algorithm == "seq"].iloc[0]
     ssgd = table[table.algorithm == "ssgd"].set_index("learners")
     assert ssgd.epoch_s[16] < ssgd.epoch_s[2] < seq.epoch_s  # more learners, shorter epochs
@@ -67,9 +102,13 @@ def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
     lowest, highest = Band.fitted().misses("arithmetic")
     assert ssgd.bound_by[16] == ssgd.bound_by[8] == "arithmetic"
     for learners in (8, 16):
-        assert ssgd.epoch_s_high[learners] / ssgd.epoch_s_low[learners] == pytest.approx(highest / lowest)
+        assert ssgd.epoch_s_high[learners] / ssgd.epoch_s_low[learners] == pytest.approx(
+            highest / lowest
+        )
     total = re.search(r"training in all: ([\d,.]+) device-hours \(([\d,.]+)-([\d,.]+)\)", printed)
-    assert float(total.group(1).replace(",", "")) == pytest.approx(table.device_hours.sum(), rel=1e-3)
+    assert float(total.group(1).replace(",", "")) == pytest.approx(
+        table.device_hours.sum(), rel=1e-3
+    )
 
 
 def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
@@ -78,46 +117,82 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     5.4 hours of dev for each of the 9 pairs of LM weight and word bonus, then 10.5 of test)."""
     found = plan(study_of("config.yaml", "studies/librispeech.yaml"), "h100")
     others = found.others.set_index("stage")
-    assert others.jobs.to_dict() == {"features": 4 * 32, "calibrate": 1, "decode": 18}  # no synthesis: imported
+    assert others.jobs.to_dict() == {
+        "features": 4 * 32,
+        "calibrate": 1,
+        "decode": 18,
+    }  # no synthesis: imported
     assert others.cpu_hours["features"] == pytest.approx(116.5 / OTHER_JOBS["features_real_time"])
     dev, tests = 5.4 * 360_000, (5.4 + 5.1) * 360_000
-    search_s = dev * 9 * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
+    search_s = (
+        dev * 9 * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
+    )
     assert others.cpu_hours["decode"] == pytest.approx(18 * search_s / 3600, rel=1e-3)
-    assert 0 < others.device_hours["decode"] < found.runs.device_hours.sum() / 100  # forward passes on H100s
-    smoke = plan(study_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"), "h100")
-    hours = 100.6 * 4 / 251 + 5.4 * 2 / 40 + 5.4 * 2 / 40 + 5.1 * 2 / 33  # speakers: {train: 4, dev: 2, test: 2}
+    assert (
+        0 < others.device_hours["decode"] < found.runs.device_hours.sum() / 100
+    )  # forward passes on H100s
+    smoke = plan(
+        study_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"),
+        "h100",
+    )
+    hours = (
+        100.6 * 4 / 251 + 5.4 * 2 / 40 + 5.4 * 2 / 40 + 5.1 * 2 / 33
+    )  # speakers: {train: 4, dev: 2, test: 2}
     assert smoke.others.set_index("stage").cpu_hours["features"] == pytest.approx(
-        hours / OTHER_JOBS["features_real_time"], rel=1e-3)  # fmt: skip
+        hours / OTHER_JOBS["features_real_time"], rel=1e-3
+    )
     assert smoke.size.utterances == round(28_539 * 4 / 251)
 
 
-def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no features extracted here (README command 1 leaves its own in results/)
+def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_is_refused(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(
+        tmp_path
+    )  # no features extracted here (README command 1 leaves its own in results/)
     found = plan(study_of("config.yaml"), "zhang19b-v100")
     table, size = found.runs, found.size
     assert found.study == "espeak" and size.frames == 5000 * BUILTIN_FRAMES_PER_UTTERANCE
     others = found.others.set_index("stage")
     # decoded: SEQ, ASGD and MA alone; at 4 every algorithm but H-ADPSGD (SSGD's run in one node)
     assert others.jobs["decode"] == 9 and others.cpu_hours["features"] == pytest.approx(
-        (5000 + 300 + 1000) * BUILTIN_FRAMES_PER_UTTERANCE / 360_000 / OTHER_JOBS["features_real_time"])  # fmt: skip
-    # its synthesis priced too; each stage's band its misses on the studies run since, widened to hold the price
-    assert others.cpu_hours["synthesise"] == pytest.approx(6300 * 34.0 / 6300 / 3600) and others.jobs["synthesise"] == 2
+        (5000 + 300 + 1000)
+        * BUILTIN_FRAMES_PER_UTTERANCE
+        / 360_000
+        / OTHER_JOBS["features_real_time"]
+    )
+    # its synthesis priced too; each stage's band its misses on the studies run since, widened to
+    # hold the price
+    assert (
+        others.cpu_hours["synthesise"] == pytest.approx(6300 * 34.0 / 6300 / 3600)
+        and others.jobs["synthesise"] == 2
+    )
     for stage, (low, high) in OTHER_JOB_MISSES.items():
         hours = "device_hours" if stage == "calibrate" else "cpu_hours"
         band = others.loc[stage, [f"{hours}_low", f"{hours}_high"]] / others.loc[stage, hours]
         assert tuple(band) == pytest.approx((min(1, low), max(1, high)))
     assert others.cpu_hours_high["decode"] == pytest.approx(1.21 * others.cpu_hours["decode"])
-    assert set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "bmuf"} and (table.epochs == 6).all()
+    assert (
+        set(table.algorithm) == {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "bmuf"}
+        and (table.epochs == 6).all()
+    )
     assert table[table.algorithm == "asgd"].ranks.max() == 5  # ASGD's 4 learners and its server
-    with pytest.raises(ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"):
+    with pytest.raises(
+        ConfigError, match="this-machine: a plan needs a profile whose devices state their compute"
+    ):
         plan(study_of("config.yaml"), "this-machine")
-    with pytest.raises(ConfigError, match="^--hardware 'nowhere' is not a profile: .*docs/gpus.md: a hardware profile"):
+    with pytest.raises(
+        ConfigError,
+        match="^--hardware 'nowhere' is not a profile: .*docs/gpus.md: a hardware profile",
+    ):
         plan(study_of("config.yaml"), "nowhere")
 
 
 def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_path, monkeypatch):
     config = config_of("config.yaml", "studies/librispeech.yaml")
-    config["corpus"]["subsets"]["train"] = [{"format": "librispeech", "path": str(tmp_path / "my-train")}]
+    config["corpus"]["subsets"]["train"] = [
+        {"format": "librispeech", "path": str(tmp_path / "my-train")}
+    ]
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="its size is known only once its features are extracted"):
         plan(Study(config, check_paths=False), "h100")
@@ -141,20 +216,35 @@ def test_the_plan_says_which_halves_a_study_can_decide_and_why_not_the_others(ca
     seeds or newbob, not on GPUs."""
     found = decides("studies/claims-at-4.yaml")
     assert set(found[found.can_decide].claim.str.split(": ", n=1).str[1]) == {
-        claim.claim for claim in CLAIMS if claim.decided_by in ("claims-at-4", "asgd-at-4")}  # fmt: skip
+        claim.claim for claim in CLAIMS if claim.decided_by in ("claims-at-4", "asgd-at-4")
+    }
     assert (found[found.can_decide].half == "accuracy").all() and found.can_decide.sum() == 3
     speed = found[found.half == "speed"]
-    assert speed.why_not.str.contains("asrscale does not run|modelled on zhang19b-v100$|no .* run").all()
+    assert speed.why_not.str.contains(
+        "asrscale does not run|modelled on zhang19b-v100$|no .* run"
+    ).all()
     assert not speed.why_not.str.contains("×").any()  # no placeholder's speedup said as a figure
     default = decides()
     assert not default.can_decide.any()
     kavg = default[default.claim.str.contains("KAVG with 4 learners")].why_not.iloc[0]
-    assert "unequal updates a learner (SEQ 157, KAVG P=4 40)" in kavg  # 5,000 utterances, batch 32 and 4 × 32
-    main(["plan", "--configfile", str(ROOT / "config.yaml"), str(ROOT / "studies" / "librispeech.yaml"),
-          "--hardware", "h100"])  # fmt: skip
+    assert (
+        "unequal updates a learner (SEQ 157, KAVG P=4 40)" in kavg
+    )  # 5,000 utterances, batch 32 and 4 × 32
+    main(
+        [
+            "plan",
+            "--configfile",
+            str(ROOT / "config.yaml"),
+            str(ROOT / "studies" / "librispeech.yaml"),
+            "--hardware",
+            "h100",
+        ]
+    )
     printed = capfd.readouterr().out
     assert "it can decide 0 of the 19 claims' halves, if their runs converge:\n  none\n" in printed
-    assert "needs GPUs" not in printed and "4 GPUs measured" not in printed  # its runs are measured on GPUs
+    assert (
+        "needs GPUs" not in printed and "4 GPUs measured" not in printed
+    )  # its runs are measured on GPUs
 
 
 @pytest.mark.parametrize("study", sorted(STUDIES))
@@ -163,7 +253,9 @@ def test_each_study_of_studies_can_decide_the_halves_it_is_named_for(study):
     half of every claim it is named for, whatever its runs then measure."""
     found = decides(f"studies/{study}.yaml")
     named = {claim.claim for claim in CLAIMS if claim.decided_by == study and claim.accuracy}
-    accuracy = found[(found.half == "accuracy") & found.claim.str.split(": ", n=1).str[1].isin(named)]
+    accuracy = found[
+        (found.half == "accuracy") & found.claim.str.split(": ", n=1).str[1].isin(named)
+    ]
     assert len(accuracy) == len(named) and accuracy.can_decide.all(), accuracy.why_not.tolist()
 
 
@@ -171,7 +263,10 @@ def test_a_halved_grids_runs_are_priced_for_their_share_of_its_epochs():
     """3 rates a configuration, halved after epoch 2 of 6 keeping 1: each grid run 2 + 4 / 3 epochs;
     its tuned runs at other seeds all 6."""
     config = config_of("config.yaml")
-    config["study"] |= {"seeds": [1, 2], "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}}}
+    config["study"] |= {
+        "seeds": [1, 2],
+        "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}},
+    }
     table = plan(Study(config, check_paths=False), "zhang19b-v100").runs
     grid = table.variant.str.startswith("train.lr=")
     assert grid.sum() == 3 * 9 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 9)

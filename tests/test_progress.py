@@ -16,7 +16,9 @@ def test_a_ticker_writes_a_line_no_more_often_than_asked_and_always_the_last():
     for done in (0, 1, 2, 3):
         ticker(done)
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("decodes: 3/3 | ") and lines[0].endswith("left 0 s")
+    assert (
+        len(lines) == 1 and lines[0].startswith("decodes: 3/3 | ") and lines[0].endswith("left 0 s")
+    )
 
 
 class Terminal(io.StringIO):
@@ -27,4 +29,6 @@ class Terminal(io.StringIO):
 def test_on_a_terminal_a_ticker_redraws_one_bar():
     stream = Terminal()
     Ticker("features", 2, stream=stream)(2)
-    assert stream.getvalue().startswith("\r[" + "#" * 30 + "] features: 2/2") and stream.getvalue().endswith("\n")
+    assert stream.getvalue().startswith(
+        "\r[" + "#" * 30 + "] features: 2/2"
+    ) and stream.getvalue().endswith("\n")

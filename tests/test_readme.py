@@ -15,7 +15,9 @@ CONFIGURED = re.compile(rf"config\.yaml's\s+`({KEY}): ([^`]+)`")
 
 
 def guides() -> str:
-    return "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    return "\n".join(
+        path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    )
 
 
 def setting(config: dict, key: str):

@@ -13,30 +13,49 @@ from conftest import ROOT
 UNDER_TRAINED = "not decided: under-trained"
 # each record's accuracy halves as its latest record in docs/reproductions.md states them
 VERDICTS = {
-    "claims-at-4": {"KAVG with 4 learners matches SEQ accuracy": "not reproduced",
-                    "ASGD gives 3.2× on 4 GPUs without loss": "not reproduced",
-                    "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": "reproduced"},
-    # recorded before the runs table said which measure chose each model: its train.best_by stands for it
+    "claims-at-4": {
+        "KAVG with 4 learners matches SEQ accuracy": "not reproduced",
+        "ASGD gives 3.2× on 4 GPUs without loss": "not reproduced",
+        "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": "reproduced",
+    },
+    # recorded before the runs table said which measure chose each model: its train.best_by stands
+    # for it
     "asgd-at-4-first": {"ASGD gives 3.2× on 4 GPUs without loss": "not decided: tuned at the edge"},
-    "asgd-at-4": {"ASGD gives 3.2× on 4 GPUs without loss": UNDER_TRAINED,
-                  "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": UNDER_TRAINED},
-    "kavg-at-20": {"adaptive KAVG scales to 20 learners (6.1×) with better accuracy than SEQ": UNDER_TRAINED},
-    "bmuf": {"BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs (BLSTM; 64 "
-             "for a DNN)": UNDER_TRAINED},
+    "asgd-at-4": {
+        "ASGD gives 3.2× on 4 GPUs without loss": UNDER_TRAINED,
+        "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs": UNDER_TRAINED,
+    },
+    "kavg-at-20": {
+        "adaptive KAVG scales to 20 learners (6.1×) with better accuracy than SEQ": UNDER_TRAINED
+    },
+    "bmuf": {
+        "BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs "
+        "(BLSTM; 64 "
+        "for a DNN)": UNDER_TRAINED
+    },
     # no BMUF at 16 here: the half is bmuf.yaml's, and this record says BMUF at 64 beside it
-    "bmuf-64": {"BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs (BLSTM; "
-                "64 for a DNN)": "not decided: not measured in this study"},
-}  # fmt: skip
+    "bmuf-64": {
+        "BMUF: almost linear speedup without loss of accuracy against one GPU's SGD, up to 16 GPUs "
+        "(BLSTM; "
+        "64 for a DNN)": "not decided: not measured in this study"
+    },
+}
 
 
 def verdicts_of(page: str) -> dict[str, str]:
     """Each claim's accuracy half's verdict on a report, by the claim."""
-    rows = re.findall(r"<tr>(.*?)</tr>", re.search(r'<table id="claims">(.*?)</table>', page, re.S).group(1), re.S)
+    rows = re.findall(
+        r"<tr>(.*?)</tr>", re.search(r'<table id="claims">(.*?)</table>', page, re.S).group(1), re.S
+    )
     found = {}
     for row in rows:
-        cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>",
-                                                                                           row, re.S)]  # fmt: skip
-        if len(cells) == 7 and cells[2] == "accuracy":  # study, claim, half, rule, measured, verdict, why
+        cells = [
+            html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ]
+        if (
+            len(cells) == 7 and cells[2] == "accuracy"
+        ):  # study, claim, half, rule, measured, verdict, why
             found[cells[1]] = cells[5]
     return found
 

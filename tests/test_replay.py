@@ -1,4 +1,5 @@
-"""Replays: an algorithm's schedule charged by the cost model for a stated model, without arithmetic."""
+"""Replays: an algorithm's schedule charged by the cost model for a stated model, without
+arithmetic."""
 
 import pytest
 
@@ -10,15 +11,29 @@ from asrscale.costmodel.replay import Workload, replay
 # a device measured on a model of 10M parameters at 1 GFLOP a frame: 1 µs a frame, 10 ms an
 # update, 40 ms a preconditioning; 10 Gb/s links with 5 µs latency
 MEASURED = {"flops_per_frame": 1e9, "parameters": 10_000_000}
-DEVICE = {"measured_on": "a test device", **MEASURED, "backward_s_per_batch": 0.0, "backward_s_per_frame": 1e-6,
-          "update_s": 0.01, "precondition_s": 0.04, "relative_speed": 1.0}  # fmt: skip
+DEVICE = {
+    "measured_on": "a test device",
+    **MEASURED,
+    "backward_s_per_batch": 0.0,
+    "backward_s_per_frame": 1e-6,
+    "update_s": 0.01,
+    "precondition_s": 0.04,
+    "relative_speed": 1.0,
+}
 LINK = {"latency_us": 5.0, "bandwidth_gbps": 10.0}
 WORKLOAD = Workload(parameters=10_000_000, flops_per_frame=1e9, frames_per_step=2_000, steps=20)
 
 
 def cluster(**changes) -> Hardware:
-    settings = dict(device="dedicated", compute=DEVICE, node_link=LINK, network_link=LINK, learners_per_node=8,
-                    jitter=0.0, data_frames_per_s=None)  # fmt: skip
+    settings = dict(
+        device="dedicated",
+        compute=DEVICE,
+        node_link=LINK,
+        network_link=LINK,
+        learners_per_node=8,
+        jitter=0.0,
+        data_frames_per_s=None,
+    )
     return Hardware.from_config("test", profile_defaults(**{**settings, **changes}))
 
 

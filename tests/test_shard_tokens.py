@@ -22,7 +22,9 @@ def test_shard_manifests(corpus):
 
 
 def test_a_learner_refuses_a_shard_folder_of_another_learner_count(corpus):
-    with pytest.raises(ValueError, match=r"P4 holds 4 shards, not one per learner of this run \(2\)"):
+    with pytest.raises(
+        ValueError, match=r"P4 holds 4 shards, not one per learner of this run \(2\)"
+    ):
         read_shard(corpus / "shards" / "P4", 0, 2)
 
 

@@ -18,7 +18,10 @@ def test_a_job_steps_segment_is_named_as_mpich_names_it():
 
 def test_only_the_jobs_segments_that_no_process_maps_are_removed(tmp_path):
     job, other = "885", "886"
-    stale = [tmp_path / f"mpich_shm_{segment_id(job, 1)}_0", tmp_path / f"mpich_vci_{segment_id(job, 0)}_1"]
+    stale = [
+        tmp_path / f"mpich_shm_{segment_id(job, 1)}_0",
+        tmp_path / f"mpich_vci_{segment_id(job, 0)}_1",
+    ]
     live = tmp_path / f"mpich_shm_{segment_id(job, 3)}_0"  # a step of the job still running
     kept = [live, tmp_path / f"mpich_shm_{segment_id(other, 1)}_0", tmp_path / "mpich_notes.txt"]
     for path in stale + kept:

@@ -44,7 +44,9 @@ def launch(sim, program):
 
     def make(layout, serving, clock):
         rank = next(r for r in sim.ranks if r.layout is layout)
-        return program(layout, serving, lambda event: logs[rank.rank].append((round(clock.now(), 6), event)))
+        return program(
+            layout, serving, lambda event: logs[rank.rank].append((round(clock.now(), 6), event))
+        )
 
     sim.launch(make)
     return logs
@@ -118,7 +120,9 @@ def test_a_nodes_learners_share_its_network_card_and_queue_on_it():
             log("received")
 
     def arrivals(**hardware):
-        return sorted(time for log in launch(world(16, **hardware), twins).values() for time, _ in log)
+        return sorted(
+            time for log in launch(world(16, **hardware), twins).values() for time, _ in log
+        )
 
     assert arrivals() == pytest.approx([0.008 * (i + 1) for i in range(8)])
     assert arrivals(nics_per_node=8) == pytest.approx([0.008] * 8)
@@ -157,7 +161,11 @@ def test_a_deadlock_is_an_error_naming_every_blocked_rank():
         launch(world(2), program)
 
     def disagreeing(layout, serving, log):
-        yield ops.Barrier("learners") if layout.rank == 0 else ops.Allreduce([torch.zeros(1)], "learners")
+        yield (
+            ops.Barrier("learners")
+            if layout.rank == 0
+            else ops.Allreduce([torch.zeros(1)], "learners")
+        )
 
     with pytest.raises(RuntimeError, match="rank 1 entered Allreduce .* rank 0 is in Barrier"):
         launch(world(2), disagreeing)
@@ -204,8 +212,13 @@ def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=2) == pytest.approx(0.1)
     assert shared.compute_s("backward", 100, 0, ranks_on_machine=4) == pytest.approx(0.2)
     # ranks sharing a machine's GPUs take turns on them
-    on_gpus = dict(CALIBRATION, device="cuda", gpus=2, by_threads={"2": CALIBRATION["by_threads"]["2"]})
-    assert CostModel(profile(device="shared", compute=None), on_gpus).compute_s("backward", 100, 0, 8) == 0.2
+    on_gpus = dict(
+        CALIBRATION, device="cuda", gpus=2, by_threads={"2": CALIBRATION["by_threads"]["2"]}
+    )
+    assert (
+        CostModel(profile(device="shared", compute=None), on_gpus).compute_s("backward", 100, 0, 8)
+        == 0.2
+    )
     dedicated = CostModel(profile(), CALIBRATION)
     assert dedicated.compute_s("backward", 100, 0, ranks_on_machine=8) == pytest.approx(0.05)
 
@@ -213,8 +226,12 @@ def test_learners_are_grouped_into_nodes_and_shared_cores_slow_them_down():
 def test_a_dedicated_device_computes_the_same_whatever_machine_simulates_it():
     """Its rates are the profile's, in seconds: a calibration at another host speed changes
     nothing; another model is carried over by FLOPs and parameters; relative_speed scales both."""
-    slow_host = dict(CALIBRATION, by_threads={t: {k: 3 * v for k, v in r.items()} for t, r in
-                                              CALIBRATION["by_threads"].items()})  # fmt: skip
+    slow_host = dict(
+        CALIBRATION,
+        by_threads={
+            t: {k: 3 * v for k, v in r.items()} for t, r in CALIBRATION["by_threads"].items()
+        },
+    )
     costs = [CostModel(profile(), calibration) for calibration in (CALIBRATION, slow_host)]
     for kind in ("backward", "update", "precondition"):
         assert costs[0].compute_s(kind, 1000, 0, 8) == costs[1].compute_s(kind, 1000, 0, 8) > 0
@@ -227,19 +244,37 @@ def test_a_dedicated_device_computes_the_same_whatever_machine_simulates_it():
 def test_a_measured_efficiency_curve_carries_compute_to_other_widths():
     """Seconds per FLOP interpolated log-log between the measured widths, held beyond them; a
     batch's fixed cost not carried by FLOPs; without a curve, one efficiency (FLOPs alone)."""
-    curved = dict(DEVICE, backward_s_per_batch=0.01, by_size=[[4e6, 1e-3]])  # 4× the FLOPs at 2× the time
+    curved = dict(
+        DEVICE, backward_s_per_batch=0.01, by_size=[[4e6, 1e-3]]
+    )  # 4× the FLOPs at 2× the time
 
     def rates(flops, compute=curved):
-        return CostModel(profile(compute=compute), dict(CALIBRATION, model=dict(MODEL, flops_per_frame=flops)))
+        return CostModel(
+            profile(compute=compute), dict(CALIBRATION, model=dict(MODEL, flops_per_frame=flops))
+        )
 
-    assert rates(1e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(5e-4)  # the model measured
-    assert rates(4e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(1e-3)  # the other width
-    assert rates(2e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(2e6 * (5e-10 * 2.5e-10) ** 0.5)
-    assert rates(16e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(4e-3)  # at the largest's efficiency
-    assert rates(0.5e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(2.5e-4)  # at the smallest's
+    assert rates(1e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(
+        5e-4
+    )  # the model measured
+    assert rates(4e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(
+        1e-3
+    )  # the other width
+    assert rates(2e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(
+        2e6 * (5e-10 * 2.5e-10) ** 0.5
+    )
+    assert rates(16e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(
+        4e-3
+    )  # at the largest's efficiency
+    assert rates(0.5e6).dedicated_rates["backward_s_per_frame"] == pytest.approx(
+        2.5e-4
+    )  # at the smallest's
     assert rates(16e6).dedicated_rates["backward_s_per_batch"] == pytest.approx(0.01)
-    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates["backward_s_per_frame"] == pytest.approx(8e-3)
-    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates["backward_s_per_batch"] == pytest.approx(0.16)
+    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates[
+        "backward_s_per_frame"
+    ] == pytest.approx(8e-3)
+    assert rates(16e6, dict(curved, by_size=[])).dedicated_rates[
+        "backward_s_per_batch"
+    ] == pytest.approx(0.16)
     with pytest.raises(ValueError, match="hardware.test.compute: by_size holds .*pairs, each > 0"):
         profile(compute=dict(DEVICE, by_size=[[4e6]]))
 
@@ -250,9 +285,13 @@ def test_a_bad_profile_is_named():
         Hardware.from_config("lab", dict(lab, device="tpu"))
     with pytest.raises(ValueError, match="latency_us >= 0"):
         Hardware.from_config("lab", dict(lab, node_link={"latency_us": -1, "bandwidth_gbps": 1}))
-    with pytest.raises(ValueError, match="hardware.lab.compute: a dedicated device states its compute"):
+    with pytest.raises(
+        ValueError, match="hardware.lab.compute: a dedicated device states its compute"
+    ):
         Hardware.from_config("lab", dict(lab, device="dedicated"))
-    with pytest.raises(ValueError, match="hardware.lab.compute: .*unexpected keyword argument 'speed'"):
+    with pytest.raises(
+        ValueError, match="hardware.lab.compute: .*unexpected keyword argument 'speed'"
+    ):
         Hardware.from_config("lab", dict(lab, device="dedicated", compute={"speed": 2}))
 
 
@@ -263,16 +302,34 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
 
-    train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global",
-                       Tokens.read(corpus / "tokens.txt"))  # fmt: skip
+    train_set = Subset(
+        corpus / "data" / "train",
+        corpus / "feats" / "train",
+        corpus / "feats" / "train",
+        "global",
+        Tokens.read(corpus / "tokens.txt"),
+    )
     calibration = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
     for rates in calibration["by_threads"].values():
-        assert rates["frames_per_s"] > 0 and rates["backward_s_per_frame"] > 0 and rates["update_s"] > 0
+        assert (
+            rates["frames_per_s"] > 0
+            and rates["backward_s_per_frame"] > 0
+            and rates["update_s"] > 0
+        )
     # batches of a quarter, one and four times the policy's size; NG-SGD timed on one of its size
-    assert calibration["batch_sizes"] == [1, 4, 16] and calibration["preconditioned"]["utterances"] == 4
-    widths = calibration["by_size"]  # half and twice the units: an efficiency curve a profile can state
+    assert (
+        calibration["batch_sizes"] == [1, 4, 16]
+        and calibration["preconditioned"]["utterances"] == 4
+    )
+    widths = calibration[
+        "by_size"
+    ]  # half and twice the units: an efficiency curve a profile can state
     assert [w["units"] for w in widths] == [QUICK.model.units // 2, QUICK.model.units * 2]
-    assert widths[0]["flops_per_frame"] < calibration["model"]["flops_per_frame"] < widths[1]["flops_per_frame"]
+    assert (
+        widths[0]["flops_per_frame"]
+        < calibration["model"]["flops_per_frame"]
+        < widths[1]["flops_per_frame"]
+    )
     assert all(w["backward_s_per_frame"] > 0 for w in widths)
     printed = dict(measured_compute(calibration, {}), relative_speed=1.0)
     assert Hardware.from_config("printed", profile_defaults(device="dedicated", compute=printed))
@@ -309,7 +366,9 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
         paths = run_paths(corpus, corpus / "shards" / "P2", out)
         together = fusers(torch.device("cpu")) if fused else None
         train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm, fusers=together))
-        return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(out / "metrics.tsv", sep="\t")
+        return torch.load(out / "model.pt", weights_only=False)["model"], pd.read_csv(
+            out / "metrics.tsv", sep="\t"
+        )
 
     whole, whole_metrics = run(tmp_path / "whole")
     kill_at_loss(monkeypatch, 2 * 10, fused)  # 2 learners, 12 steps an epoch: at step 10 of epoch 1
@@ -324,7 +383,10 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     (kept,) = (tmp_path / "killed").glob("checkpoints/*/*.pt")
     names = sorted(torch.load(kept, weights_only=False)["skeletons"])
     assert kept.name == "ranks.pt" and names == ["rank0"] + ["server0"] * servers
-    if algorithm not in ("asgd", "adpsgd"):  # the asynchronous ones' order follows the clock, which restarts
+    if algorithm not in (
+        "asgd",
+        "adpsgd",
+    ):  # the asynchronous ones' order follows the clock, which restarts
         assert same_models(whole, resumed)
         assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
     # the run extended by an epoch: every learner goes on from learner 0's state
@@ -334,11 +396,17 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])
-def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(corpus, tmp_path, algorithm):
+def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(
+    corpus, tmp_path, algorithm
+):
     """The modelled clock, ASGD's order of updates with it, and so the whole run, do not depend on
     how fast the machine that simulates it ran its calibration."""
-    slow_host = dict(CALIBRATION, by_threads={t: {k: 5 * v for k, v in r.items()} for t, r in
-                                              CALIBRATION["by_threads"].items()})  # fmt: skip
+    slow_host = dict(
+        CALIBRATION,
+        by_threads={
+            t: {k: 5 * v for k, v in r.items()} for t, r in CALIBRATION["by_threads"].items()
+        },
+    )
     config = run_config(algorithm, epochs=1, batch_size=4)
     results = []
     for index, calibration in enumerate((CALIBRATION, slow_host)):
@@ -352,7 +420,9 @@ def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(
 
 
 @pytest.mark.parametrize("decentralized", ["adpsgd", "hadpsgd"])
-def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corpus, tmp_path, decentralized):
+def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(
+    corpus, tmp_path, decentralized
+):
     """One learner 3× slower: SSGD's others wait for it at every step (they end their steps when
     it does, mostly idle), ADPSGD's others go on at their own speed (a passive learner answers
     while it computes), ending their steps in about a third of its time; so do H-ADPSGD's nodes
@@ -360,7 +430,7 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
 
     def last_steps(algorithm, straggler):
         costs = CostModel(profile(stragglers={straggler: 3.0}), CALIBRATION, seed=QUICK.seed)
-        paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / f"{algorithm}{straggler}")  # fmt: skip
+        paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / f"{algorithm}{straggler}")
         world = SimWorld(4, costs, node_size=1, name=algorithm)
         train(run_config(algorithm, epochs=1, batch_size=4, log_interval=1), paths, world)
         metrics = pd.read_csv(paths.out / "metrics.tsv", sep="\t")
@@ -369,8 +439,10 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
         return by_rank.time_s.max(), by_rank.idle_s.sum() + by_rank.communication_s.sum(), epoch_s
 
     for straggler in (1, 2):  # an active learner, a passive one
-        (ssgd, ssgd_waiting, _), (gossiping, _, epoch_s) = (last_steps("ssgd", straggler),
-                                                            last_steps(decentralized, straggler))  # fmt: skip
+        (ssgd, ssgd_waiting, _), (gossiping, _, epoch_s) = (
+            last_steps("ssgd", straggler),
+            last_steps(decentralized, straggler),
+        )
         others = [rank for rank in range(4) if rank != straggler]
         assert ssgd[others].min() > 0.9 * ssgd[straggler]
         assert ssgd_waiting[others].sum() > ssgd_waiting[straggler] * 10
@@ -381,35 +453,58 @@ def test_adpsgd_learners_do_not_wait_for_a_straggler_where_ssgd_learners_do(corp
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "kavg", "ma", "adpsgd", "hadpsgd", "asgd"])
 @pytest.mark.parametrize("checkpoint_steps", [0, 4])
-def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(corpus, tmp_path, algorithm, checkpoint_steps):
+def test_a_simulated_run_that_explodes_stops_alike_on_every_learner(
+    corpus, tmp_path, algorithm, checkpoint_steps
+):
     """Where the learners meet (an epoch's end, or a checkpoint within it) they stop together,
     the servers and passive gossipers too, and the leader writes what a diverged run leaves."""
 
-    options = {"max_param_change": 0} if algorithm == "ma" else {}  # which would keep MA from diverging
-    exploding = run_config(algorithm, options=options, lr=1e4, epochs=2, batch_size=4, log_interval=2,
-                           checkpoint_steps=checkpoint_steps)  # fmt: skip
+    options = (
+        {"max_param_change": 0} if algorithm == "ma" else {}
+    )  # which would keep MA from diverging
+    exploding = run_config(
+        algorithm,
+        options=options,
+        lr=1e4,
+        epochs=2,
+        batch_size=4,
+        log_interval=2,
+        checkpoint_steps=checkpoint_steps,
+    )
     costs = CostModel(profile(learners_per_node=2), CALIBRATION, seed=QUICK.seed)
     paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path)
-    train(exploding, paths, SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm))
+    train(
+        exploding,
+        paths,
+        SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm),
+    )
     diverged, metrics, _, _ = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"]) == (1, checkpoint_steps or 6)
     assert sorted(metrics["rank"].unique()) == [0, 1, 2, 3] and metrics.epoch.max() == 1
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_kavg_averaging_every_step_is_ssgd_under_sgd_and_not_under_adam(corpus, tmp_path, optimizer):
+def test_kavg_averaging_every_step_is_ssgd_under_sgd_and_not_under_adam(
+    corpus, tmp_path, optimizer
+):
     """K = 1: every learner's own step, then the average of the models and the optimizer's state,
     is SSGD's step on the averaged gradient where the update is linear in the gradient (SGD with
     momentum: docs/studies.md), and not under Adam (the mean of squared gradients is not the square
     of their mean)."""
     models = {}
     for algorithm, options in (("ssgd", {}), ("kavg", {"period": 1})):
-        run = run_config(algorithm, options=options, epochs=1, batch_size=4, optimizer=optimizer, lr=0.05)
+        run = run_config(
+            algorithm, options=options, epochs=1, batch_size=4, optimizer=optimizer, lr=0.05
+        )
         costs = CostModel(profile(), CALIBRATION, seed=run.seed)
         paths = run_paths(corpus, corpus / "shards" / "P4", tmp_path / algorithm)
         train(run, paths, SimWorld(4, costs, name=algorithm))
-        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)["model"]
-    differences = [(models["ssgd"][name] - models["kavg"][name]).abs().max().item() for name in models["ssgd"]]
+        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)[
+            "model"
+        ]
+    differences = [
+        (models["ssgd"][name] - models["kavg"][name]).abs().max().item() for name in models["ssgd"]
+    ]
     if optimizer == "sgd":
         assert max(differences) < 1e-5, differences
     else:
@@ -421,12 +516,20 @@ def test_averaging_the_weights_alone_sends_a_third_of_adams_bytes(corpus, tmp_pa
     (links without latency: the modelled allreduce time is in proportion to the bytes)."""
     communication = {}
     for averages in ("model_and_optimizer", "model"):
-        run = run_config("kavg", options={"period": 1, "averages": averages}, epochs=1, batch_size=4)
+        run = run_config(
+            "kavg", options={"period": 1, "averages": averages}, epochs=1, batch_size=4
+        )
         costs = CostModel(profile(), CALIBRATION, seed=run.seed)
-        train(run, run_paths(corpus, corpus / "shards" / "P4", tmp_path / averages), SimWorld(4, costs, name="kavg"))
+        train(
+            run,
+            run_paths(corpus, corpus / "shards" / "P4", tmp_path / averages),
+            SimWorld(4, costs, name="kavg"),
+        )
         metrics = pd.read_csv(tmp_path / averages / "metrics.tsv", sep="\t")
         communication[averages] = metrics[metrics.kind == "interval"].communication_s.sum()
-    assert communication["model"] == pytest.approx(communication["model_and_optimizer"] / 3, rel=0.01), communication
+    assert communication["model"] == pytest.approx(
+        communication["model_and_optimizer"] / 3, rel=0.01
+    ), communication
 
 
 def test_h_adpsgd_whose_learners_are_all_in_one_node_is_ssgd_step_for_step(corpus, tmp_path):
@@ -439,9 +542,17 @@ def test_h_adpsgd_whose_learners_are_all_in_one_node_is_ssgd_step_for_step(corpu
     for algorithm in ("ssgd", "hadpsgd"):
         run = run_config(algorithm, epochs=1, batch_size=4)
         costs = CostModel(profile(learners_per_node=4), CALIBRATION, seed=run.seed)
-        train(run, run_paths(corpus, corpus / "shards" / "P4", tmp_path / algorithm), SimWorld(4, costs, name="x"))
-        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)["model"]
-    assert all(torch.equal(models["ssgd"][name], models["hadpsgd"][name]) for name in models["ssgd"])
+        train(
+            run,
+            run_paths(corpus, corpus / "shards" / "P4", tmp_path / algorithm),
+            SimWorld(4, costs, name="x"),
+        )
+        models[algorithm] = torch.load(tmp_path / algorithm / "model.pt", weights_only=False)[
+            "model"
+        ]
+    assert all(
+        torch.equal(models["ssgd"][name], models["hadpsgd"][name]) for name in models["ssgd"]
+    )
 
 
 def test_where_mpi_is_not_cuda_aware_every_allreduce_is_staged_through_host_memory():
@@ -454,13 +565,17 @@ def test_where_mpi_is_not_cuda_aware_every_allreduce_is_staged_through_host_memo
         log("done")
 
     plain = world(2)
-    staged = world(2, host_staging={"link": {"latency_us": 0, "bandwidth_gbps": 1.0}, "memory_gbps": 1.0})
+    staged = world(
+        2, host_staging={"link": {"latency_us": 0, "bandwidth_gbps": 1.0}, "memory_gbps": 1.0}
+    )
     ring = plain.costs.allreduce_s(4 * MEGABYTE, 2, same_node=True)
     assert launch(plain, program)[0] == [(round(ring, 6), "done")]
     host_sums = 3 * 1 / 2 * 0.008
     assert launch(staged, program)[0] == [(round(ring + host_sums + 2 * 0.008, 6), "done")]
     split = staged.ranks[0].clock.snapshot()
-    assert split["staging_s"] == pytest.approx(0.016) and split["communication_s"] == pytest.approx(ring + host_sums)
+    assert split["staging_s"] == pytest.approx(0.016) and split["communication_s"] == pytest.approx(
+        ring + host_sums
+    )
 
 
 def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_fast():
@@ -498,7 +613,9 @@ def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time
 
     def computed(serving: float) -> float:
         fitted = Achieved.fitted()
-        costs = CostModel(profile(), CALIBRATION, achieved=Achieved(**{**fitted.__dict__, "serving": serving}))
+        costs = CostModel(
+            profile(), CALIBRATION, achieved=Achieved(**{**fitted.__dict__, "serving": serving})
+        )
         return launch(SimWorld(2, costs, name="test"), program)[0][0][0]
 
     assert computed(0.0) == pytest.approx(0.2)
@@ -541,11 +658,21 @@ def test_bmuf_without_block_momentum_is_kavg_bit_for_bit_and_with_it_is_not(corp
     learners' momentum each block."""
     models = {}
     kept = {"block_momentum": 0.0, "restart_momentum": False}
-    for name, algorithm, options in (("kavg", "kavg", {}), ("bmuf-0", "bmuf", kept),
-                                     ("restarted", "bmuf", {"block_momentum": 0.0}), ("bmuf", "bmuf", {})):  # fmt: skip
+    for name, algorithm, options in (
+        ("kavg", "kavg", {}),
+        ("bmuf-0", "bmuf", kept),
+        ("restarted", "bmuf", {"block_momentum": 0.0}),
+        ("bmuf", "bmuf", {}),
+    ):
         run = run_config(algorithm, options={"period": 2, **options}, epochs=1, log_interval=2)
         costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
-        train(run, run_paths(corpus, corpus / "shards" / "P2", tmp_path / name), SimWorld(2, costs, name=name))
+        train(
+            run,
+            run_paths(corpus, corpus / "shards" / "P2", tmp_path / name),
+            SimWorld(2, costs, name=name),
+        )
         models[name] = torch.load(tmp_path / name / "model.pt", weights_only=False)["model"]
     assert same_models(models["kavg"], models["bmuf-0"])
-    assert not same_models(models["kavg"], models["bmuf"]) and not same_models(models["kavg"], models["restarted"])
+    assert not same_models(models["kavg"], models["bmuf"]) and not same_models(
+        models["kavg"], models["restarted"]
+    )

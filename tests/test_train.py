@@ -21,10 +21,13 @@ def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
     job's own log must say where it was."""
     crash = (
         "import os\nfrom asrscale import cli\ndef tokens(args):\n    os.abort()\n"
-        "cli.COMMANDS = [((tokens if f.__name__ == 'tokens' else f), *rest) for f, *rest in cli.COMMANDS]\n"
+        "cli.COMMANDS = [((tokens if f.__name__ == 'tokens' else f), *rest) for f, *rest in "
+        "cli.COMMANDS]\n"
     )
     program = crash + "cli.main(['tokens', '--data', 'text', '--out', 'tokens.txt'])"
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == -signal.SIGABRT
     assert "Fatal Python error: Aborted" in result.stderr, result.stderr
     assert "line 4 in tokens" in result.stderr and "in main" in result.stderr, result.stderr
@@ -33,7 +36,9 @@ def test_a_job_that_crashes_in_native_code_leaves_its_python_stack_in_its_log():
 def run(corpus, out, config=QUICK, learners=1):
     paths = run_paths(corpus, corpus / "shards" / f"P{learners}", out)
     train(config, paths, MPIWorld())
-    return torch.load(out / "model.pt", weights_only=False), pd.read_csv(out / "metrics.tsv", sep="\t")
+    return torch.load(out / "model.pt", weights_only=False), pd.read_csv(
+        out / "metrics.tsv", sep="\t"
+    )
 
 
 def test_seq_trains_logs_and_records(corpus, tmp_path):
@@ -61,7 +66,9 @@ def test_same_seed_same_model_and_a_longer_run_resumes_from_the_last_epoch(corpu
     assert same_models(whole["model"], longer["model"])
     assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
     record = json.loads((tmp_path / "longer" / "run.json").read_text())
-    assert [(r["epoch"], r["step"]) for r in record["resumed"]] == [(2, 0)]  # epoch 1's 12 steps were done
+    assert [(r["epoch"], r["step"]) for r in record["resumed"]] == [
+        (2, 0)
+    ]  # epoch 1's 12 steps were done
     # a checkpoint of other settings is not resumed: the run starts afresh
     (tmp_path / "longer" / "model.pt").unlink()
     _, metrics = run(corpus, tmp_path / "longer", run_config(lr=1e-3, epochs=1))
@@ -69,13 +76,18 @@ def test_same_seed_same_model_and_a_longer_run_resumes_from_the_last_epoch(corpu
     assert [c.name for c in (tmp_path / "longer" / "checkpoints").iterdir()] == ["step000000012"]
 
 
-def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(corpus, tmp_path, monkeypatch):
+def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(
+    corpus, tmp_path, monkeypatch
+):
     often = run_config(checkpoint_steps=8)
     whole, whole_metrics = run(corpus, tmp_path / "whole", often)
     kill_at_loss(monkeypatch, 12 + 10)  # in epoch 2, at step 10 of 12
     with pytest.raises(Killed):
         run(corpus, tmp_path / "killed", often)
-    assert not (tmp_path / "killed" / "model.pt").exists() and not (tmp_path / "killed" / "metrics.tsv").exists()
+    assert (
+        not (tmp_path / "killed" / "model.pt").exists()
+        and not (tmp_path / "killed" / "metrics.tsv").exists()
+    )
     monkeypatch.undo()
     resumed, metrics = run(corpus, tmp_path / "killed", often)
     assert same_models(whole["model"], resumed["model"])
@@ -83,7 +95,9 @@ def test_a_run_killed_mid_epoch_resumes_to_the_uninterrupted_model_and_metrics(c
 
 
 def test_checkpoints_come_at_log_lines(corpus, tmp_path):
-    with pytest.raises(ValueError, match=r"checkpoint_steps \(6\) must be a multiple of train.log_interval \(4\)"):
+    with pytest.raises(
+        ValueError, match=r"checkpoint_steps \(6\) must be a multiple of train.log_interval \(4\)"
+    ):
         run_config(checkpoint_steps=6)
 
 
@@ -106,11 +120,22 @@ def test_a_loss_that_is_not_finite_stops_the_run_by_the_rule_with_its_last_good_
     monkeypatch.setattr(trainer, "ctc_loss", loss)
     run(corpus, tmp_path)
     diverged, metrics, model, kept = diverged_run(tmp_path)
-    assert (diverged["epoch"], diverged["step"]) == (2, 12) and "training loss was not finite" in diverged["reason"]
-    assert same_models(good, model) and same_models(good, torch.load(checkpoint, weights_only=False)["model"])
-    assert kept == [checkpoint.parent / "complete", checkpoint.parent / "epoch-end", checkpoint]  # kept, not finished
+    assert (diverged["epoch"], diverged["step"]) == (
+        2,
+        12,
+    ) and "training loss was not finite" in diverged["reason"]
+    assert same_models(good, model) and same_models(
+        good, torch.load(checkpoint, weights_only=False)["model"]
+    )
+    assert kept == [
+        checkpoint.parent / "complete",
+        checkpoint.parent / "epoch-end",
+        checkpoint,
+    ]  # kept, not finished
     epoch_two = metrics[metrics.epoch == 2]
-    assert epoch_two.loss.isna().any() and math.isfinite(epoch_two.dev_loss.dropna().iloc[0])  # the model stayed finite
+    assert epoch_two.loss.isna().any() and math.isfinite(
+        epoch_two.dev_loss.dropna().iloc[0]
+    )  # the model stayed finite
 
 
 def test_a_run_that_explodes_without_nan_stops_where_the_learners_meet(corpus, tmp_path, capsys):
@@ -118,11 +143,16 @@ def test_a_run_that_explodes_without_nan_stops_where_the_learners_meet(corpus, t
     run(corpus, tmp_path, run_config(lr=1e4, epochs=3, checkpoint_steps=4))
     diverged, metrics, model, kept = diverged_run(tmp_path)
     assert (diverged["epoch"], diverged["step"], diverged["model"]) == (1, 4, "untrained")
-    assert "training loss reached" in diverged["reason"] and "untrained model's dev loss" in diverged["reason"]
+    assert (
+        "training loss reached" in diverged["reason"]
+        and "untrained model's dev loss" in diverged["reason"]
+    )
     assert metrics.kind.tolist() == ["interval"] and metrics.loss.iloc[0] > 1000 and not kept
     assert "diverged at epoch 1, step 4" in capsys.readouterr().out
     torch.manual_seed(3)  # the untrained model, as the run built it
-    assert same_models(model, build_model(QUICK.model, QUICK.features.dim, len(model["output.bias"])).state_dict())
+    assert same_models(
+        model, build_model(QUICK.model, QUICK.features.dim, len(model["output.bias"])).state_dict()
+    )
 
 
 def test_seq_refuses_several_learners():
@@ -145,18 +175,36 @@ def test_ranks_states_stacked_in_one_file_come_back_exactly_as_saved():
 
     def state(seed, with_model=True):
         generator = torch.Generator().manual_seed(seed)
-        model = {"w": torch.randn(3, 4, generator=generator), "b": torch.randn(4, generator=generator)}
-        found = {"rng": torch.randint(0, 255, (8,), dtype=torch.uint8, generator=generator), "steps": seed,
-                 "progress": {"rows": [{"loss": 0.5 * seed}], "pairings": [(1, seed, 2)]}}  # fmt: skip
+        model = {
+            "w": torch.randn(3, 4, generator=generator),
+            "b": torch.randn(4, generator=generator),
+        }
+        found = {
+            "rng": torch.randint(0, 255, (8,), dtype=torch.uint8, generator=generator),
+            "steps": seed,
+            "progress": {"rows": [{"loss": 0.5 * seed}], "pairings": [(1, seed, 2)]},
+        }
         return (
-            {**found, "model": model, "optimizer": {"state": {0: {"exp_avg": model["w"] * 2}}}} if with_model else found
+            {**found, "model": model, "optimizer": {"state": {0: {"exp_avg": model["w"] * 2}}}}
+            if with_model
+            else found
         )
 
-    states = {"rank0": state(0), "rank1": state(1), "rank2": state(2, with_model=False), "server0": state(9)}
+    states = {
+        "rank0": state(0),
+        "rank1": state(1),
+        "rank2": state(2, with_model=False),
+        "server0": state(9),
+    }
     together = stack(states)
-    assert sorted(len(group["names"]) for group in together["groups"]) == [1, 3]  # the learners, the replica
+    assert sorted(len(group["names"]) for group in together["groups"]) == [
+        1,
+        3,
+    ]  # the learners, the replica
     for name, saved in states.items():
-        assert repr(unstack(together, name)) == repr(saved)  # every value, tensors included, and the structure
+        assert repr(unstack(together, name)) == repr(
+            saved
+        )  # every value, tensors included, and the structure
     restored = unstack(together, "rank1")
     restored["model"]["w"].add_(1)  # each restored state its own tensors
     assert torch.equal(unstack(together, "rank1")["model"]["w"], states["rank1"]["model"]["w"])

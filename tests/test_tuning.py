@@ -29,16 +29,26 @@ def test_each_configuration_is_tuned_once_over_one_grid_and_seq_over_its_batches
     assert len(tunings) == len({(t.algorithm, t.learners) for t in tunings}) == 9
     assert all(t.variant == TUNED and t.seed == 1 for t in tunings)
     seq = Run("simulated", "seq", TUNED, 1, 1)
-    assert study.trained_as(Run("simulated", "kavg", "default", 1, 2)) == Run("simulated", "seq", TUNED, 1, 2)
+    assert study.trained_as(Run("simulated", "kavg", "default", 1, 2)) == Run(
+        "simulated", "seq", TUNED, 1, 2
+    )
     assert [run.variant for run in study.grid(seq)] == [
-        f"train.batch_size={batch},train.lr={lr}" for batch in (8, 32) for lr in (0.0015, 0.003, 0.006)
+        f"train.batch_size={batch},train.lr={lr}"
+        for batch in (8, 32)
+        for lr in (0.0015, 0.003, 0.006)
     ]
     kavg = Run("simulated", "kavg", TUNED, 4, 1)
-    assert [study.run_settings(run)["train"]["lr"] for run in study.grid(kavg)] == [0.0015, 0.003, 0.006]
+    assert [study.run_settings(run)["train"]["lr"] for run in study.grid(kavg)] == [
+        0.0015,
+        0.003,
+        0.006,
+    ]
     assert {study.run_settings(run)["train"]["batch_size"] for run in study.grid(kavg)} == {32}
     # a tuned run's settings are its grid's choice, and the chosen grid run's own at the tuning seed
     chosen = {"lr": 0.006, "batch_size": 32}
-    assert study.run_settings(replace_seed(kavg, 1), chosen) == study.run_settings(study.grid(kavg)[2])
+    assert study.run_settings(replace_seed(kavg, 1), chosen) == study.run_settings(
+        study.grid(kavg)[2]
+    )
     assert study.run_settings(replace_seed(kavg, 2), chosen)["train"]["lr"] == 0.006
     # every run trained once: 6 + 8 × 3 grid runs, and 2 more seeds of each of the 9 configurations
     assert len(study.trained()) == 6 + 8 * 3 + 9 * 2
@@ -52,15 +62,22 @@ def replace_seed(run: Run, seed: int) -> Run:
 def test_an_untuned_study_trains_its_runs_as_configured():
     study = Study(merged())
     assert not study.tuned and study.tunings() == []
-    assert study.folder(Run("simulated", "kavg", "default", 4, 1)).endswith("/kavg/default/P4/seed1")
+    assert study.folder(Run("simulated", "kavg", "default", 4, 1)).endswith(
+        "/kavg/default/P4/seed1"
+    )
 
 
-@pytest.mark.parametrize("factors", [[0.5, 2], [0.5, 1, 1.5], [1, 2, 4], [0.25, 0.5, 0.75], [0.25, 0.5, 1]])
+@pytest.mark.parametrize(
+    "factors", [[0.5, 2], [0.5, 1, 1.5], [1, 2, 4], [0.25, 0.5, 0.75], [0.25, 0.5, 1]]
+)
 def test_a_grid_too_narrow_to_tell_a_best_rate_from_an_edge_is_named(factors):
     """Fewer than 3 rates, spanning less than 4×, or all on one side of the untuned rate (its
     largest the untuned rate itself too)."""
-    said = (f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, some below 1 and "
-            "some above, the largest at least 4 times the smallest (e.g. [0.5, 1, 2])")  # fmt: skip
+    said = (
+        f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
+        "some below 1 and "
+        "some above, the largest at least 4 times the smallest (e.g. [0.5, 1, 2])"
+    )
     with pytest.raises(ConfigError) as raised:
         tuned_study(lr_factors=factors)
     assert str(raised.value) == said
@@ -69,8 +86,10 @@ def test_a_grid_too_narrow_to_tell_a_best_rate_from_an_edge_is_named(factors):
 def test_batch_sizes_without_rates_are_named():
     with pytest.raises(ConfigError) as raised:
         tuned_study(seq_batch_sizes=[8, 32])
-    assert str(raised.value) == ("config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside the "
-                                 "rates of study.tuning.lr_factors, and none is given")  # fmt: skip
+    assert str(raised.value) == (
+        "config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside the "
+        "rates of study.tuning.lr_factors, and none is given"
+    )
 
 
 def test_a_grid_is_of_its_own_rate_at_the_tuning_seed_and_its_files_name_its_world():
@@ -85,35 +104,76 @@ def test_a_grid_is_of_its_own_rate_at_the_tuning_seed_and_its_files_name_its_wor
     study = Study(config)
     ssgd = Run("mpi", "ssgd", TUNED, 4, 2)
     assert [(run.variant, run.seed) for run in study.grid(ssgd)] == [
-        ("train.lr=0.05", 1), ("train.lr=0.1", 1), ("train.lr=0.2", 1)]  # fmt: skip
+        ("train.lr=0.05", 1),
+        ("train.lr=0.1", 1),
+        ("train.lr=0.2", 1),
+    ]
     assert study.tuning_file(ssgd).endswith("/tuning/mpi/ssgd/P4.json")
     assert study.halving_file(ssgd).endswith("/tuning/mpi/ssgd/P4.halving.json")
     # an entry's own epochs bound its rung
     config["study"]["runs"][1]["train"] = {"lr": 0.1, "epochs": 2}
     with pytest.raises(ConfigError) as raised:
         Study(config)
-    assert str(raised.value) == ("config: study.tuning.halving.epoch: 2: before the last of ssgd's 2 epochs "
-                                 "(train.epochs), or it stops nothing")  # fmt: skip
+    assert str(raised.value) == (
+        "config: study.tuning.halving.epoch: 2: before the last of ssgd's 2 epochs "
+        "(train.epochs), or it stops nothing"
+    )
 
 
 def grid_point(lr: float, loss: float | None, batch: int = 32, diverged=None, momentum=0.9) -> dict:
-    return {"run": f"lr{lr}-b{batch}-m{momentum}", "lr": lr, "batch_size": batch, "momentum": momentum,
-            "best_dev_loss": loss, "by": "dev_loss", "score": loss, "diverged": diverged}  # fmt: skip
+    return {
+        "run": f"lr{lr}-b{batch}-m{momentum}",
+        "lr": lr,
+        "batch_size": batch,
+        "momentum": momentum,
+        "best_dev_loss": loss,
+        "by": "dev_loss",
+        "score": loss,
+        "diverged": diverged,
+    }
 
 
 def test_the_lowest_dev_loss_chooses_and_a_choice_at_an_edge_is_said():
     inside = choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])
-    assert inside["chosen"] == {"batch_size": 32, "momentum": 0.9, "lr": 0.002} and inside["at_edge"] is None
-    assert [p["chosen"] for p in inside["grid"]] == [False, True, False] and inside["run"] == "lr0.002-b32-m0.9"
-    assert choose([grid_point(0.001, 1.4), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])["at_edge"] == "lowest"
-    assert choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.4)])["at_edge"] == "highest"
+    assert (
+        inside["chosen"] == {"batch_size": 32, "momentum": 0.9, "lr": 0.002}
+        and inside["at_edge"] is None
+    )
+    assert [p["chosen"] for p in inside["grid"]] == [False, True, False] and inside[
+        "run"
+    ] == "lr0.002-b32-m0.9"
+    assert (
+        choose([grid_point(0.001, 1.4), grid_point(0.002, 1.5), grid_point(0.004, 1.7)])["at_edge"]
+        == "lowest"
+    )
+    assert (
+        choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, 1.4)])["at_edge"]
+        == "highest"
+    )
     # a diverged rate is never chosen, and the highest that trained is not the grid's edge
-    past = choose([grid_point(0.001, 2.0), grid_point(0.002, 1.5), grid_point(0.004, None, diverged="nan loss")])
+    past = choose(
+        [
+            grid_point(0.001, 2.0),
+            grid_point(0.002, 1.5),
+            grid_point(0.004, None, diverged="nan loss"),
+        ]
+    )
     assert past["chosen"]["lr"] == 0.002 and past["at_edge"] is None
-    # SEQ over two batches: the edge is of the chosen batch's rates; equal losses take the lower rate
-    seq = choose([grid_point(0.001, 1.9, 8), grid_point(0.002, 1.2, 8), grid_point(0.004, 1.3, 8),
-                  grid_point(0.001, 1.5), grid_point(0.002, 1.2), grid_point(0.004, 1.6)])  # fmt: skip
-    assert seq["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.002} and seq["at_edge"] is None
+    # SEQ over two batches: the edge is of the chosen batch's rates; equal losses take the lower
+    # rate
+    seq = choose(
+        [
+            grid_point(0.001, 1.9, 8),
+            grid_point(0.002, 1.2, 8),
+            grid_point(0.004, 1.3, 8),
+            grid_point(0.001, 1.5),
+            grid_point(0.002, 1.2),
+            grid_point(0.004, 1.6),
+        ]
+    )
+    assert (
+        seq["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.002} and seq["at_edge"] is None
+    )
 
 
 def test_momenta_cross_every_grid_and_the_edge_is_of_the_chosen_momentums_rates():
@@ -121,19 +181,29 @@ def test_momenta_cross_every_grid_and_the_edge_is_of_the_chosen_momentums_rates(
     a choice inside its momentum's rates is inside, whatever the other momenta's rates are."""
     config = merged()
     config["train"] |= {"optimizer": "sgd"}
-    config["study"] |= {"tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9], "seq_batch_sizes": [8, 32]}}
+    config["study"] |= {
+        "tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9], "seq_batch_sizes": [8, 32]}
+    }
     study = Study(config)
     seq, kavg = Run("simulated", "seq", TUNED, 1, 1), Run("simulated", "kavg", TUNED, 4, 1)
     assert [run.variant for run in study.grid(seq)][:4] == [
         f"train.batch_size=8,train.momentum={momentum},train.lr={lr}"
-        for momentum, lr in ((0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015))]  # fmt: skip
+        for momentum, lr in ((0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015))
+    ]
     assert len(study.grid(seq)) == 12
-    assert [(s["train"]["momentum"], s["train"]["lr"]) for s in map(study.run_settings, study.grid(kavg))] == [
-        (0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015), (0.9, 0.003), (0.9, 0.006)]  # fmt: skip
-    grid = [grid_point(lr, loss, momentum=0) for lr, loss in ((0.001, 2.0), (0.002, 1.4), (0.004, 1.6))]
+    assert [
+        (s["train"]["momentum"], s["train"]["lr"])
+        for s in map(study.run_settings, study.grid(kavg))
+    ] == [(0, 0.0015), (0, 0.003), (0, 0.006), (0.9, 0.0015), (0.9, 0.003), (0.9, 0.006)]
+    grid = [
+        grid_point(lr, loss, momentum=0) for lr, loss in ((0.001, 2.0), (0.002, 1.4), (0.004, 1.6))
+    ]
     grid += [grid_point(lr, loss) for lr, loss in ((0.002, 1.8), (0.004, 1.7), (0.008, 1.9))]
     choice = choose(grid)
-    assert choice["chosen"] == {"batch_size": 32, "momentum": 0, "lr": 0.002} and choice["at_edge"] is None
+    assert (
+        choice["chosen"] == {"batch_size": 32, "momentum": 0, "lr": 0.002}
+        and choice["at_edge"] is None
+    )
     # the lowest rate of momentum 0.9's line, where momentum 0 had a lower one: at the edge
     assert choose(grid[:3] + [grid_point(0.002, 1.3)] + grid[4:])["at_edge"] == "lowest"
 
@@ -143,20 +213,37 @@ def test_momenta_under_adam_are_named():
     config["study"] |= {"tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9]}}
     with pytest.raises(ConfigError) as raised:
         Study(config)
-    assert str(raised.value) == ("config: study.tuning.momenta: tunes train.momentum, which only train.optimizer sgd "
-                                 "has, and seq trains with adam")  # fmt: skip
+    assert str(raised.value) == (
+        "config: study.tuning.momenta: tunes train.momentum, which only train.optimizer sgd "
+        "has, and seq trains with adam"
+    )
 
 
 def test_a_grid_that_diverged_everywhere_stops_with_its_rates():
-    with pytest.raises(UserError, match=r"every run of the grid diverged \(lr 0.001 \(batch 32\): nan loss, lr 0.002"):
-        choose([grid_point(0.001, None, diverged="nan loss"), grid_point(0.002, None, diverged="inf loss")])
+    with pytest.raises(
+        UserError,
+        match=r"every run of the grid diverged \(lr 0.001 \(batch 32\): nan loss, lr 0.002",
+    ):
+        choose(
+            [
+                grid_point(0.001, None, diverged="nan loss"),
+                grid_point(0.002, None, diverged="inf loss"),
+            ]
+        )
 
 
-def write_run(folder, lr: float, loss: float, diverged=None, settings=None, ter=0.2, by="dev_loss") -> None:
+def write_run(
+    folder, lr: float, loss: float, diverged=None, settings=None, ter=0.2, by="dev_loss"
+) -> None:
     folder.mkdir(parents=True)
     (folder / "checkpoints").mkdir()  # a finished run's state: not the tuned run's to link
-    record = {"train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by}, "best_dev_loss": loss,
-              "best_dev_ter": ter, "diverged": diverged, "stopped_by": "budget"}  # fmt: skip
+    record = {
+        "train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by},
+        "best_dev_loss": loss,
+        "best_dev_ter": ter,
+        "diverged": diverged,
+        "stopped_by": "budget",
+    }
     (folder / "run.json").write_text(json.dumps(record))
     (folder / "settings.json").write_text(json.dumps(settings or {"train": {"lr": lr}}))
     (folder / "model.pt").write_bytes(b"weights")
@@ -166,15 +253,22 @@ def write_run(folder, lr: float, loss: float, diverged=None, settings=None, ter=
 def test_a_grid_runs_record_is_its_point_and_the_chosen_run_is_adopted_whole(tmp_path):
     write_run(tmp_path / "a", 0.003, 1.25)
     write_run(tmp_path / "b", 0.006, math.nan)
-    assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {"run": str(tmp_path / "a"), "stopped_early": False}
+    assert point(tmp_path / "a") == grid_point(0.003, 1.25, 8) | {
+        "run": str(tmp_path / "a"),
+        "stopped_early": False,
+    }
     assert point(tmp_path / "b")["best_dev_loss"] is None and point(tmp_path / "b")["score"] is None
     (tmp_path / "choice.json").write_text(json.dumps({"run": str(tmp_path / "a")}))
     (tmp_path / "tuned.json").write_text(json.dumps({"train": {"lr": 0.003}}))
     adopt(tmp_path / "choice.json", tmp_path / "tuned.json", tmp_path / "tuned")
     assert (tmp_path / "tuned" / "model.pt").read_bytes() == b"weights"
-    assert (tmp_path / "tuned" / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()
+    assert (tmp_path / "tuned" / "run.json").read_text() == (
+        tmp_path / "a" / "run.json"
+    ).read_text()
     (tmp_path / "other.json").write_text(json.dumps({"train": {"lr": 0.006}}))
-    with pytest.raises(UserError, match="was not trained with the settings of .*other.json: rerun its tuning"):
+    with pytest.raises(
+        UserError, match="was not trained with the settings of .*other.json: rerun its tuning"
+    ):
         adopt(tmp_path / "choice.json", tmp_path / "other.json", tmp_path / "tuned")
 
 
@@ -184,27 +278,46 @@ def test_a_tuning_writes_its_choice_and_says_an_edge(tmp_path, capsys):
     runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
     choice = tune(runs, tmp_path / "inside.json")
     assert json.loads((tmp_path / "inside.json").read_text()) == choice
-    assert choice["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.006} and choice["run"] == str(runs[1])
+    assert choice["chosen"] == {"batch_size": 8, "momentum": 0.9, "lr": 0.006} and choice[
+        "run"
+    ] == str(runs[1])
     assert capsys.readouterr().out == f"tuning: chose lr 0.006, batch 8, momentum 0.9 ({runs[1]})\n"
     tune(runs[:2], tmp_path / "edge.json")
     assert json.loads((tmp_path / "edge.json").read_text())["at_edge"] == "highest"
-    said = f"tuning: chose lr 0.006, batch 8, momentum 0.9 ({runs[1]}), the highest rate of its grid: tuned at the edge"
+    said = (
+        f"tuning: chose lr 0.006, batch 8, momentum 0.9 ({runs[1]}), the highest rate of its "
+        "grid: tuned at the edge"
+    )
     assert capsys.readouterr().out == said + "\n"
 
 
 def test_a_grid_tuned_by_dev_ter_chooses_and_halves_by_it_and_shows_its_dev_loss(tmp_path):
     """train.best_by: dev_ter: the run of lowest TER is chosen though another's dev loss is lower,
-    and a halving keeps by TER too; a run's score is its measure's, its dev loss kept to be shown."""
+    and a halving keeps by TER too; a run's score is its measure's, its dev loss kept to be
+    shown."""
     for lr, loss, ter in ((0.003, 1.1, 0.31), (0.006, 1.3, 0.24), (0.012, 1.2, 0.27)):
         write_run(tmp_path / f"lr{lr}", lr, loss, ter=ter, by="dev_ter")
     runs = [tmp_path / f"lr{lr}" for lr in (0.003, 0.006, 0.012)]
-    expected = {"run": "x", "lr": 0.006, "batch_size": 8, "momentum": 0.9, "best_dev_loss": 1.3, "by": "dev_ter",
-                "score": 0.24, "diverged": None, "stopped_early": False}  # fmt: skip
+    expected = {
+        "run": "x",
+        "lr": 0.006,
+        "batch_size": 8,
+        "momentum": 0.9,
+        "best_dev_loss": 1.3,
+        "by": "dev_ter",
+        "score": 0.24,
+        "diverged": None,
+        "stopped_early": False,
+    }
     assert point(runs[1]) | {"run": "x"} == expected
     assert tune(runs, tmp_path / "choice.json")["chosen"]["lr"] == 0.006
     (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 1}))
     files = []
-    for name, lr, loss, ter in (("a", 0.003, 1.1, 0.31), ("b", 0.006, 1.3, 0.24), ("c", 0.012, 1.0, None)):
+    for name, lr, loss, ter in (
+        ("a", 0.003, 1.1, 0.31),
+        ("b", 0.006, 1.3, 0.24),
+        ("c", 0.012, 1.0, None),
+    ):
         files.append(tmp_path / f"{name}.json")
         files[-1].write_text(json.dumps(rung_record(name, lr, loss, ter=ter, by="dev_ter")))
     assert halve(tmp_path / "halving.json", files, tmp_path / "decision.json")["kept"] == ["b"]
@@ -235,18 +348,33 @@ def test_the_adopted_run_is_linked_once_and_copied_where_links_fail(tmp_path, mo
     copied = tmp_path / "elsewhere" / "tuned"
     adopt(tmp_path / "choice.json", settings, copied)
     assert (copied / "model.pt").read_bytes() == b"weights" and not (copied / "model.pt").samefile(
-        tmp_path / "a" / "model.pt")  # fmt: skip
+        tmp_path / "a" / "model.pt"
+    )
     assert (copied / "run.json").read_text() == (tmp_path / "a" / "run.json").read_text()
 
 
-def rung_record(run: str, lr: float, loss: float | None, diverged=None, ter=None, by="dev_loss") -> dict:
-    return {"run": run, "epoch": 1, "train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by},
-            "best_dev_loss": loss, "best_dev_ter": ter, "diverged": diverged, "stopped": None}  # fmt: skip
+def rung_record(
+    run: str, lr: float, loss: float | None, diverged=None, ter=None, by="dev_loss"
+) -> dict:
+    return {
+        "run": run,
+        "epoch": 1,
+        "train": {"lr": lr, "batch_size": 8, "momentum": 0.9, "best_by": by},
+        "best_dev_loss": loss,
+        "best_dev_ter": ter,
+        "diverged": diverged,
+        "stopped": None,
+    }
 
 
 def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_last(tmp_path, capsys):
     (tmp_path / "halving.json").write_text(json.dumps({"epoch": 1, "keep": 2}))
-    rungs = {"a": (0.001, 2.0, None), "b": (0.002, 1.5, None), "c": (0.004, None, "nan loss"), "d": (0.008, 1.7, None)}
+    rungs = {
+        "a": (0.001, 2.0, None),
+        "b": (0.002, 1.5, None),
+        "c": (0.004, None, "nan loss"),
+        "d": (0.008, 1.7, None),
+    }
     for name, (lr, loss, diverged) in rungs.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(rung_record(name, lr, loss, diverged)))
     files = [tmp_path / f"{name}.json" for name in rungs]
@@ -258,7 +386,9 @@ def test_a_grid_halved_keeps_its_lowest_dev_losses_so_far_and_a_diverged_run_las
     # each run's part in it: a kept one goes on to its end, a stopped one ends at the rung
     assert Halving.decided(tmp_path / "decision.json", Path("b")) is None
     assert Halving.decided(tmp_path / "decision.json", Path("./a")) == Halving(1, rung=False)
-    with pytest.raises(UserError, match=r"decision.json decides nothing of e: it is another grid's"):
+    with pytest.raises(
+        UserError, match=r"decision.json decides nothing of e: it is another grid's"
+    ):
         Halving.decided(tmp_path / "decision.json", Path("e"))
     # the rung of the halving's settings; a grid whose every run goes on stops none
     assert Halving.at_rung(tmp_path / "halving.json") == Halving(1, rung=True)
@@ -276,11 +406,24 @@ def test_a_run_stopped_by_halving_is_never_chosen_and_its_record_says_so(tmp_pat
     assert choice["chosen"]["lr"] == 0.004 and choice["at_edge"] == "highest"
 
 
-@pytest.mark.parametrize(("halving", "said"), [
-    ({"epoch": 1}, r"halving: \{'epoch': 1\}: both an epoch and how many to keep \(e\.g\. \{epoch: 3, keep: 2\}\)$"),
-    ({"epoch": 1, "keep": 3}, r"study\.tuning\.halving\.keep: 3: fewer than the grid's 3 rates"),
-    ({"epoch": 6, "keep": 2}, r"study\.tuning\.halving\.epoch: 6: before the last of seq's 6 epochs"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("halving", "said"),
+    [
+        (
+            {"epoch": 1},
+            r"halving: \{'epoch': 1\}: both an epoch and how many to keep \(e\.g\. \{epoch: 3, "
+            r"keep: 2\}\)$",
+        ),
+        (
+            {"epoch": 1, "keep": 3},
+            r"study\.tuning\.halving\.keep: 3: fewer than the grid's 3 rates",
+        ),
+        (
+            {"epoch": 6, "keep": 2},
+            r"study\.tuning\.halving\.epoch: 6: before the last of seq's 6 epochs",
+        ),
+    ],
+)
 def test_a_halving_that_would_stop_nothing_is_named(halving, said):
     with pytest.raises(ConfigError, match=said):
         tuned_study(lr_factors=[0.5, 1, 2], halving=halving)
@@ -288,34 +431,51 @@ def test_a_halving_that_would_stop_nothing_is_named(halving, said):
 
 
 def test_every_grid_run_is_halved_but_one_the_study_also_reports():
-    """The default study tuned and halved, with a sweep of SSGD's rate whose points are grid runs."""
+    """The default study tuned and halved, with a sweep of SSGD's rate whose points are grid
+    runs."""
     config = merged()
     config["study"] |= {
         "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}},
-        "sweeps": [{"algorithm": "ssgd", "learners": 4, "vary": "train.lr", "values": [0.0015, 0.012]}],
+        "sweeps": [
+            {"algorithm": "ssgd", "learners": 4, "vary": "train.lr", "values": [0.0015, 0.012]}
+        ],
     }
     study = Study(config)
     ssgd = Run("simulated", "ssgd", TUNED, 4, 1)
     grid = study.grid(ssgd)
-    assert study.halved_runs(ssgd) == grid[1:] and study.halved_grid(grid[0]) is None  # the sweep's point
-    assert all(study.halved_grid(run) == tuned for tuned in study.tunings() for run in study.halved_runs(tuned))
-    assert study.halved_grid(Run("simulated", "ssgd", TUNED, 4, 2)) is None  # a tuned run's other seed
+    assert (
+        study.halved_runs(ssgd) == grid[1:] and study.halved_grid(grid[0]) is None
+    )  # the sweep's point
+    assert all(
+        study.halved_grid(run) == tuned
+        for tuned in study.tunings()
+        for run in study.halved_runs(tuned)
+    )
+    assert (
+        study.halved_grid(Run("simulated", "ssgd", TUNED, 4, 2)) is None
+    )  # a tuned run's other seed
     assert study.halving_file(ssgd).endswith("/tuning/sim-zhang19b-v100/ssgd/P4.halving.json")
     assert study.stage_settings("halving") == {"epoch": 2, "keep": 1}
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])
-def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there(corpus, tmp_path, algorithm):
+def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there(
+    corpus, tmp_path, algorithm
+):
     """4 simulated learners halved after epoch 1 of 2: a kept run ends as an unhalved one, no row
     lost or twice (ASGD's server too; its order follows the clock, which restarts, so its model
     may differ), a stopped one at its rung's model, its record saying why."""
     whole, whole_metrics = simulate(corpus, tmp_path / "whole", algorithm, 4, False, epochs=2)
     for name in ("kept", "stopped"):
-        at_rung = simulate(corpus, tmp_path / name, algorithm, 4, False, halving=Halving(1, rung=True), epochs=2)
+        at_rung = simulate(
+            corpus, tmp_path / name, algorithm, 4, False, halving=Halving(1, rung=True), epochs=2
+        )
         assert at_rung == (None, None) and not (tmp_path / name / "model.pt").exists()
     rung = json.loads((tmp_path / "kept" / "rung.json").read_text())
     first = whole_metrics[(whole_metrics.kind == "epoch") & (whole_metrics.epoch == 1)]
-    assert rung["epoch"] == 1 and rung["train"]["lr"] == 3e-3 and rung["run"] == str(tmp_path / "kept")
+    assert (
+        rung["epoch"] == 1 and rung["train"]["lr"] == 3e-3 and rung["run"] == str(tmp_path / "kept")
+    )
     assert rung["diverged"] is None and rung["stopped"] is None
     assert rung["best_dev_loss"] == pytest.approx(first.dev_loss.item(), abs=1e-5)
     kept, metrics = simulate(corpus, tmp_path / "kept", algorithm, 4, False, epochs=2)
@@ -325,23 +485,38 @@ def test_a_halved_run_goes_on_from_its_rung_to_the_unhalved_model_or_stops_there
         assert same_models(whole, kept)
         assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
     halved = Halving(1, rung=False)
-    _, metrics = simulate(corpus, tmp_path / "stopped", algorithm, 4, False, halving=halved, epochs=2)
+    _, metrics = simulate(
+        corpus, tmp_path / "stopped", algorithm, 4, False, halving=halved, epochs=2
+    )
     record = json.loads((tmp_path / "stopped" / "run.json").read_text())
-    assert record["stopped_by"] == "halving" and record["best_epoch"] == 1 and "after epoch 1" in record["stopped"]
+    assert (
+        record["stopped_by"] == "halving"
+        and record["best_epoch"] == 1
+        and "after epoch 1" in record["stopped"]
+    )
     assert metrics[metrics.kind == "epoch"].epoch.tolist() == [1]
 
 
 @pytest.mark.parametrize(
     "grid, at_edge, said",
-    [([(0.3, 0.9, 8), (0.9, 0.9, 8), (2.7, 0.9, 8)], None, "tuned over rates 0.3-2.7"),
-     ([(2.6973, 0.9, 32), (8.1, 0.9, 32), (24.3, 0.9, 8)], "highest",
-      "tuned at the edge (its highest rate) of rates 2.7-24.3 and batch sizes 8, 32"),
-     ([(0.5, 0, 8), (0.5, 0.9, 8), (1.5, 0.5, 8)], "lowest",
-      "tuned at the edge (its lowest rate) of rates 0.5-1.5 and momenta 0, 0.5, 0.9")],
-)  # fmt: skip
+    [
+        ([(0.3, 0.9, 8), (0.9, 0.9, 8), (2.7, 0.9, 8)], None, "tuned over rates 0.3-2.7"),
+        (
+            [(2.6973, 0.9, 32), (8.1, 0.9, 32), (24.3, 0.9, 8)],
+            "highest",
+            "tuned at the edge (its highest rate) of rates 2.7-24.3 and batch sizes 8, 32",
+        ),
+        (
+            [(0.5, 0, 8), (0.5, 0.9, 8), (1.5, 0.5, 8)],
+            "lowest",
+            "tuned at the edge (its lowest rate) of rates 0.5-1.5 and momenta 0, 0.5, 0.9",
+        ),
+    ],
+)
 def test_a_runs_tuning_says_the_grid_its_rate_was_chosen_among(tmp_path, grid, at_edge, said):
-    """The runs table's `tuning` (what a verdict quotes): its grid's range of rates, and its momenta and
-    batch sizes where it held several, so that a reader can tell a narrow grid from a wide one."""
+    """The runs table's `tuning` (what a verdict quotes): its grid's range of rates, and its momenta
+    and batch sizes where it held several, so that a reader can tell a narrow grid from a wide
+    one."""
     choice = tmp_path / "P4.json"
     points = [{"lr": lr, "momentum": momentum, "batch_size": batch} for lr, momentum, batch in grid]
     choice.write_text(json.dumps({"at_edge": at_edge, "grid": points}))

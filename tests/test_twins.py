@@ -13,8 +13,13 @@ from asrscale.training.twins import take, twin_calibration, twin_run
 RUN = Path("runs/sim-x/seq/default/P1/seed1")
 
 
-def study(root: Path, name: str, settings: str = '{"seed": 1}', calibration: str = '{"rate": 1}',
-          record: dict | None = None) -> Path:  # fmt: skip
+def study(
+    root: Path,
+    name: str,
+    settings: str = '{"seed": 1}',
+    calibration: str = '{"rate": 1}',
+    record: dict | None = None,
+) -> Path:
     """A study of corpus `c` with one run of these settings on this calibration, finished with
     `record` as its run.json (none: not finished)."""
     folder = root / "results" / "c" / "studies" / name
@@ -31,10 +36,15 @@ def study(root: Path, name: str, settings: str = '{"seed": 1}', calibration: str
 def test_a_run_of_the_same_settings_and_calibration_finished_by_another_study_is_its_twin(tmp_path):
     first = study(tmp_path, "a", record={"stopped_by": "budget"})
     second = study(tmp_path, "b")
-    assert twin_run(second / RUN, second / RUN / "settings.json", second / "calibration.json") == first / RUN
+    assert (
+        twin_run(second / RUN, second / RUN / "settings.json", second / "calibration.json")
+        == first / RUN
+    )
 
 
-def test_no_twin_of_other_settings_another_calibration_an_unfinished_run_or_one_its_grid_stopped(tmp_path):
+def test_no_twin_of_other_settings_another_calibration_an_unfinished_run_or_one_its_grid_stopped(
+    tmp_path,
+):
     study(tmp_path, "a", settings='{"seed": 2}', record={"stopped_by": "budget"})
     study(tmp_path, "b", calibration='{"rate": 2}', record={"stopped_by": "budget"})
     study(tmp_path, "c")  # still training
@@ -51,9 +61,15 @@ def test_a_twins_outputs_are_linked_and_its_record_says_where_it_was_trained(tmp
     take(first / RUN, second / RUN)
     assert (second / RUN / "model.pt").read_bytes() == b"weights"
     assert (second / RUN / "model.pt").stat().st_ino == (first / RUN / "model.pt").stat().st_ino
-    assert json.loads((second / RUN / "run.json").read_text()) == {"stopped_by": "budget", "best_epoch": 7,
-                                                                   "trained_in": str(first / RUN)}  # fmt: skip
-    assert json.loads((first / RUN / "run.json").read_text()) == {"stopped_by": "budget", "best_epoch": 7}
+    assert json.loads((second / RUN / "run.json").read_text()) == {
+        "stopped_by": "budget",
+        "best_epoch": 7,
+        "trained_in": str(first / RUN),
+    }
+    assert json.loads((first / RUN / "run.json").read_text()) == {
+        "stopped_by": "budget",
+        "best_epoch": 7,
+    }
 
 
 def test_asrscale_train_takes_a_twin_instead_of_training(tmp_path, capfd):
@@ -61,14 +77,38 @@ def test_asrscale_train_takes_a_twin_instead_of_training(tmp_path, capfd):
     first = study(tmp_path, "a", record={"stopped_by": "schedule"})
     second = study(tmp_path, "b")
     absent = str(tmp_path / "absent")
-    main(["train", "--settings", str(second / RUN / "settings.json"), "--train-data", absent, "--dev-data", absent,
-          "--train-feats", absent, "--dev-feats", absent, "--shards", absent, "--tokens", absent,
-          "--out", str(second / RUN), "--calibration", str(second / "calibration.json"), "--cores", "1"])  # fmt: skip
+    main(
+        [
+            "train",
+            "--settings",
+            str(second / RUN / "settings.json"),
+            "--train-data",
+            absent,
+            "--dev-data",
+            absent,
+            "--train-feats",
+            absent,
+            "--dev-feats",
+            absent,
+            "--shards",
+            absent,
+            "--tokens",
+            absent,
+            "--out",
+            str(second / RUN),
+            "--calibration",
+            str(second / "calibration.json"),
+            "--cores",
+            "1",
+        ]
+    )
     assert json.loads((second / RUN / "run.json").read_text())["trained_in"] == str(first / RUN)
     assert f"trained in {first / RUN}" in capfd.readouterr().out
 
 
-def test_a_calibration_of_the_same_settings_on_this_machine_is_taken_and_not_another_machines(tmp_path):
+def test_a_calibration_of_the_same_settings_on_this_machine_is_taken_and_not_another_machines(
+    tmp_path,
+):
     made = {"environment": {"hostname": socket.gethostname(), "cpu": cpu_model()}}
     here = study(tmp_path, "a", calibration=json.dumps(made))
     (here / "settings").mkdir()
@@ -77,7 +117,10 @@ def test_a_calibration_of_the_same_settings_on_this_machine_is_taken_and_not_ano
     (mine / "settings").mkdir(parents=True)
     (mine / "settings" / "calibrate.json").write_text('{"model": 1}')
     assert (
-        twin_calibration(mine / "settings" / "calibrate.json", mine / "calibration.json") == here / "calibration.json"
+        twin_calibration(mine / "settings" / "calibrate.json", mine / "calibration.json")
+        == here / "calibration.json"
     )
-    (here / "calibration.json").write_text(json.dumps({"environment": {"hostname": "elsewhere", "cpu": cpu_model()}}))
+    (here / "calibration.json").write_text(
+        json.dumps({"environment": {"hostname": "elsewhere", "cpu": cpu_model()}})
+    )
     assert twin_calibration(mine / "settings" / "calibrate.json", mine / "calibration.json") is None

@@ -44,31 +44,50 @@ def page_of(study: Path) -> str:
 
 
 def expected_runs() -> list[tuple]:
-    """(world, algorithm, variant, learners, seed) of every run quick.yaml configures, sweeps included."""
+    """(world, algorithm, variant, learners, seed) of every run quick.yaml configures, sweeps
+    included."""
     config = yaml.safe_load(TINY.read_text())
     return sorted(
         (r.get("world", "simulated"), r["algorithm"], "default", p, seed)
         for r in config["study"]["runs"]
         for p in r["learners"]
         for seed in r.get("seeds", [1])
-    ) + [("simulated", "ssgd", "train.batch_size=4", 2, 1), ("simulated", "ssgd", "train.lr=10000", 2, 1)]
+    ) + [
+        ("simulated", "ssgd", "train.batch_size=4", 2, 1),
+        ("simulated", "ssgd", "train.lr=10000", 2, 1),
+    ]
 
 
 def test_every_run_is_gathered_with_real_scores_and_the_diverged_one_with_none(study):
     runs = table(study, "runs")
-    assert sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed)) == expected_runs()
+    assert (
+        sorted(zip(runs.world, runs.algorithm, runs.variant, runs.learners, runs.seed))
+        == expected_runs()
+    )
     diverged = runs.diverged.notna()
     assert runs[diverged].variant.tolist() == ["train.lr=10000"]  # a result of nothing
     assert runs[diverged][["wer", "train_s", "frames_per_s", "time_speedup"]].isna().all(axis=None)
     assert "untrained model's dev loss" in runs[diverged].diverged.iloc[0]
     runs = runs[~diverged]
-    assert runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all() and runs.lm_weight.notna().all()
+    assert (
+        runs.train_s.gt(0).all() and runs.frames_per_s.gt(0).all() and runs.lm_weight.notna().all()
+    )
     test_set = study / "results" / "tiny" / "data" / "test"
-    for run in runs.itertuples():  # both decodes of every run, scored against the test set's own text
-        assert run.wer == pytest.approx(recomputed_wer(study / run.run / "test", test_set, "lm")), run.run
-        assert run.greedy_wer == pytest.approx(recomputed_wer(study / run.run / "test", test_set, "greedy")), run.run
-    assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"} and set(runs.device) == {"cpu"}
-    assert set(runs.stopped_by) == {"budget"} and (runs.converged_by == "budget").all()  # 2 epochs: its budget
+    for (
+        run
+    ) in runs.itertuples():  # both decodes of every run, scored against the test set's own text
+        assert run.wer == pytest.approx(recomputed_wer(study / run.run / "test", test_set, "lm")), (
+            run.run
+        )
+        assert run.greedy_wer == pytest.approx(
+            recomputed_wer(study / run.run / "test", test_set, "greedy")
+        ), run.run
+    assert set(runs.speedup_kind) == {"measured", "modelled on this-machine"} and set(
+        runs.device
+    ) == {"cpu"}
+    assert (
+        set(runs.stopped_by) == {"budget"} and (runs.converged_by == "budget").all()
+    )  # 2 epochs: its budget
 
 
 def test_each_run_scores_every_test_utterance_for_the_bootstrap(study):
@@ -79,31 +98,52 @@ def test_each_run_scores_every_test_utterance_for_the_bootstrap(study):
         alignment = (study / run.run / "test" / "alignment.lm.txt").read_text()
         assert alignment.startswith("id: ") and "\nREF:  " in alignment and "\nEval: " in alignment
         scored = utterances[utterances.run == run.run]
-        assert len(scored) == 24 and scored.lm_errors.sum() / scored.words.sum() == pytest.approx(run.wer)
+        assert len(scored) == 24 and scored.lm_errors.sum() / scored.words.sum() == pytest.approx(
+            run.wer
+        )
         assert scored.greedy_errors.sum() / scored.words.sum() == pytest.approx(run.greedy_wer)
-        utt2spk = dict(line.split() for line in (study / "results/tiny/data/test/utt2spk").read_text().splitlines())
-        assert scored.set_index("utt").speaker.to_dict() == {utt: utt2spk[utt] for utt in scored.utt}
+        utt2spk = dict(
+            line.split()
+            for line in (study / "results/tiny/data/test/utt2spk").read_text().splitlines()
+        )
+        assert scored.set_index("utt").speaker.to_dict() == {
+            utt: utt2spk[utt] for utt in scored.utt
+        }
 
 
 def test_a_straggler_makes_ssgds_fast_learner_wait(study):
     learners = table(study, "learners")
     seconds = learners.filter(like="_s").sum(axis=1)
     waiting = learners.assign(share=(learners.communication_s + learners.idle_s) / seconds)
-    ssgd = (waiting.algorithm == "ssgd") & (waiting.variant == "default") & (waiting.world == "simulated")
+    ssgd = (
+        (waiting.algorithm == "ssgd")
+        & (waiting.variant == "default")
+        & (waiting.world == "simulated")
+    )
     by_learner = waiting[ssgd & (waiting.learners == 2)].set_index("rank").share
-    assert by_learner[0] > 2 * by_learner[1]  # SSGD's fast learner waits for its straggler (quick.yaml: learner 1)
+    assert (
+        by_learner[0] > 2 * by_learner[1]
+    )  # SSGD's fast learner waits for its straggler (quick.yaml: learner 1)
 
 
 def test_the_report_says_what_the_lm_knows_of_the_test_set(study):
     """The built-in corpus's test sentences are never training ones, and the report says so."""
     lm = json.loads((study / STUDY / "lm.json").read_text())
     assert lm["test"]["in_training_text"] == 0 and lm["dev"]["in_training_text"] == 0
-    assert lm["test"]["perplexity"] > 1 and 0 < lm["test"]["oov_rate"] < 1 and set(lm["test"]["coverage"]) == {
-        "2-grams", "3-grams"}  # fmt: skip
+    assert (
+        lm["test"]["perplexity"] > 1
+        and 0 < lm["test"]["oov_rate"] < 1
+        and set(lm["test"]["coverage"]) == {"2-grams", "3-grams"}
+    )
     page = page_of(study)
-    assert re.search(r"test perplexity <b>[\d.]+</b>, out-of-vocabulary rate [\d.]+%, 0 of its 24 sentences", page)
+    assert re.search(
+        r"test perplexity <b>[\d.]+</b>, out-of-vocabulary rate [\d.]+%, 0 of its 24 sentences",
+        page,
+    )
     assert "<b>WER</b> everywhere in this report, the claims included, is the LM decode's" in page
-    confusions = re.search(r'<table id="confusions">.*?</table>', page).group(0)  # the best run's word errors
+    confusions = re.search(r'<table id="confusions">.*?</table>', page).group(
+        0
+    )  # the best run's word errors
     assert re.search(r"<tr><td>[^<]+</td><td>[^<]+</td><td>\d+</td></tr>", confusions)
 
 
@@ -114,40 +154,78 @@ def test_device_hours_read_in_plain_decimals_at_every_size():
     assert shown == ["0.000081", "0.0012", "0.5", "3.5", "10", "1,234"]
 
 
-def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_verdicts_half_by_half(study):
+def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_verdicts_half_by_half(
+    study,
+):
     page = page_of(study)
     top = page.split("<h2>Summary</h2>")[0]
-    assert re.search(r"Scale: these runs train a model of 0.0\d M parameters on 0.\d hours of read speech", top)
+    assert re.search(
+        r"Scale: these runs train a model of 0.0\d M parameters on 0.\d hours of read speech", top
+    )
     glance = re.findall(r'<table class="glance" id="glance">.*?</table>', top)
     assert len(glance) == 2 and "<th>measured</th>" in glance[0]  # one table per kind of timing
     rows = re.findall(r"<tr><th>([\w-]+)</th>(.*?)</tr>", glance[1])
     assert [name for name, _ in rows] == ["SEQ", "SSGD", "ASGD", "ADPSGD"]
     cells = dict(rows)
-    assert re.search(r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · stopped by its "
-                     r"budget", cells["ASGD"])  # fmt: skip
-    assert re.search(r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · stopped by its budget", cells["SEQ"])
+    assert re.search(
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · stopped "
+        r"by its "
+        r"budget",
+        cells["ASGD"],
+    )
+    assert re.search(
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · stopped by its budget", cells["SEQ"]
+    )
     verdicts = re.search(r'<table id="verdicts">.*?</table>', top).group(0)
-    assert verdicts.count("<tr>") == 1 + 2 * len(CLAIMS) and "<th>accuracy half</th><th>speed half</th>" in verdicts
-    # 2 epochs: under-trained, and before that its rates' grids chose at an edge (SEQ's highest, in 2 epochs)
-    assert "not testable here: needs GPUs" in verdicts and re.search(r"not decided: (under-trained|tuned at the edge)",
-                                                                     verdicts)  # fmt: skip
-    claims = re.search(r'<table id="claims">.*?</table>', page).group(0)  # every half of every claim, with its rule
+    assert (
+        verdicts.count("<tr>") == 1 + 2 * len(CLAIMS)
+        and "<th>accuracy half</th><th>speed half</th>" in verdicts
+    )
+    # 2 epochs: under-trained, and before that its rates' grids chose at an edge (SEQ's highest, in
+    # 2 epochs)
+    assert "not testable here: needs GPUs" in verdicts and re.search(
+        r"not decided: (under-trained|tuned at the edge)", verdicts
+    )
+    claims = re.search(r'<table id="claims">.*?</table>', page).group(
+        0
+    )  # every half of every claim, with its rule
     halves = sum(bool(c.accuracy_rule) + bool(c.speed_rule) for c in CLAIMS)
-    assert claims.count("<tr>") == 1 + 2 * halves and "needs sweeps of train.batch_size for ssgd and adpsgd" in claims
+    assert (
+        claims.count("<tr>") == 1 + 2 * halves
+        and "needs sweeps of train.batch_size for ssgd and adpsgd" in claims
+    )
 
 
 def test_the_report_shows_every_run_and_lets_them_be_downloaded(study):
     page = page_of(study)
     every_run = re.search(r'<table id="runs">.*?</table>', page).group(0)
-    rows = re.findall(r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run)
-    assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(run[1:] for run in expected_runs())
+    rows = re.findall(
+        r"<tr><td>(\w+)</td><td>([\w.=]+)</td><td>(\d+)</td><td>(\d+)</td>", every_run
+    )
+    assert sorted((a, v, int(p), int(s)) for a, v, p, s in rows) == sorted(
+        run[1:] for run in expected_runs()
+    )
     assert "modelled clock kept time on the hardware profile <b>this-machine</b>" in page
-    assert "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd (train.lr=10000) P=2" in page
-    assert re.search(r"<td>train.lr=10000</td><td>2</td><td>1</td><td>–</td>.*?<td><b>diverged</b></td>", page)
-    validation = re.search(r'<table id="validation">.*?</table>', page).group(0)  # runs made in both worlds
-    assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [("seq", "1"), ("ssgd", "2")]
-    link = re.search(r'<a id="runs-tsv" download="runs.tsv" href="data:text/tab-separated-values;charset=utf-8;base64,'
-                     r'([^"]+)">', page)  # fmt: skip
+    assert (
+        "<b>Diverged</b> (no result; each run's run.json says where and why): ssgd "
+        "(train.lr=10000) P=2" in page
+    )
+    assert re.search(
+        r"<td>train.lr=10000</td><td>2</td><td>1</td><td>–</td>.*?<td><b>diverged</b></td>", page
+    )
+    validation = re.search(r'<table id="validation">.*?</table>', page).group(
+        0
+    )  # runs made in both worlds
+    assert re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", validation) == [
+        ("seq", "1"),
+        ("ssgd", "2"),
+    ]
+    link = re.search(
+        r'<a id="runs-tsv" download="runs.tsv" '
+        r'href="data:text/tab-separated-values;charset=utf-8;base64,'
+        r'([^"]+)">',
+        page,
+    )
     downloaded = pd.read_csv(io.StringIO(base64.b64decode(link.group(1)).decode()), sep="\t")
     assert len(downloaded) == len(table(study, "runs"))
 
@@ -156,18 +234,37 @@ def test_the_report_replays_the_published_speedups_beside_the_fit(study):
     page = page_of(study)
     published = re.search(r'<table id="published">.*?</table>', page).group(0)
     figures = pd.read_csv(study / "results" / "published-speedups.tsv", sep="\t")
-    assert sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study) and len(figures) == 7
-    assert "held out / published" in published and figures.held_out.notna().all()  # every one out of sample
-    assert "not comparable: its epochs are not stated" in published and "turns on a value nothing states" in published
+    assert (
+        sorted(re.findall(r"<tr><td>(\w+)</td>", published)) == sorted(figures.study)
+        and len(figures) == 7
+    )
+    assert (
+        "held out / published" in published and figures.held_out.notna().all()
+    )  # every one out of sample
+    assert (
+        "not comparable: its epochs are not stated" in published
+        and "turns on a value nothing states" in published
+    )
     assert figures[~figures.agrees].agrees_at.notna().all()
-    assert '<table id="achieved">' in page and "shares.tcp" in page  # the shared parameters, beside their evidence
+    assert (
+        '<table id="achieved">' in page and "shares.tcp" in page
+    )  # the shared parameters, beside their evidence
 
 
 def test_every_figure_is_in_the_report_and_saved_for_snakemakes(study):
     page = page_of(study)
-    figures = ("wer_vs_learners", "speedup_vs_learners", "accuracy_against_speedup", "communication_vs_learners",
-               "learning_curves", "time_split", "asgd_staleness", "pairings", "stragglers",
-               "sweep_train_batch_size")  # fmt: skip
+    figures = (
+        "wer_vs_learners",
+        "speedup_vs_learners",
+        "accuracy_against_speedup",
+        "communication_vs_learners",
+        "learning_curves",
+        "time_split",
+        "asgd_staleness",
+        "pairings",
+        "stragglers",
+        "sweep_train_batch_size",
+    )
     for figure in figures:
         assert f'<figure id="{figure}"><img alt="{figure}" src="data:image/png;base64,' in page
         assert (study / STUDY / "figures" / f"{figure}.png").stat().st_size > 1000
@@ -177,25 +274,38 @@ def test_one_implementation_gives_one_model_in_both_worlds_and_a_run_is_trained_
     runs = table(study, "runs")
 
     def run(world, algorithm, learners):
-        return runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)].iloc[0]
+        return runs[
+            (runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)
+        ].iloc[0]
 
     seq = run("simulated", "seq", 1)
     # SSGD with one learner is SEQ's computation: the study trains it once and reports it twice
-    assert run("simulated", "ssgd", 1).run == seq.run and run("simulated", "ssgd", 1).trained_as == "seq"
+    assert (
+        run("simulated", "ssgd", 1).run == seq.run
+        and run("simulated", "ssgd", 1).trained_as == "seq"
+    )
     assert "With one learner ssgd are exactly SEQ's computation" in page_of(study)
     # one implementation, two worlds: the same computation gives the same model
     assert seq.best_dev_loss == pytest.approx(run("mpi", "seq", 1).best_dev_loss, rel=1e-6)
-    assert run("simulated", "ssgd", 2).best_dev_loss == pytest.approx(run("mpi", "ssgd", 2).best_dev_loss, rel=1e-3)
+    assert run("simulated", "ssgd", 2).best_dev_loss == pytest.approx(
+        run("mpi", "ssgd", 2).best_dev_loss, rel=1e-3
+    )
 
 
 def test_adpsgd_records_every_averaging_with_a_neighbour_on_its_graph(study):
     from asrscale.training.algorithms.adpsgd import neighbours
 
-    exchanges = pd.read_csv(study / "results" / "tiny" / "studies" / "tiny" / "exchanges.tsv", sep="\t")
+    exchanges = pd.read_csv(
+        study / "results" / "tiny" / "studies" / "tiny" / "exchanges.tsv", sep="\t"
+    )
     assert set(exchanges.algorithm) == {"adpsgd"} and set(exchanges.learners) == {3}
     # learner 1, the only active one, asks one of its neighbours (0 and 2) at every step
-    assert set(exchanges["rank"]) == {1} and all(r.peer in neighbours(1, 3, "ring") for r in exchanges.itertuples())
-    assert exchanges.step.tolist() == list(range(1, len(exchanges) + 1)) and set(exchanges.peer) == {0, 2}
+    assert set(exchanges["rank"]) == {1} and all(
+        r.peer in neighbours(1, 3, "ring") for r in exchanges.itertuples()
+    )
+    assert exchanges.step.tolist() == list(range(1, len(exchanges) + 1)) and set(
+        exchanges.peer
+    ) == {0, 2}
 
 
 def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_first_seed(study):
@@ -206,28 +316,42 @@ def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_fi
     grids = tuning.groupby(["world", "algorithm", "learners"])
     assert len(grids) == 6 and grids.size().eq(3).all() and grids.chosen.sum().eq(1).all()
     assert set(tuning.lr) == {0.0015, 0.003, 0.006} and tuning.diverged.isna().all()
-    assert grids.stopped_early.sum().eq(1).all() and set(tuning.by) == {"dev_loss"}  # halved: 2 of 3 go on
+    assert grids.stopped_early.sum().eq(1).all() and set(tuning.by) == {
+        "dev_loss"
+    }  # halved: 2 of 3 go on
     for (world, algorithm, learners), grid in grids:
         chosen = grid[grid.chosen].iloc[0]
         assert chosen.score == chosen.best_dev_loss == grid[~grid.stopped_early].score.min()
         edge = {0.0015: "lowest", 0.006: "highest"}.get(chosen.lr)
         assert (chosen.at_edge if isinstance(chosen.at_edge, str) else None) == edge
-        configured = runs[(runs.world == world) & (runs.algorithm == algorithm) & (runs.learners == learners)
-                          & (runs.variant == "default")]  # fmt: skip
+        configured = runs[
+            (runs.world == world)
+            & (runs.algorithm == algorithm)
+            & (runs.learners == learners)
+            & (runs.variant == "default")
+        ]
         for run in configured.itertuples():
-            over = "rates 0.0015-0.006"  # the grid's, so a verdict says what its rate was chosen among
-            assert run.lr == chosen.lr and run.tuning == (f"tuned at the edge (its {edge} rate) of {over}" if edge
-                                                          else f"tuned over {over}")  # fmt: skip
+            over = (
+                "rates 0.0015-0.006"  # the grid's, so a verdict says what its rate was chosen among
+            )
+            assert run.lr == chosen.lr and run.tuning == (
+                f"tuned at the edge (its {edge} rate) of {over}" if edge else f"tuned over {over}"
+            )
             settings = json.loads((study / run.run / "settings.json").read_text())
             assert settings["train"]["lr"] == chosen.lr and settings["seed"] == run.seed
         first = configured[configured.seed == 1].iloc[0]
-        assert (study / first.run / "model.pt").read_bytes() == (study / chosen.run / "model.pt").read_bytes()
+        assert (study / first.run / "model.pt").read_bytes() == (
+            study / chosen.run / "model.pt"
+        ).read_bytes()
     assert len(runs[(runs.algorithm == "seq") & (runs.world == "simulated")]) == 2  # seeds 1 and 2
     assert set(runs[runs.variant != "default"].tuning) == {"not tuned"}  # the sweeps' other points
     page = page_of(study)
     grid_table = re.search(r'<table id="tuning-grids">.*?</table>', page).group(0)
     assert len(re.findall(r"<tr>", grid_table)) == 1 + 6
-    assert len(re.findall(r'<td class="text">dev loss [\d.]+</td><td>0</td><td>1</td>', grid_table)) == 6
+    assert (
+        len(re.findall(r'<td class="text">dev loss [\d.]+</td><td>0</td><td>1</td>', grid_table))
+        == 6
+    )
     assert '<figure id="tuning">' in page
 
 
@@ -239,16 +363,34 @@ def test_a_studys_record_makes_its_report_again_without_training(study, tmp_path
 
     snakemake(study, "record")
     record = study / "records" / "tiny"
-    assert {path.name for path in record.glob("*.tsv.gz")} == {f"{name}.tsv.gz" for name in TABLES} | {
-        "published-speedups.tsv.gz"}  # fmt: skip
+    assert {path.name for path in record.glob("*.tsv.gz")} == {
+        f"{name}.tsv.gz" for name in TABLES
+    } | {"published-speedups.tsv.gz"}
     made = json.loads((record / "record.json").read_text())
-    assert made["report"]["title"] == "asrscale: the tiny study's end-to-end run" and made["made"]["date"]
+    assert (
+        made["report"]["title"] == "asrscale: the tiny study's end-to-end run"
+        and made["made"]["date"]
+    )
     elsewhere = tmp_path / "elsewhere"  # the record alone, copied away from the study's results
     shutil.copytree(record, elsewhere / "record")
 
     def rerendered() -> str:
-        subprocess.run([sys.executable, "-m", "asrscale", "rerender", "--record", "record", "--out", "tiny.html",
-                        "--figures", "figures"], cwd=elsewhere, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "asrscale",
+                "rerender",
+                "--record",
+                "record",
+                "--out",
+                "tiny.html",
+                "--figures",
+                "figures",
+            ],
+            cwd=elsewhere,
+            check=True,
+        )
         return (elsewhere / "tiny.html").read_text()
 
     assert rerendered() == page_of(study)
@@ -256,23 +398,31 @@ def test_a_studys_record_makes_its_report_again_without_training(study, tmp_path
     # convergence and speedups is not read back
     runs = elsewhere / "record" / "runs.tsv.gz"
     stale = pd.read_csv(runs, sep="\t")
-    stale.assign(converged=False, converged_by="budget", last_epoch_gain=1.0, time_speedup=99.0).to_csv(
-        runs, sep="\t", index=False)  # fmt: skip
+    stale.assign(
+        converged=False, converged_by="budget", last_epoch_gain=1.0, time_speedup=99.0
+    ).to_csv(runs, sep="\t", index=False)
     assert rerendered() == page_of(study)
 
 
 def test_every_run_records_its_provenance_and_a_rerun_has_nothing_to_do(study):
-    records = list((study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json"))
+    records = list(
+        (study / "results" / "tiny" / "studies" / "tiny" / "runs").glob("*/*/*/P*/seed*/run.json")
+    )
     # 6 configurations' grids of 3 and their chosen runs adopted, SEQ's seed 2, the sweeps' 2 others
     assert len(records) == 6 * 3 + 6 + 1 + 2  # the diverged run has its record too
     for record in records:
         text = record.read_text()
-        assert all(key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"'))
+        assert all(
+            key in text for key in ('"seed"', '"packages"', '"cpu"', '"hostname"', '"train"')
+        )
     assert "Nothing to be done" in snakemake(study).stdout + snakemake(study).stderr
 
 
-def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_attempt(study, tmp_path):
-    """Training's output goes through a pipeline (tee): the job must still fail by its exit status."""
+def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_attempt(
+    study, tmp_path
+):
+    """Training's output goes through a pipeline (tee): the job must still fail by its exit
+    status."""
     workdir = tmp_path / "study"
     shutil.copytree(study, workdir, symlinks=True)
     # a sweep's point: untuned, so no grid's training comes before it (--forcerun would rerun those)
@@ -284,7 +434,9 @@ def test_a_training_job_that_fails_fails_in_snakemake_with_its_output_kept_per_a
     log = f"{workdir}/logs/tiny/tiny/train/sim-this-machine/ssgd/train.batch_size=4-P2-seed1"
     assert "not a settings file the workflow wrote" in Path(f"{log}.log").read_text()
     attempts = Path(f"{log}.attempts.log").read_text()
-    assert attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
+    assert (
+        attempts.startswith("== attempt ") and "not a settings file the workflow wrote" in attempts
+    )
 
 
 def browser():
@@ -295,7 +447,9 @@ def browser():
 
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         if os.environ.get("ASRSCALE_REQUIRE_BROWSER"):
-            raise AssertionError("ASRSCALE_REQUIRE_BROWSER is set, but chromium or chromedriver is not installed")
+            raise AssertionError(
+                "ASRSCALE_REQUIRE_BROWSER is set, but chromium or chromedriver is not installed"
+            )
         pytest.skip("needs Debian's chromium and chromium-driver")
     return screenshot.browser()
 
@@ -314,11 +468,17 @@ def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, t
         images = driver.execute_script(
             "return Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0])"
         )
-        fetched = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
-        widths = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        fetched = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+        )
+        widths = driver.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth]"
+        )
         boxes = driver.execute_script(
-            "return Array.from(document.querySelectorAll('table')).map(t => [t.id, t.parentElement.className, "
-            "getComputedStyle(t.parentElement).overflowX, t.parentElement.getBoundingClientRect().right, "
+            "return Array.from(document.querySelectorAll('table')).map(t => [t.id, "
+            "t.parentElement.className, "
+            "getComputedStyle(t.parentElement).overflowX, "
+            "t.parentElement.getBoundingClientRect().right, "
             "t.scrollWidth <= t.parentElement.clientWidth])"
         )
         errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
@@ -331,22 +491,31 @@ def test_the_report_opens_from_disk_in_a_real_browser_with_every_figure(study, t
     assert not errors, errors
     assert all(name.startswith("data:") for name in fetched), fetched
     assert widths[0] <= widths[1], widths
-    assert all(box == "table" and overflow == "auto" and right <= widths[1] for _, box, overflow, right, _ in boxes)
+    assert all(
+        box == "table" and overflow == "auto" and right <= widths[1]
+        for _, box, overflow, right, _ in boxes
+    )
     fits = {table: fits for table, *_, fits in boxes}
     assert fits["published"] and fits["claims"] and fits["verdicts"] and not fits["runs"], boxes
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert recorded(tmp_path / "report.png") == {"Source": "asrscale: the tiny study's end-to-end run",
-                                                 "Template": template_digest(),
-                                                 "Software": "asrscale.analysis.screenshot"}  # fmt: skip
+    assert recorded(tmp_path / "report.png") == {
+        "Source": "asrscale: the tiny study's end-to-end run",
+        "Template": template_digest(),
+        "Software": "asrscale.analysis.screenshot",
+    }
 
 
 def test_the_readmes_screenshot_is_of_the_default_report_as_the_template_renders_it_now():
     """reports/screenshot.png is made by `asrscale screenshot` from the default study's report, of
-    the report template as it is: a change of the template needs a new screenshot (docs/report.md)."""
+    the report template as it is: a change of the template needs a new screenshot
+    (docs/report.md)."""
     from asrscale.analysis.screenshot import recorded, template_digest
 
     shown = recorded(ROOT / "reports" / "screenshot.png")
-    assert shown["Software"] == "asrscale.analysis.screenshot" and shown["Template"] == template_digest()
+    assert (
+        shown["Software"] == "asrscale.analysis.screenshot"
+        and shown["Template"] == template_digest()
+    )
     assert shown["Source"] == yaml.safe_load((ROOT / "config.yaml").read_text())["report"]["title"]
     assert "reports/screenshot.png" in (ROOT / "README.md").read_text()
 
@@ -357,9 +526,14 @@ def test_snakemake_report_has_the_figures(study):
 
     archive = zipfile.ZipFile(study / "snakemake-report.zip")
     assert sum(name.endswith(".png") for name in archive.namelist()) >= 8
-    page = archive.read(next(name for name in archive.namelist() if name.endswith("report.html"))).decode()
+    page = archive.read(
+        next(name for name in archive.namelist() if name.endswith("report.html"))
+    ).decode()
     # each figure with its own caption
-    assert "A sweep (study.sweeps): one setting varied" in page and "ASGD: the distribution of the staleness" in page
+    assert (
+        "A sweep (study.sweeps): one setting varied" in page
+        and "ASGD: the distribution of the staleness" in page
+    )
 
 
 @pytest.mark.parametrize(
@@ -367,10 +541,18 @@ def test_snakemake_report_has_the_figures(study):
     [
         (("model", "units", "big"), r"config: model.units: 'big' is not of type 'integer'"),
         (("train", "optimiser", "adam"), r"'optimiser' was unexpected"),
-        (("study", "runs", [{"algorithm": "seq", "learners": [2]}]), r"study.runs\[0\]: seq is one learner"),
         (
-            ("study", "sweeps", [{"algorithm": "ma", "learners": 2, "vary": "period", "values": [1, 2]}]),
-            r"study.sweeps\[0\].vary: ma has no setting 'period'; one of \['averages', 'frames_per_job'",
+            ("study", "runs", [{"algorithm": "seq", "learners": [2]}]),
+            r"study.runs\[0\]: seq is one learner",
+        ),
+        (
+            (
+                "study",
+                "sweeps",
+                [{"algorithm": "ma", "learners": 2, "vary": "period", "values": [1, 2]}],
+            ),
+            r"study.sweeps\[0\].vary: ma has no setting 'period'; one of \['averages', "
+            r"'frames_per_job'",
         ),
     ],
 )
@@ -389,7 +571,10 @@ def test_a_typo_in_config_yaml_stops_the_workflow_naming_its_line_and_column(tmp
     (tmp_path / "config.yaml").write_text("model:\n  units: 128\n   layers: 2\n")
     result = snakemake(tmp_path, "-n", check=False)
     assert result.returncode != 0
-    assert "config: config.yaml, line 3, column 10: not valid YAML: mapping values" in result.stdout + result.stderr
+    assert (
+        "config: config.yaml, line 3, column 10: not valid YAML: mapping values"
+        in result.stdout + result.stderr
+    )
 
 
 def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
@@ -398,23 +583,43 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
     planned = re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)
     # 7 × 3 runs, SEQ's run reported 5 times, SSGD's at 2 for H-ADPSGD (its 2 learners are one node)
     assert planned[0] == "14", result.stdout[-2000:]
-    assert "--calibration" not in result.stdout and "mpiexec -n 5" in result.stdout  # ASGD's 4 ranks + server
-    assert not re.search(r"asrscale \S+ [^>]*'\{", result.stdout)  # settings travel in files, not on command lines
+    assert (
+        "--calibration" not in result.stdout and "mpiexec -n 5" in result.stdout
+    )  # ASGD's 4 ranks + server
+    assert not re.search(
+        r"asrscale \S+ [^>]*'\{", result.stdout
+    )  # settings travel in files, not on command lines
 
 
 @pytest.mark.parametrize(
     "study, runs, simulated",
-    [((), 9, 4), (("validation.yaml",), 24, 4), (("reproduction.yaml",), 77, 4), (("claims-at-4.yaml",), 20, 4),
-     (("stragglers.yaml",), 9, 4), (("kavg-at-20.yaml",), 15, 20), (("adpsgd-at-32.yaml",), 15, 32),
-     (("scaled-64.yaml",), 15, 64), (("averaging.yaml",), 12, 4), (("averaging-scaled.yaml",), 9, 32),
-     (("large-batch.yaml",), 21, 16), (("bmuf.yaml",), 20, 16), (("bmuf-64.yaml",), 15, 64),
-     (("bmuf-ma.yaml",), 15, 16), (("bmuf-longer.yaml",), 10, 16)],
-)  # fmt: skip
+    [
+        ((), 9, 4),
+        (("validation.yaml",), 24, 4),
+        (("reproduction.yaml",), 77, 4),
+        (("claims-at-4.yaml",), 20, 4),
+        (("stragglers.yaml",), 9, 4),
+        (("kavg-at-20.yaml",), 15, 20),
+        (("adpsgd-at-32.yaml",), 15, 32),
+        (("scaled-64.yaml",), 15, 64),
+        (("averaging.yaml",), 12, 4),
+        (("averaging-scaled.yaml",), 9, 32),
+        (("large-batch.yaml",), 21, 16),
+        (("bmuf.yaml",), 20, 16),
+        (("bmuf-64.yaml",), 15, 64),
+        (("bmuf-ma.yaml",), 15, 16),
+        (("bmuf-longer.yaml",), 10, 16),
+    ],
+)
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
     configs = [ROOT / "config.yaml", *(ROOT / "studies" / name for name in study)]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
-    assert re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)[0] == str(runs), result.stdout[-2000:]
-    command = rf"asrscale train --settings \S+/P{simulated}/seed1/settings.json .* --calibration \S+"
+    assert re.findall(r"^train\s+(\d+)$", result.stdout, re.MULTILINE)[0] == str(runs), (
+        result.stdout[-2000:]
+    )
+    command = (
+        rf"asrscale train --settings \S+/P{simulated}/seed1/settings.json .* --calibration \S+"
+    )
     assert re.search(command, result.stdout)
 
 
@@ -425,7 +630,9 @@ def test_simulated_runs_on_the_cpu_take_a_core_each_and_runs_on_ranks_the_machin
     cpu.write_text(yaml.safe_dump({"train": {"device": "cpu"}}))
     configs = [ROOT / "config.yaml", ROOT / "studies" / "validation.yaml", cpu]
     result = snakemake(tmp_path, "-n", "--printshellcmds", configfile=configs)
-    simulated = re.findall(r"asrscale train .* --calibration \S+ --cores (\d+); \} 2>&1", result.stdout)
+    simulated = re.findall(
+        r"asrscale train .* --calibration \S+ --cores (\d+); \} 2>&1", result.stdout
+    )
     on_ranks = re.findall(r"wildcards: [^\n]*cluster=mpi[^\n]*\n\s+threads: (\d+)", result.stdout)
     assert simulated and set(simulated) == {"1"}, result.stdout[-2000:]
     assert on_ranks and set(on_ranks) == {"2"}, result.stdout[-2000:]
@@ -454,10 +661,20 @@ def report_of(study: Path, tmp_path: Path, change) -> str:
     lm = study / "results" / "tiny" / "studies" / "tiny" / "lm.json"
     published = study / "results" / "published-speedups.tsv"
     with mock.patch.object(figures, "_html", html):
-        make_report(tables, lm, published, tmp_path / "figures", "changed", tmp_path / "report.html", [],
-                    yaml.safe_load(TINY.read_text()))  # fmt: skip
+        make_report(
+            tables,
+            lm,
+            published,
+            tmp_path / "figures",
+            "changed",
+            tmp_path / "report.html",
+            [],
+            yaml.safe_load(TINY.read_text()),
+        )
     page = (tmp_path / "report.html").read_text()
-    assert len(shown) > 100 and not [text for text in shown if re.search(r"\bnan\b", text, re.IGNORECASE)]
+    assert len(shown) > 100 and not [
+        text for text in shown if re.search(r"\bnan\b", text, re.IGNORECASE)
+    ]
     assert not re.findall(r".{60}\bnan\b.{20}", re.sub(r'data:[^"]+', "", page), re.IGNORECASE)
     return page
 
@@ -472,58 +689,103 @@ def test_the_report_of_a_study_whose_every_run_diverged(study, tmp_path):
     page = report_of(study, tmp_path, every_run_diverged)
     assert "No run has a test WER: every run diverged." in page
     assert "SEQ (the baseline) diverged: no speedups or accuracy against SEQ." in page
-    assert "0 of its 9 runs, sweeps' included, converged" in page and '<table id="confusions">' not in page
+    assert (
+        "0 of its 9 runs, sweeps' included, converged" in page
+        and '<table id="confusions">' not in page
+    )
     assert "the others did not (diverged: 9)" in page
-    assert page.count("<td><b>diverged</b></td>") == len(pd.read_csv(tmp_path / "runs.tsv", sep="\t"))
+    assert page.count("<td><b>diverged</b></td>") == len(
+        pd.read_csv(tmp_path / "runs.tsv", sep="\t")
+    )
 
 
 def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     # tuned inside its grid and on a fixed schedule, so only the budget leaves the halves undecided
-    page = report_of(study, tmp_path, lambda runs: runs.assign(converged=False, converged_by="budget", tuning="tuned",
-                                                              schedule="exponential"))  # fmt: skip
+    page = report_of(
+        study,
+        tmp_path,
+        lambda runs: runs.assign(
+            converged=False, converged_by="budget", tuning="tuned", schedule="exponential"
+        ),
+    )
     # what the study decides in one sentence (a claim whose speed fails is decided all the same),
-    # which accuracy halves its budget leaves undecided, and which study decides the rest, with its time
-    decides = re.search(r"<li><b>What this study decides</b>: \d+ of the 12 claims.*?</li>", page).group(0)
-    assert re.search(r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“",
-                     decides)  # fmt: skip
-    studies = ("claims-at-4", "asgd-at-4", "kavg-at-20", "adpsgd-at-32", "scaled-64", "averaging", "averaging-scaled",
-               "large-batch")  # fmt: skip
+    # which accuracy halves its budget leaves undecided, and which study decides the rest, with its
+    # time
+    decides = re.search(
+        r"<li><b>What this study decides</b>: \d+ of the 12 claims.*?</li>", page
+    ).group(0)
+    assert re.search(
+        r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“", decides
+    )
+    studies = (
+        "claims-at-4",
+        "asgd-at-4",
+        "kavg-at-20",
+        "adpsgd-at-32",
+        "scaled-64",
+        "averaging",
+        "averaging-scaled",
+        "large-batch",
+    )
     for study in studies:
         assert f"--configfile studies/{study}.yaml</code> (" in decides
     assert "KAVG with 4 learners matches SEQ accuracy" in decides.split("claims-at-4.yaml")[1]
     assert "0 of its 9 runs, sweeps' included, converged" in page
     assert "<b>no target dev loss</b>: no SEQ run converged" in page
-    assert "the others did not (stopped by its budget: 8, diverged: 1)" in page  # a sweep's run diverged
-    matching = "match SEQ's accuracy (converged, an interval over speakers and seeds within 3%): none"
+    assert (
+        "the others did not (stopped by its budget: 8, diverged: 1)" in page
+    )  # a sweep's run diverged
+    matching = (
+        "match SEQ's accuracy (converged, an interval over speakers and seeds within 3%): none"
+    )
     assert f"{matching}; <b>stopped by their budget</b>" in page
     table = page.split('<table id="claims">')[1].split("</table>")[0]
     assert "reproduced" not in re.sub(r"not[ -]reproduced", "", table)
 
 
-def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_bootstrap(study, tmp_path):
-    # every run converged, tuned inside its grid, for fixed epochs (the tiny study's newbob, 2 epochs, chose at edges)
-    page = report_of(study, tmp_path, lambda runs: runs.assign(converged=True, converged_by="schedule", tuning="tuned",
-                                                               schedule="exponential"))  # fmt: skip
-    assert "9 of its 9 runs, sweeps' included, converged" in page and "the others did not" not in page
+def test_the_report_of_a_study_whose_runs_converged_decides_accuracy_by_the_bootstrap(
+    study, tmp_path
+):
+    # every run converged, tuned inside its grid, for fixed epochs (the tiny study's newbob, 2
+    # epochs, chose at edges)
+    page = report_of(
+        study,
+        tmp_path,
+        lambda runs: runs.assign(
+            converged=True, converged_by="schedule", tuning="tuned", schedule="exponential"
+        ),
+    )
+    assert (
+        "9 of its 9 runs, sweeps' included, converged" in page and "the others did not" not in page
+    )
     verdicts = re.search(r'<table id="verdicts">.*?</table>', page).group(0)
-    asgd = re.search(r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts).group(0)
+    asgd = re.search(
+        r"<tr><td[^>]*>zhang13: ASGD gives[^<]*</td><td[^>]*>modelled.*?</tr>", verdicts
+    ).group(0)
     # one seed of ASGD: the interval is computed (its speakers and seeds said) but cannot decide
     assert "<b>not decided: needs 3 seeds</b>" in asgd, asgd
     # the control's word beside the claim (in its measured text, below the verdicts): ASGD's server
     # applies one learner's batch, SEQ's, so none of its gap is a larger batch's
     assert "no share of the gap is a larger batch" in page
-    assert re.search(r"test utterances of [\d,]+ voices, \d and \d seeds \(training", page)  # the built-in corpus
+    assert re.search(
+        r"test utterances of [\d,]+ voices, \d and \d seeds \(training", page
+    )  # the built-in corpus
     assert "<b>not testable here: needs GPUs</b>" in asgd, asgd
 
 
 def test_every_modelled_runs_band_covers_the_held_out_misses_of_its_kind(study):
     """A modelled speedup's band holds at least what the cost model missed by on the held-out
     figures of runs bound as it is (a model that predicted x times a published speedup leaves the
-    truth at speedup / x); SEQ's, one learner, is its own ratio, 1. The report shows the same band."""
+    truth at speedup / x); SEQ's, one learner, is its own ratio, 1. The report shows the same
+    band."""
     from asrscale.costmodel.fitted import Band
 
     band, runs = Band.fitted(), table(study, "runs")
-    modelled = runs[runs.speedup_kind.str.startswith("modelled") & (runs.learners > 1) & runs.time_speedup.notna()]
+    modelled = runs[
+        runs.speedup_kind.str.startswith("modelled")
+        & (runs.learners > 1)
+        & runs.time_speedup.notna()
+    ]
     assert len(modelled) >= 4 and set(modelled.bound_by) - {"one learner"}
     for run in modelled.itertuples():
         lowest, highest = band.misses(run.bound_by)
@@ -541,35 +803,65 @@ def test_the_summary_keeps_each_clock_apart_and_flags_a_speedup_beyond_p(study, 
     ranked nowhere."""
     runs, page = table(study, "runs"), page_of(study)
     # SEQ's own times too: each clock's runs apart
-    assert re.search(r"SEQ \(the baseline\): [^<]* trained in [\d.]+ s \(measured\), [\d.]+ s \(modelled on", page)
+    assert re.search(
+        r"SEQ \(the baseline\): [^<]* trained in [\d.]+ s \(measured\), [\d.]+ s \(modelled on",
+        page,
+    )
     for kind in runs.speedup_kind.unique():
         line = re.search(rf"<li>P=2, {re.escape(kind)}: .*?</li>", page).group(0)
-        of_kind = runs[(runs.speedup_kind == kind) & (runs.learners == 2) & (runs.variant == "default")]
-        # the fastest within P, or (a busy machine can slow SEQ's own timed run) one flagged beyond it
+        of_kind = runs[
+            (runs.speedup_kind == kind) & (runs.learners == 2) & (runs.variant == "default")
+        ]
+        # the fastest within P, or (a busy machine can slow SEQ's own timed run) one flagged beyond
+        # it
         found = re.search(r"fastest in time an epoch (\w+) \(([\d.]+)×\)", line) or re.search(
-            r"<b>(\w+) ([\d.]+)× is beyond what 2 learners can give</b>", line)  # fmt: skip
+            r"<b>(\w+) ([\d.]+)× is beyond what 2 learners can give</b>", line
+        )
         algorithm, shown = found.groups()
-        assert float(shown) == pytest.approx(of_kind[of_kind.algorithm == algorithm].time_speedup.mean(), abs=0.005)
+        assert float(shown) == pytest.approx(
+            of_kind[of_kind.algorithm == algorithm].time_speedup.mean(), abs=0.005
+        )
         assert ("fastest in time an epoch" in line) != beyond_p(float(shown), 2)
     modelled = (runs.world == "simulated") & (runs.algorithm == "ssgd") & (runs.learners == 2)
     seq = runs[(runs.world == "simulated") & (runs.trained_as == "seq")]
-    made = {column: runs[column].mask(modelled, 19.0 * factor) for column, factor in
-            (("time_speedup", 1.0), ("time_speedup_low", 0.9), ("time_speedup_high", 1.25),
-             ("frames_per_s", seq.frames_per_s.mean()))}  # fmt: skip
+    made = {
+        column: runs[column].mask(modelled, 19.0 * factor)
+        for column, factor in (
+            ("time_speedup", 1.0),
+            ("time_speedup_low", 0.9),
+            ("time_speedup_high", 1.25),
+            ("frames_per_s", seq.frames_per_s.mean()),
+        )
+    }
     page = report_of(study, tmp_path, lambda runs: runs.assign(**made))
     line = re.search(r"<li>P=2, modelled on [^:]*: .*?</li>", page).group(0)
-    # its cause: the rates the runs trained at (each learner 9.5× SEQ's, whose 19× at 2), which runs, what they rest on
-    assert re.search(r"<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere \(each of its 2 "
-                     r"learners trained [\d,]+ frames/s, 9.5× SEQ&#39;s [\d,]+ \(seeds 1 against SEQ&#39;s 1, 2\); "
-                     r"modelled on this machine", line), line  # fmt: skip
-    assert "a calibration timed while another process held the cores" in line and "(19.00×)" not in line
-    assert re.search(r"19\.00× \([\d.-]+\) \(beyond what 2 learners can give\)", page)  # at a glance too
-    assert re.search(r"calibrated rates \([^;]*; repeats at most [\d.]+× apart", line)  # the calibration's spread
+    # its cause: the rates the runs trained at (each learner 9.5× SEQ's, whose 19× at 2), which
+    # runs, what they rest on
+    assert re.search(
+        r"<b>ssgd 19.00× is beyond what 2 learners can give</b>, ranked nowhere \(each of its 2 "
+        r"learners trained [\d,]+ frames/s, 9.5× SEQ&#39;s [\d,]+ \(seeds 1 against SEQ&#39;s 1, "
+        r"2\); "
+        r"modelled on this machine",
+        line,
+    ), line
+    assert (
+        "a calibration timed while another process held the cores" in line
+        and "(19.00×)" not in line
+    )
+    assert re.search(
+        r"19\.00× \([\d.-]+\) \(beyond what 2 learners can give\)", page
+    )  # at a glance too
+    assert re.search(
+        r"calibrated rates \([^;]*; repeats at most [\d.]+× apart", line
+    )  # the calibration's spread
 
 
 def test_the_report_of_a_study_without_seq(study, tmp_path):
     page = report_of(study, tmp_path, lambda runs: runs[runs.trained_as != "seq"])
-    assert "No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs)." in page
+    assert (
+        "No SEQ run in this study: no speedups or accuracy against SEQ (add seq to study.runs)."
+        in page
+    )
     assert "<li>P=2, " not in page and re.search(r'<table id="runs">.*?</table>', page)
 
 
@@ -579,14 +871,20 @@ def test_a_halved_study_plans_every_grid_run_to_its_rung_then_each_grid_halved(t
     result = snakemake(tmp_path, "-n", "--printshellcmds")
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.MULTILINE))
     # 18 grid runs, SEQ's seed 2 and the sweeps' 2 runs
-    assert (jobs["train_rung"], jobs["halve"], jobs["train"]) == ("18", "6", "21"), result.stdout[-2000:]
+    assert (jobs["train_rung"], jobs["halve"], jobs["train"]) == ("18", "6", "21"), result.stdout[
+        -2000:
+    ]
     grid_run = r"\S+/ssgd/train.lr=0.003/P2/seed1"
     assert re.search(
-        rf"asrscale train .* --out {grid_run} --rung \S+/settings/halving.json --calibration", result.stdout
+        rf"asrscale train .* --out {grid_run} --rung \S+/settings/halving.json --calibration",
+        result.stdout,
     )
     decision = r"\S+/tuning/sim-this-machine/ssgd/P2.halving.json"
-    assert re.search(rf"asrscale train .* --out {grid_run} --halving {decision} --calibration", result.stdout)
+    assert re.search(
+        rf"asrscale train .* --out {grid_run} --halving {decision} --calibration", result.stdout
+    )
     rungs = r"(\S+/ssgd/train.lr=\S+/P2/seed1/rung.json ){3}"
     assert re.search(
-        rf"asrscale halve --settings \S+/settings/halving.json --rungs {rungs}--out {decision}", result.stdout
+        rf"asrscale halve --settings \S+/settings/halving.json --rungs {rungs}--out {decision}",
+        result.stdout,
     )

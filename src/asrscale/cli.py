@@ -58,15 +58,28 @@ def language_model(args):
     if settings.source == "train":
         write_arpa(args.out, list(read_table(args.data / "text").values()), settings.order)
     else:
-        folded = fold_arpa(Path(settings.source), args.out, lambda word: normalise(word, settings.text))
-        print(f"{settings.source}: {folded['words']:,} words folded as the transcripts are; {folded['left_out']:,} "
-              f"n-grams left out (a word that folds to none or several), {folded['merged']:,} merged into another "
-              "(words that fold to one: the first listed kept)")  # fmt: skip
+        folded = fold_arpa(
+            Path(settings.source), args.out, lambda word: normalise(word, settings.text)
+        )
+        print(
+            f"{settings.source}: {folded['words']:,} words folded as the transcripts are; "
+            f"{folded['left_out']:,} "
+            f"n-grams left out (a word that folds to none or several), {folded['merged']:,} merged "
+            "into another "
+            "(words that fold to one: the first listed kept)"
+        )
     tokens = Tokens.read(args.tokens)
-    found = check_lexicon(args.out, settings.source, lambda word: all(c in tokens for c in word),
-                          list(read_table(args.dev_data / "text").values()),
-                          None if settings.source == "train" else settings.max_oov_rate)  # fmt: skip
-    print(f"lexicon: {found['lexicon']:,} words; dev out-of-vocabulary rate {100 * found['dev_oov_rate']:.2f}%")
+    found = check_lexicon(
+        args.out,
+        settings.source,
+        lambda word: all(c in tokens for c in word),
+        list(read_table(args.dev_data / "text").values()),
+        None if settings.source == "train" else settings.max_oov_rate,
+    )
+    print(
+        f"lexicon: {found['lexicon']:,} words; dev out-of-vocabulary rate "
+        f"{100 * found['dev_oov_rate']:.2f}%"
+    )
 
 
 def lm_statistics(args):
@@ -77,7 +90,9 @@ def lm_statistics(args):
     def texts(folder: Path) -> list[str]:
         return list(read_table(folder / "text").values())
 
-    evaluated = {"dev": texts(args.dev_data)} | {Path(folder).name: texts(folder) for folder in args.test_data}
+    evaluated = {"dev": texts(args.dev_data)} | {
+        Path(folder).name: texts(folder) for folder in args.test_data
+    }
     atomic_write_json(args.out, report(args.lm, texts(args.train_data), evaluated))
 
 
@@ -87,8 +102,15 @@ def features(args):
     from asrscale.data.features import FeatureCache, extract_part
 
     settings = read_settings_of(FeatureStage, args.settings)
-    extract_part(read_data_dir(args.data), settings.features, args.part, args.parts, args.out, settings.bad_input,
-                 args.cache and FeatureCache(args.cache))  # fmt: skip
+    extract_part(
+        read_data_dir(args.data),
+        settings.features,
+        args.part,
+        args.parts,
+        args.out,
+        settings.bad_input,
+        args.cache and FeatureCache(args.cache),
+    )
 
 
 def combine_features(args):
@@ -120,16 +142,26 @@ def calibrate(args):
 
     if twin := twin_calibration(args.settings, args.out):
         shutil.copyfile(twin, args.out)
-        print(f"calibration: {twin}'s, of the same settings on this machine (asrscale.training.twins)")
+        print(
+            f"calibration: {twin}'s, of the same settings on this machine (asrscale.training.twins)"
+        )
         return
     settings = read_settings_of(CalibrationStage, args.settings)
-    train_set = Subset(args.train_data, args.train_feats, args.train_feats, settings.cmvn, Tokens.read(args.tokens))
+    train_set = Subset(
+        args.train_data, args.train_feats, args.train_feats, settings.cmvn, Tokens.read(args.tokens)
+    )
     calibration = calibrate(settings.train, settings.model, settings.features, train_set)
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))
-    profile = {"device": "dedicated", "compute": measured_compute(calibration, calibration["environment"])}
-    print(f"A profile of learners with a {calibration['device_name']} each (your config's hardware.<name>):")
+    profile = {
+        "device": "dedicated",
+        "compute": measured_compute(calibration, calibration["environment"]),
+    }
+    print(
+        f"A profile of learners with a {calibration['device_name']} each (your config's "
+        "hardware.<name>):"
+    )
     print(yaml.safe_dump(profile, sort_keys=False, width=120))
 
 
@@ -138,19 +170,34 @@ def train(args):
     from asrscale.training.tuning import Halving
     from asrscale.training.twins import take, twin_run
 
-    paths = RunPaths(args.train_data, args.dev_data, args.train_feats, args.dev_feats, args.shards, args.tokens,
-                     args.out)  # fmt: skip
+    paths = RunPaths(
+        args.train_data,
+        args.dev_data,
+        args.train_feats,
+        args.dev_feats,
+        args.shards,
+        args.tokens,
+        args.out,
+    )
     if args.rung and args.halving:
-        raise UserError("asrscale train: --rung trains to the rung, --halving on from it: one of them")
+        raise UserError(
+            "asrscale train: --rung trains to the rung, --halving on from it: one of them"
+        )
     halving = None  # the whole run
     if args.rung:
         halving = Halving.at_rung(args.rung)
     elif args.halving:
         halving = Halving.decided(args.halving, args.out)
     # a simulated run trained to its end by another study (asrscale.training.twins); MPI runs train
-    if halving is None and args.calibration and (twin := twin_run(args.out, args.settings, args.calibration)):
+    if (
+        halving is None
+        and args.calibration
+        and (twin := twin_run(args.out, args.settings, args.calibration))
+    ):
         take(twin, args.out)
-        print(f"asrscale train: {args.out}: trained in {twin}, of the same settings and calibration")
+        print(
+            f"asrscale train: {args.out}: trained in {twin}, of the same settings and calibration"
+        )
         return
     run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores, halving)
 
@@ -162,12 +209,28 @@ def decode(args):
     from asrscale.decoding.decode import decode_run
 
     if len(args.data) != len(args.feats):
-        raise SystemExit("asrscale decode: --data and --feats name the same test sets, one feature dir a data dir")
+        raise SystemExit(
+            "asrscale decode: --data and --feats name the same test sets, one feature dir a data "
+            "dir"
+        )
     tests = {Path(data).name: (data, feats) for data, feats in zip(args.data, args.feats)}
-    scores = decode_run(args.model, (args.dev_data, args.dev_feats), tests, args.train_feats, args.lm,
-                        read_settings_of(DecodeSettings, args.settings), args.out)  # fmt: skip
-    print(json.dumps({name: {decode: found[decode]["wer"] for decode in ("lm", "greedy")}
-                      for name, found in scores.items()}))  # fmt: skip
+    scores = decode_run(
+        args.model,
+        (args.dev_data, args.dev_feats),
+        tests,
+        args.train_feats,
+        args.lm,
+        read_settings_of(DecodeSettings, args.settings),
+        args.out,
+    )
+    print(
+        json.dumps(
+            {
+                name: {decode: found[decode]["wer"] for decode in ("lm", "greedy")}
+                for name, found in scores.items()
+            }
+        )
+    )
 
 
 def clear_shared_memory(args):
@@ -178,8 +241,11 @@ def clear_shared_memory(args):
     if not args.job:
         raise UserError("runs inside a SLURM job: SLURM_JOB_ID is unset and --job not given")
     for path in clear(args.job):
-        print(f"removed {path} on {socket.gethostname()}: MPI shared memory that a killed attempt of SLURM job "
-              f"{args.job} left")  # fmt: skip
+        print(
+            f"removed {path} on {socket.gethostname()}: MPI shared memory that a killed attempt of "
+            "SLURM job "
+            f"{args.job} left"
+        )
 
 
 def tune(args):
@@ -205,7 +271,14 @@ def gather(args):
     from asrscale.config.sections import GatherStage
 
     settings = read_settings_of(GatherStage, args.settings)
-    gather_runs(settings.runs, settings.sweeps, settings.test_sets, args.out, settings.convergence, settings.tunings)
+    gather_runs(
+        settings.runs,
+        settings.sweeps,
+        settings.test_sets,
+        args.out,
+        settings.convergence,
+        settings.tunings,
+    )
 
 
 def fit_cost_model(args):
@@ -215,15 +288,34 @@ def fit_cost_model(args):
     from asrscale.costmodel.fit import fit_cost_model
 
     fitted = fit_cost_model(args.out, args.workers)
-    print(pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior", "held_out"]].to_string(index=False))
-    columns = ["study", "learners", "in_fit", "published", "fitted", "held_out", "ratio", "bound_by"]
+    print(
+        pd.DataFrame(fitted["parameters"])[["name", "fitted", "prior", "held_out"]].to_string(
+            index=False
+        )
+    )
+    columns = [
+        "study",
+        "learners",
+        "in_fit",
+        "published",
+        "fitted",
+        "held_out",
+        "ratio",
+        "bound_by",
+    ]
     print(pd.DataFrame(fitted["figures"])[columns].to_string(index=False))
     print(pd.DataFrame(fitted["time_tables"]).to_string(index=False))
     for structure, found in fitted["structures"].items():
-        print(f"{structure}: {found['within_tolerance']} of {found['judged']} figures in the fit within 25% held out, "
-              f"RMS log miss {found['rms_log_miss']}")  # fmt: skip
-    print(f"kept {fitted['structure']!r}; band {fitted['band']}; two starts {fitted['starts']}; {fitted['seconds']} s; "
-          f"written to {args.out or FITTED}")  # fmt: skip
+        print(
+            f"{structure}: {found['within_tolerance']} of {found['judged']} figures in the fit "
+            "within 25% held out, "
+            f"RMS log miss {found['rms_log_miss']}"
+        )
+    print(
+        f"kept {fitted['structure']!r}; band {fitted['band']}; two starts {fitted['starts']}; "
+        f"{fitted['seconds']} s; "
+        f"written to {args.out or FITTED}"
+    )
 
 
 def replay_published(args):
@@ -232,7 +324,11 @@ def replay_published(args):
 
     table = replayed_table(args.figures)
     atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    print(table[["study", "learners", "published", "fitted", "held_out", "ratio", "agrees_at"]].to_string(index=False))
+    print(
+        table[
+            ["study", "learners", "published", "fitted", "held_out", "ratio", "agrees_at"]
+        ].to_string(index=False)
+    )
 
 
 def plan(args):
@@ -252,51 +348,95 @@ def plan(args):
     table, size = found.runs, found.size
     if args.out:
         atomic_write_text(args.out, table.to_csv(sep="\t", index=False))
-    shown = table.assign(epoch=[f"{amount(s)} s ({amount(lo)}-{amount(hi)})" for s, lo, hi in
-                                zip(table.epoch_s, table.epoch_s_low, table.epoch_s_high)],
-                         device_hours_for_epochs=[f"{amount(h, 2)} ({amount(lo, 2)}-{amount(hi, 2)})" for h, lo, hi in
-                                                  zip(table.device_hours, table.device_hours_low,
-                                                      table.device_hours_high)])  # fmt: skip
+    shown = table.assign(
+        epoch=[
+            f"{amount(s)} s ({amount(lo)}-{amount(hi)})"
+            for s, lo, hi in zip(table.epoch_s, table.epoch_s_low, table.epoch_s_high)
+        ],
+        device_hours_for_epochs=[
+            f"{amount(h, 2)} ({amount(lo, 2)}-{amount(hi, 2)})"
+            for h, lo, hi in zip(
+                table.device_hours, table.device_hours_low, table.device_hours_high
+            )
+        ],
+    )
     print(
-        f"{found.study} on {args.hardware}: {size.utterances:,} training utterances, {size.hours:,.1f} hours "
+        f"{found.study} on {args.hardware}: {size.utterances:,} training utterances, "
+        f"{size.hours:,.1f} hours "
         f"({size.source})"
     )
-    print(shown[["algorithm", "variant", "learners", "seed", "ranks", "epoch", "epochs", "device_hours_for_epochs"]]
-          .to_string(index=False))  # fmt: skip
+    print(
+        shown[
+            [
+                "algorithm",
+                "variant",
+                "learners",
+                "seed",
+                "ranks",
+                "epoch",
+                "epochs",
+                "device_hours_for_epochs",
+            ]
+        ].to_string(index=False)
+    )
     print(
         f"training in all: {amount(table.device_hours.sum(), 1)} device-hours "
-        f"({amount(table.device_hours_low.sum(), 1)}-{amount(table.device_hours_high.sum(), 1)}) for every epoch "
-        "each run may take" + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
+        f"({amount(table.device_hours_low.sum(), 1)}-{amount(table.device_hours_high.sum(), 1)}) "
+        "for every epoch "
+        "each run may take"
+        + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
     others = found.others
     print(
-        "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on the studies "
+        "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on "
+        "the studies "
         "run since (asrscale.costmodel.plan):"
     )
-    print(others.assign(**{hours: [f"{amount(h, decimals)} ({amount(lo, decimals)}-{amount(hi, decimals)})"
-                                   for h, lo, hi in zip(others[hours], others[f"{hours}_low"], others[f"{hours}_high"])]
-                           for hours, decimals in (("cpu_hours", 2), ("device_hours", 3))})
-          [["stage", "jobs", "cpu_hours", "device_hours", "rests_on"]].to_string(index=False))  # fmt: skip
+    print(
+        others.assign(
+            **{
+                hours: [
+                    f"{amount(h, decimals)} ({amount(lo, decimals)}-{amount(hi, decimals)})"
+                    for h, lo, hi in zip(
+                        others[hours], others[f"{hours}_low"], others[f"{hours}_high"]
+                    )
+                ]
+                for hours, decimals in (("cpu_hours", 2), ("device_hours", 3))
+            }
+        )[["stage", "jobs", "cpu_hours", "device_hours", "rests_on"]].to_string(index=False)
+    )
     edges = ("", "_low", "_high")
-    device = [table[f"device_hours{edge}"].sum() + others[f"device_hours{edge}"].sum() for edge in edges]
+    device = [
+        table[f"device_hours{edge}"].sum() + others[f"device_hours{edge}"].sum() for edge in edges
+    ]
     cpu = [others[f"cpu_hours{edge}"].sum() for edge in edges]
-    print(f"the whole study: {amount(device[0], 1)} device-hours ({amount(device[1], 1)}-{amount(device[2], 1)}) "
-          f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})")  # fmt: skip
+    print(
+        f"the whole study: {amount(device[0], 1)} device-hours "
+        f"({amount(device[1], 1)}-{amount(device[2], 1)}) "
+        f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})"
+    )
     print_decidable(decidable(study, size.utterances))
 
 
 def amount(value: float, decimals: int = 0) -> str:
     """A price as a plan prints it: to `decimals` places where they leave two significant figures,
     else to three, so that a small study's seconds and hours read as more than zero."""
-    return f"{value:,.{decimals}f}" if value >= 10 ** (1 - decimals) or value == 0 else f"{value:.3g}"
+    return (
+        f"{value:,.{decimals}f}" if value >= 10 ** (1 - decimals) or value == 0 else f"{value:.3g}"
+    )
 
 
 def print_decidable(decides):
     """Which claims' halves the planned study can decide, and why it cannot decide the others."""
     both = decides.speedups.nunique() > 1  # a study of both worlds decides each kind apart
-    named = [f"{half.claim} ({half.half}{', ' + half.speedups if both else ''})" for half in decides.itertuples()]
+    named = [
+        f"{half.claim} ({half.half}{', ' + half.speedups if both else ''})"
+        for half in decides.itertuples()
+    ]
     can = [name for name, ok in zip(named, decides.can_decide) if ok]
-    print(f"\nit can decide {len(can)} of the {len(decides)} claims' halves, if their runs converge:")
+    print(
+        f"\nit can decide {len(can)} of the {len(decides)} claims' halves, if their runs converge:"
+    )
     print("\n".join(f"  {name}" for name in can) or "  none")
     print("it cannot decide the others, whatever its runs measure:")
     for name, row in zip(named, decides.itertuples()):
@@ -315,14 +455,29 @@ def report(args):
     from asrscale.config.sections import ReportStage
 
     settings = read_settings_of(ReportStage, args.settings)
-    make_report(args.tables, args.lm_statistics, args.published_speedups, args.figures, settings.title, args.out,
-                args.skipped, settings.config)  # fmt: skip
+    make_report(
+        args.tables,
+        args.lm_statistics,
+        args.published_speedups,
+        args.figures,
+        settings.title,
+        args.out,
+        args.skipped,
+        settings.config,
+    )
 
 
 def record(args):
     from asrscale.analysis.records import write_record
 
-    write_record(args.tables, args.lm_statistics, args.published_speedups, args.skipped, args.settings, args.out)
+    write_record(
+        args.tables,
+        args.lm_statistics,
+        args.published_speedups,
+        args.skipped,
+        args.settings,
+        args.out,
+    )
 
 
 def rerender(args):
@@ -341,75 +496,296 @@ def paths(*names: str) -> list:
     return [(f"--{name}", PATH) for name in names]
 
 
-#: every command of the CLI (the stages' and the tools'): its function (whose name, dashed, names the command),
-#: what it does, its arguments (sections.STAGES are the stages with a settings file)
+#: every command of the CLI (the stages' and the tools'): its function (whose name, dashed, names
+#: the command), what it does, its arguments (sections.STAGES are the stages with a settings file)
 COMMANDS = [
     (synth, "synthesise one part of the built-in corpus", [SETTINGS, *PART, *paths("out")]),
-    (import_data, "import one subset of your own corpus from its sources", [SETTINGS, *paths("out")]),
+    (
+        import_data,
+        "import one subset of your own corpus from its sources",
+        [SETTINGS, *paths("out")],
+    ),
     (combine_data, "merge data dirs", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
     (tokens, "the token set of a training text", paths("data", "out")),
-    (language_model, "decoding's word n-gram LM as an ARPA file: estimated from the training text, or your own "
-     "folded as the transcripts are; checked against the dev transcripts",
-     [SETTINGS, *paths("data", "dev-data", "tokens", "out")]),
-    (lm_statistics, "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and test",
-     [*paths("lm", "train-data", "dev-data", "out"),
-      ("--test-data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"})]),
-    (features, "extract features of one part of a data dir", [
-        SETTINGS, *paths("data"), *PART, *paths("out"),
-        ("--cache", {"type": Path, "help": "reuse features computed before, one file per utterance"})]),
-    (combine_features, "merge feature parts", [*paths("out"), ("parts", {"type": Path, "nargs": "+"})]),
-    (shard, "balanced shards for P learners",
-     [*paths("feats"), ("--learners", {"type": int, "required": True}), *paths("out")]),
-    (calibrate, "time the model on this machine for the cost model of simulated runs",
-     [SETTINGS, *paths("train-data", "train-feats", "tokens", "out")]),
-    (train, "train one run: one MPI rank per learner, or all learners simulated on a hardware profile", [
-        SETTINGS, *paths("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out"),
-        ("--calibration", {"type": Path, "help": "a simulated run: this machine's calibration"}),
-        ("--cores", {"type": int, "help": "a simulated run: the cores it computes with (default: all it may use)"}),
-        ("--rung", {"type": Path, "help": "a halved grid's run: to the rung these halving settings name"}),
-        ("--halving", {"type": Path, "help": "a halved grid's run: on from its rung as this decision says"})]),
-    (decode, "decode the test sets greedily and with the LM (its weights chosen on dev) and score both", [
-        SETTINGS, *paths("model", "dev-data", "dev-feats", "train-feats", "lm"),
-        ("--data", {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"}),
-        ("--feats", {"type": Path, "nargs": "+", "required": True, "help": "each test set's features, in that order"}),
-        ("--out", {"type": Path, "required": True, "help": "the run's folder: each set's scores in <out>/<set>"})]),
-    (tune, "choose a configuration's settings among its grid's runs by their best dev loss (study.tuning)", [
-        *paths("out"), ("--runs", {"type": Path, "nargs": "+", "required": True, "help": "the grid's run folders"})]),
-    (halve, "a grid halved at its rung: its runs of lowest dev loss so far go on, the others stop "
-     "(study.tuning.halving)", [SETTINGS, *paths("out"),
-                                ("--rungs", {"type": Path, "nargs": "+", "required": True, "help": "its rung.json"})]),
-    (adopt, "the chosen grid run as its configuration's tuned run at the tuning seed (trained once)", [
-        ("--choice", PATH), ("--settings", {**PATH, "help": "the tuned run's settings"}), *paths("out")]),
-    (clear_shared_memory, "remove the MPI shared memory that killed ranks of this SLURM job left on this machine, "
-     "which its requeued ranks would take for their own", [
-         ("--job", {"default": os.environ.get("SLURM_JOB_ID"), "help": "the job (default: $SLURM_JOB_ID)"})]),
+    (
+        language_model,
+        "decoding's word n-gram LM as an ARPA file: estimated from the training text, or your own "
+        "folded as the transcripts are; checked against the dev transcripts",
+        [SETTINGS, *paths("data", "dev-data", "tokens", "out")],
+    ),
+    (
+        lm_statistics,
+        "the language model's perplexity, out-of-vocabulary rate and n-gram coverage on dev and "
+        "test",
+        [
+            *paths("lm", "train-data", "dev-data", "out"),
+            (
+                "--test-data",
+                {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"},
+            ),
+        ],
+    ),
+    (
+        features,
+        "extract features of one part of a data dir",
+        [
+            SETTINGS,
+            *paths("data"),
+            *PART,
+            *paths("out"),
+            (
+                "--cache",
+                {"type": Path, "help": "reuse features computed before, one file per utterance"},
+            ),
+        ],
+    ),
+    (
+        combine_features,
+        "merge feature parts",
+        [*paths("out"), ("parts", {"type": Path, "nargs": "+"})],
+    ),
+    (
+        shard,
+        "balanced shards for P learners",
+        [*paths("feats"), ("--learners", {"type": int, "required": True}), *paths("out")],
+    ),
+    (
+        calibrate,
+        "time the model on this machine for the cost model of simulated runs",
+        [SETTINGS, *paths("train-data", "train-feats", "tokens", "out")],
+    ),
+    (
+        train,
+        "train one run: one MPI rank per learner, or all learners simulated on a hardware profile",
+        [
+            SETTINGS,
+            *paths("train-data", "dev-data", "train-feats", "dev-feats", "shards", "tokens", "out"),
+            (
+                "--calibration",
+                {"type": Path, "help": "a simulated run: this machine's calibration"},
+            ),
+            (
+                "--cores",
+                {
+                    "type": int,
+                    "help": "a simulated run: the cores it computes with (default: all it may use)",
+                },
+            ),
+            (
+                "--rung",
+                {
+                    "type": Path,
+                    "help": "a halved grid's run: to the rung these halving settings name",
+                },
+            ),
+            (
+                "--halving",
+                {
+                    "type": Path,
+                    "help": "a halved grid's run: on from its rung as this decision says",
+                },
+            ),
+        ],
+    ),
+    (
+        decode,
+        "decode the test sets greedily and with the LM (its weights chosen on dev) and score both",
+        [
+            SETTINGS,
+            *paths("model", "dev-data", "dev-feats", "train-feats", "lm"),
+            (
+                "--data",
+                {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"},
+            ),
+            (
+                "--feats",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "required": True,
+                    "help": "each test set's features, in that order",
+                },
+            ),
+            (
+                "--out",
+                {
+                    "type": Path,
+                    "required": True,
+                    "help": "the run's folder: each set's scores in <out>/<set>",
+                },
+            ),
+        ],
+    ),
+    (
+        tune,
+        "choose a configuration's settings among its grid's runs by their best dev loss "
+        "(study.tuning)",
+        [
+            *paths("out"),
+            (
+                "--runs",
+                {"type": Path, "nargs": "+", "required": True, "help": "the grid's run folders"},
+            ),
+        ],
+    ),
+    (
+        halve,
+        "a grid halved at its rung: its runs of lowest dev loss so far go on, the others stop "
+        "(study.tuning.halving)",
+        [
+            SETTINGS,
+            *paths("out"),
+            ("--rungs", {"type": Path, "nargs": "+", "required": True, "help": "its rung.json"}),
+        ],
+    ),
+    (
+        adopt,
+        "the chosen grid run as its configuration's tuned run at the tuning seed (trained once)",
+        [
+            ("--choice", PATH),
+            ("--settings", {**PATH, "help": "the tuned run's settings"}),
+            *paths("out"),
+        ],
+    ),
+    (
+        clear_shared_memory,
+        "remove the MPI shared memory that killed ranks of this SLURM job left on this machine, "
+        "which its requeued ranks would take for their own",
+        [
+            (
+                "--job",
+                {
+                    "default": os.environ.get("SLURM_JOB_ID"),
+                    "help": "the job (default: $SLURM_JOB_ID)",
+                },
+            )
+        ],
+    ),
     (gather, "gather a study's runs into tables", [SETTINGS, *paths("out")]),
-    (fit_cost_model, "fit the cost model's shared parameters over the studies' published figures, and check each "
-     "figure out of sample", [
-        ("--out", {"type": Path, "default": None, "help": "default: the package's src/asrscale/costmodel/fitted.yaml"}),
-        ("--workers", {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"})]),
-    (replay_published, "replay the studies' published speedups on the cost model, each on its setup", [
-        ("--figures", {"type": Path, "default": None, "help": "figures in published.yaml's form (default: it)"}),
-        *paths("out")]),
-    (plan, "price a study before it is queued: each run's modelled epoch and device-hours on a profile", [
-        ("--configfile", {"type": Path, "nargs": "+", "default": [Path("config.yaml")],
-                          "help": "config.yaml and the files over it, as given to snakemake (default: config.yaml)"}),
-        ("--hardware", {"required": True, "help": "the profile to price it on (h100, or one of your own)"}),
-        ("--out", {"type": Path, "default": None, "help": "write the table as TSV"})]),
-    (screenshot, "the top of a report as a laptop shows it, as a PNG (headless Chromium)", paths("report", "out")),
-    (record, "a study's record: the files of its report, gzipped, to keep in the repository (records/<study>)", [
-        SETTINGS, *paths("lm-statistics", "published-speedups", "out"),
-        ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
-        ("--skipped", {"type": Path, "nargs": "*", "default": [],
-                       "help": "folders whose skipped.tsv lists the utterances left out"})]),
-    (rerender, "a recorded study's report and verdicts, made again from its record without training", [
-        *paths("record", "out"), ("--figures", {"type": Path, "required": True, "help": "where its figures go"})]),
-    (report, "render the HTML report", [
-        SETTINGS, *paths("lm-statistics", "published-speedups", "figures", "out"),
-        ("--tables", {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"}),
-        ("--skipped", {"type": Path, "nargs": "*", "default": [],
-                       "help": "folders whose skipped.tsv lists the utterances left out"})]),
-]  # fmt: skip
+    (
+        fit_cost_model,
+        "fit the cost model's shared parameters over the studies' published figures, and check "
+        "each "
+        "figure out of sample",
+        [
+            (
+                "--out",
+                {
+                    "type": Path,
+                    "default": None,
+                    "help": "default: the package's src/asrscale/costmodel/fitted.yaml",
+                },
+            ),
+            (
+                "--workers",
+                {"type": int, "default": 2, "help": "processes fitting the leave-one-out fits"},
+            ),
+        ],
+    ),
+    (
+        replay_published,
+        "replay the studies' published speedups on the cost model, each on its setup",
+        [
+            (
+                "--figures",
+                {
+                    "type": Path,
+                    "default": None,
+                    "help": "figures in published.yaml's form (default: it)",
+                },
+            ),
+            *paths("out"),
+        ],
+    ),
+    (
+        plan,
+        "price a study before it is queued: each run's modelled epoch and device-hours "
+        "on a profile",
+        [
+            (
+                "--configfile",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "default": [Path("config.yaml")],
+                    "help": "config.yaml and the files over it, as given to snakemake (default: "
+                    "config.yaml)",
+                },
+            ),
+            (
+                "--hardware",
+                {"required": True, "help": "the profile to price it on (h100, or one of your own)"},
+            ),
+            ("--out", {"type": Path, "default": None, "help": "write the table as TSV"}),
+        ],
+    ),
+    (
+        screenshot,
+        "the top of a report as a laptop shows it, as a PNG (headless Chromium)",
+        paths("report", "out"),
+    ),
+    (
+        record,
+        "a study's record: the files of its report, gzipped, to keep in the repository "
+        "(records/<study>)",
+        [
+            SETTINGS,
+            *paths("lm-statistics", "published-speedups", "out"),
+            (
+                "--tables",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "required": True,
+                    "help": "the study's gathered tables",
+                },
+            ),
+            (
+                "--skipped",
+                {
+                    "type": Path,
+                    "nargs": "*",
+                    "default": [],
+                    "help": "folders whose skipped.tsv lists the utterances left out",
+                },
+            ),
+        ],
+    ),
+    (
+        rerender,
+        "a recorded study's report and verdicts, made again from its record without training",
+        [
+            *paths("record", "out"),
+            ("--figures", {"type": Path, "required": True, "help": "where its figures go"}),
+        ],
+    ),
+    (
+        report,
+        "render the HTML report",
+        [
+            SETTINGS,
+            *paths("lm-statistics", "published-speedups", "figures", "out"),
+            (
+                "--tables",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "required": True,
+                    "help": "the study's gathered tables",
+                },
+            ),
+            (
+                "--skipped",
+                {
+                    "type": Path,
+                    "nargs": "*",
+                    "default": [],
+                    "help": "folders whose skipped.tsv lists the utterances left out",
+                },
+            ),
+        ],
+    ),
+]
 
 
 def parser() -> argparse.ArgumentParser:

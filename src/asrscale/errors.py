@@ -15,4 +15,6 @@ class ConfigError(UserError):
 def key_of(path) -> str:
     """A configuration's key as every error names it: `study.runs[2].algorithm`, a list's items by
     their index."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).removeprefix(".")
+    return "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in path
+    ).removeprefix(".")

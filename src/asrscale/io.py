@@ -1,4 +1,5 @@
-"""Small file helpers shared by every stage: a killed job never leaves a file that looks complete."""
+"""Small file helpers shared by every stage: a killed job never leaves a file that looks
+complete."""
 
 import json
 import os
@@ -10,7 +11,9 @@ from pathlib import Path
 def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f".{path.name}.") as tmp:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, delete=False, prefix=f".{path.name}."
+    ) as tmp:
         tmp.write(text)
     os.chmod(tmp.name, 0o644)
     os.replace(tmp.name, path)
@@ -39,10 +42,12 @@ def read_settings(path: Path) -> dict:
 
 
 def link_outputs(run: Path, folder: Path) -> None:
-    """Every file `run` wrote but its settings (the taker's own, the same) into `folder`, hard-linked
-    (trained once, stored once), copied where the file system has no hard links."""
+    """Every file `run` wrote but its settings (the taker's own, the same) into `folder`,
+    hard-linked (trained once, stored once), copied where the file system has no hard links."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in sorted(path.name for path in run.iterdir() if path.is_file() and path.name != "settings.json"):
+    for name in sorted(
+        path.name for path in run.iterdir() if path.is_file() and path.name != "settings.json"
+    ):
         target = folder / name
         target.unlink(missing_ok=True)
         try:

@@ -54,7 +54,9 @@ class LSTMModel(nn.Module):
         self.config = config
         width = config.units * (2 if config.bidirectional else 1)
         inputs = [input_dim * config.stack] + [width] * (config.layers - 1)
-        self.layers = nn.ModuleList(BLSTMLayer(i, config.units, config.bidirectional) for i in inputs)
+        self.layers = nn.ModuleList(
+            BLSTMLayer(i, config.units, config.bidirectional) for i in inputs
+        )
         self.output = nn.Linear(width, tokens)
 
     def forward(self, features, lengths):
@@ -83,8 +85,8 @@ class DNNModel(nn.Module):
 
 
 def flops_per_frame(config: ModelConfig, input_dim: int, tokens: int) -> float:
-    """Forward floating-point operations per input frame (a multiply-add counts 2), the measure
-    by which a device's measured compute carries over to another model (`asrscale.costmodel.clock`)."""
+    """Forward floating-point operations per input frame (a multiply-add counts 2), the measure by
+    which a device's measured compute carries over to another model (`asrscale.costmodel.clock`)."""
     directions = 2 if config.bidirectional else 1
     stacked = input_dim * config.stack
     if config.kind == "lstm":
@@ -106,7 +108,8 @@ def build_model(config: ModelConfig, input_dim: int, tokens: int) -> nn.Module:
 
 
 def error_counts(references: list[str], hypotheses: list[str], unit: str) -> tuple[int, int]:
-    """(edit errors, reference length) in words or characters, for rates summed over many batches."""
+    """(edit errors, reference length) in words or characters, for rates summed over many
+    batches."""
     process = jiwer.process_words if unit == "word" else jiwer.process_characters
     out = process(references, hypotheses)
     errors = out.substitutions + out.deletions + out.insertions

@@ -35,10 +35,18 @@ class Ticker:
         if done < self.total and now - self.last < (0.5 if self.interactive else self.every):
             return
         self.last, elapsed = now, now - self.began
-        said = f"{self.what}: {done:,}/{self.total:,} | {clock(elapsed)} | left {eta(elapsed, done, self.total)}"
+        said = (
+            f"{self.what}: {done:,}/{self.total:,} | {clock(elapsed)} | left "
+            f"{eta(elapsed, done, self.total)}"
+        )
         if self.interactive:
             filled = int(30 * done / max(self.total, 1))
             end = "\n" if done >= self.total else ""
-            print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {said}", end=end, file=self.stream, flush=True)
+            print(
+                f"\r[{'#' * filled}{'.' * (30 - filled)}] {said}",
+                end=end,
+                file=self.stream,
+                flush=True,
+            )
         else:
             print(said, file=self.stream, flush=True)

@@ -7,7 +7,17 @@ import socket
 import subprocess
 from pathlib import Path
 
-PACKAGES = ("asrscale", "torch", "numpy", "mpi4py", "mpich", "kaldiio", "python_speech_features", "jiwer", "snakemake")
+PACKAGES = (
+    "asrscale",
+    "torch",
+    "numpy",
+    "mpi4py",
+    "mpich",
+    "kaldiio",
+    "python_speech_features",
+    "jiwer",
+    "snakemake",
+)
 
 
 def _version(package: str) -> str | None:

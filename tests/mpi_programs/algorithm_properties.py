@@ -23,10 +23,18 @@ from asrscale.worlds.mpi import MPIWorld
 from conftest import build
 
 corpus, case = Path(sys.argv[1]), sys.argv[2]
-TRANSPORT = os.environ.get("ASRSCALE_TEST_TRANSPORT", "auto")  # mpi.transport of the worlds made here
+TRANSPORT = os.environ.get(
+    "ASRSCALE_TEST_TRANSPORT", "auto"
+)  # mpi.transport of the worlds made here
 torch.set_num_threads(1)
 tokens = Tokens.read(corpus / "tokens.txt")
-train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
+train_set = Subset(
+    corpus / "data" / "train",
+    corpus / "feats" / "train",
+    corpus / "feats" / "train",
+    "global",
+    tokens,
+)
 utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))
 batches = [train_set.collate(utts[i : i + 4]) for i in range(0, 48, 4)]
 STEPS = 3
@@ -39,7 +47,12 @@ def fresh_learner(name="learner"):
     return Learner(model, make_optimizer("sgd", 0.9, model), 1.0, name)
 
 
-def train(world, algorithm, options=None, batch_of=lambda rank, step: batches[(rank + 3 * step) % len(batches)]):
+def train(
+    world,
+    algorithm,
+    options=None,
+    batch_of=lambda rank, step: batches[(rank + 3 * step) % len(batches)],
+):
     """STEPS steps of `algorithm`; returns the learner (None on a server rank) and the algorithm."""
     learner = fresh_learner()
     chosen = make_algorithm(algorithm, world.layout, options)
@@ -64,12 +77,15 @@ if case == "matches_seq_with_one_learner":
     if learner is not None:
         world.run(chosen.finish(learner))
         seq, _ = train(MPIWorld(MPI.COMM_SELF), "seq")
-        assert torch.equal(flat(learner), flat(seq)), f"{algorithm} with one learner differs from seq"
+        assert torch.equal(flat(learner), flat(seq)), (
+            f"{algorithm} with one learner differs from seq"
+        )
 
 elif case == "kavg_k1_matches_ssgd":
     world = MPIWorld(transport=TRANSPORT)
     kavg, _ = train(world, "kavg", {"period": 1})
-    # each learner's gradient clipped, as KAVG's local steps clip (overlapped SSGD clips the average)
+    # each learner's gradient clipped, as KAVG's local steps clip (overlapped SSGD clips the
+    # average)
     ssgd, _ = train(world, "ssgd", {"overlap": False})
     torch.testing.assert_close(flat(kavg), flat(ssgd), atol=1e-6, rtol=1e-5)
 
@@ -102,7 +118,9 @@ elif case == "adpsgd_keeps_the_mean_and_ends":
     world.run(chosen.epoch_done(learner))  # the passive learners have answered every averaging
     mean_after, spread_after = mean_and_spread()
     torch.testing.assert_close(mean_after, mean_before, atol=1e-5, rtol=1e-5)
-    assert spread_after < spread_before / 4, f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
+    assert spread_after < spread_before / 4, (
+        f"pairwise averaging did not mix: {spread_before} -> {spread_after}"
+    )
 
 elif case == "adpsgd_answers_while_its_peer_computes":
     # wait-free: the passive learner's world answers the active one's gossip while the passive
@@ -119,7 +137,9 @@ elif case == "adpsgd_answers_while_its_peer_computes":
     order, answered, sent = itertools.count(), [], world.send
 
     def answer(flat, to, group, tag):
-        answered.append(next(order))  # before it leaves: it cannot have left after the active learner's word
+        answered.append(
+            next(order)
+        )  # before it leaves: it cannot have left after the active learner's word
         sent(flat, to, group, tag)
 
     if not adpsgd.active:
@@ -145,7 +165,9 @@ elif case == "adpsgd_answers_while_its_peer_computes":
         if not averaged:
             done.wait()
         within = [at for at in answered if began < at < ended]
-        assert len(answered) == 6 and len(within) >= 5, f"answers at {answered}, computing from {began} to {ended}"
+        assert len(answered) == 6 and len(within) >= 5, (
+            f"answers at {answered}, computing from {began} to {ended}"
+        )
 
 elif case == "asgd_applies_every_gradient_once":
     world = MPIWorld(transport=TRANSPORT, servers=1)
@@ -156,7 +178,9 @@ elif case == "asgd_applies_every_gradient_once":
         records, learners = result, world.layout.size
         assert len(records) == learners * STEPS, records
         assert all(applied for *_, applied in records)
-        assert [applied_at for _, _, applied_at, _, _ in records] == list(range(1, len(records) + 1))
+        assert [applied_at for _, _, applied_at, _, _ in records] == list(
+            range(1, len(records) + 1)
+        )
         for index, (_, pulled, applied_at, staleness, _) in enumerate(records):
             assert staleness == index - pulled >= 0 and applied_at == index + 1
         assert sorted(who for who, *_ in records) == sorted(list(range(learners)) * STEPS)
@@ -164,7 +188,9 @@ elif case == "asgd_applies_every_gradient_once":
 elif case == "hadpsgd_keeps_nodes_identical":
     world = MPIWorld(transport=TRANSPORT, node_size=2)
     learner, chosen = train(world, "hadpsgd")
-    world.run(chosen.epoch_done(learner))  # the passive leaders have answered every averaging, and shared it
+    world.run(
+        chosen.epoch_done(learner)
+    )  # the passive leaders have answered every averaging, and shared it
     mine, leader = flat(learner), flat(learner).clone()
     world.groups["node"].Bcast(leader.numpy(), root=0)
     assert torch.equal(mine, leader), "models inside a node differ"

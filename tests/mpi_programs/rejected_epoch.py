@@ -14,7 +14,9 @@ def after_epoch(self, state, dev_loss):
     state["seen"] = state.get("seen", 0) + 1
     if state["seen"] != 2:
         return decide(self, state, dev_loss)
-    decide(self, state, 2 * state["accepted_loss"])  # as newbob takes a worse epoch: rejected, halving
+    decide(
+        self, state, 2 * state["accepted_loss"]
+    )  # as newbob takes a worse epoch: rejected, halving
     return Decision(False, state["factor"], None)
 
 

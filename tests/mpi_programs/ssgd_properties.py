@@ -27,7 +27,13 @@ corpus = Path(sys.argv[1])
 torch.set_num_threads(1)
 world, alone = MPIWorld(), MPIWorld(MPI.COMM_SELF)
 tokens = Tokens.read(corpus / "tokens.txt")
-train_set = Subset(corpus / "data" / "train", corpus / "feats" / "train", corpus / "feats" / "train", "global", tokens)
+train_set = Subset(
+    corpus / "data" / "train",
+    corpus / "feats" / "train",
+    corpus / "feats" / "train",
+    "global",
+    tokens,
+)
 utts = sorted(read_shard(corpus / "shards" / "P1", 0, 1))
 groups = [utts[i : i + 4] for i in range(0, 8 * world.size, 4)]
 
@@ -35,7 +41,9 @@ groups = [utts[i : i + 4] for i in range(0, 8 * world.size, 4)]
 def fresh(world, algorithm, options=None, clip=0.0):
     torch.manual_seed(0)
     model = build_model(build(ModelConfig, "model", layers=1, units=16), 40, len(tokens))
-    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), clip, algorithm)
+    learner = Learner(
+        model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), clip, algorithm
+    )
     return learner, make_algorithm(algorithm, world.layout, options)
 
 
@@ -55,11 +63,15 @@ for name, p, q in zip(dict(ssgd.model.named_parameters()), ssgd.parameters, seq.
 learner, sync = fresh(world, "ssgd")
 world.run(sync.start(learner))
 for step in range(4):
-    world.run(sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1))
+    world.run(
+        sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1)
+    )
 mine = torch.cat([p.detach().reshape(-1) for p in learner.parameters])
 rank0 = mine.clone()
 MPI.COMM_WORLD.Bcast(rank0.numpy(), root=0)
-assert torch.equal(mine, rank0), f"rank {world.rank} replica differs from rank 0 by {(mine - rank0).abs().max()}"
+assert torch.equal(mine, rank0), (
+    f"rank {world.rank} replica differs from rank 0 by {(mine - rank0).abs().max()}"
+)
 
 
 # 3. overlapped in one bucket or in buckets of a parameter or two, against the allreduce after
@@ -67,14 +79,18 @@ def trained(options, clip=0.0):
     learner, sync = fresh(world, "ssgd", options, clip)
     world.run(sync.start(learner))
     for step in range(3):
-        world.run(sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1))
+        world.run(
+            sync.step(learner, train_set.collate(groups[(world.rank + step) % len(groups)]), lr=0.1)
+        )
     return torch.cat([p.detach().reshape(-1) for p in learner.parameters])
 
 
 after = trained({"overlap": False})
 for bucket_mb in (25.0, 0.01):
     overlapped = trained({"overlap": True, "bucket_mb": bucket_mb})
-    torch.testing.assert_close(overlapped, after, atol=1e-6, rtol=1e-5, msg=f"overlapped in {bucket_mb} MB buckets")
+    torch.testing.assert_close(
+        overlapped, after, atol=1e-6, rtol=1e-5, msg=f"overlapped in {bucket_mb} MB buckets"
+    )
 clipped, _ = fresh(world, "ssgd", {"bucket_mb": 0.01}, clip=0.05)
 world.run(_.start(clipped))
 world.run(_.step(clipped, train_set.collate(groups[world.rank]), lr=0.1))
@@ -82,5 +98,7 @@ seq, _ = fresh(alone, "seq", clip=0.05)
 alone.run(seq.backward(train_set.collate([u for g in groups[: world.size] for u in g])))
 alone.run(seq.update(0.1))
 for name, p, q in zip(dict(clipped.model.named_parameters()), clipped.parameters, seq.parameters):
-    torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=f"parameter {name} after a clipped step")
+    torch.testing.assert_close(
+        p, q, atol=1e-6, rtol=1e-5, msg=f"parameter {name} after a clipped step"
+    )
 print(f"rank {world.rank}: ssgd properties hold", flush=True)

@@ -36,14 +36,17 @@ CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0
 CHUNK = 200  # resamples drawn at once: a chunk's indices take CHUNK × utterances integers
-MEASURES = {"wer": "lm_errors", "greedy_wer": "greedy_errors"}  # runs.tsv's measure -> utterances.tsv's errors
+MEASURES = {
+    "wer": "lm_errors",
+    "greedy_wer": "greedy_errors",
+}  # runs.tsv's measure -> utterances.tsv's errors
 
 
 @dataclass(frozen=True)
 class Interval:
     """A statistic with its `CONFIDENCE` interval, over `utterances` test utterances of `speakers`
-    speakers (or voices: `drawn`) and each system's `seeds`; `parts`: the half-width each source of variance would give
-    alone ("speakers", "seeds"), for what would narrow it."""
+    speakers (or voices: `drawn`) and each system's `seeds`; `parts`: the half-width each source of
+    variance would give alone ("speakers", "seeds"), for what would narrow it."""
 
     estimate: float
     low: float
@@ -52,7 +55,9 @@ class Interval:
     speakers: int = 0
     seeds: tuple[int, ...] = ()
     parts: dict = field(default_factory=dict, compare=False)
-    drawn: str = "speakers"  # what `speakers` counts: the test set's units drawn together ("voices")
+    drawn: str = (
+        "speakers"  # what `speakers` counts: the test set's units drawn together ("voices")
+    )
 
     @property
     def half_width(self) -> float:
@@ -71,8 +76,10 @@ class Interval:
 
     def describe(self, scale: float = 100, signed: bool = True) -> str:
         sign = "+" if signed else ""
-        return (f"{scale * self.estimate:{sign}.1f}% (95% interval {scale * self.low:{sign}.1f}% to "
-                f"{scale * self.high:{sign}.1f}%)")  # fmt: skip
+        return (
+            f"{scale * self.estimate:{sign}.1f}% (95% interval {scale * self.low:{sign}.1f}% to "
+            f"{scale * self.high:{sign}.1f}%)"
+        )
 
 
 def _resampled(columns: list[np.ndarray], statistic: Callable[..., np.ndarray]) -> np.ndarray:
@@ -92,18 +99,29 @@ def error_rate(utterances: pd.DataFrame, runs, measure: str = "wer") -> Interval
     errors, common = speaker_errors(utterances, runs, MEASURES[measure])
     if errors.empty:
         raise ValueError(f"no utterance scores of the runs {runs}")
-    words = speaker_errors(utterances, runs, "words")[0].iloc[:, :1].to_numpy(float)  # the same in every run
+    words = (
+        speaker_errors(utterances, runs, "words")[0].iloc[:, :1].to_numpy(float)
+    )  # the same in every run
     if not errors.to_numpy().any():  # no error to resample: none in any draw
         return Interval(0.0, 0.0, 0.0, common, len(errors), (len(runs),), drawn=errors.index.name)
     found = interval_of(errors.to_numpy(float), words, common)
-    return replace(found, estimate=found.estimate + 1, low=found.low + 1, high=found.high + 1, seeds=(len(runs),),
-                   drawn=errors.index.name)  # fmt: skip
+    return replace(
+        found,
+        estimate=found.estimate + 1,
+        low=found.low + 1,
+        high=found.high + 1,
+        seeds=(len(runs),),
+        drawn=errors.index.name,
+    )
 
 
-def speaker_errors(utterances: pd.DataFrame, runs: list[str], column: str) -> tuple[pd.DataFrame, int]:
-    """Each speaker's word errors (`column`) in each of `runs` (speakers × runs), over the utterances
-    every run was scored on (how many: the second value); an utterance with no speaker is its own
-    (Kaldi's convention). Where the table names each utterance's voice, each voice's instead."""
+def speaker_errors(
+    utterances: pd.DataFrame, runs: list[str], column: str
+) -> tuple[pd.DataFrame, int]:
+    """Each speaker's word errors (`column`) in each of `runs` (speakers × runs), over the
+    utterances every run was scored on (how many: the second value); an utterance with no speaker is
+    its own (Kaldi's convention). Where the table names each utterance's voice, each voice's
+    instead."""
     scored = utterances[utterances.run.isin(runs)]
     unit = "voice" if "voice" in scored else "speaker"
     speaker = scored[unit] if unit in scored else scored.utt
@@ -121,12 +139,18 @@ def _seed_variance(errors: np.ndarray) -> float:
     speakers, seeds = errors.shape
     if seeds < 2:
         return 0.0
-    residual = errors - errors.mean(1, keepdims=True) - errors.mean(0, keepdims=True) + errors.mean()
-    residual_variance = (residual**2).sum() / ((speakers - 1) * (seeds - 1)) if speakers > 1 else 0.0
+    residual = (
+        errors - errors.mean(1, keepdims=True) - errors.mean(0, keepdims=True) + errors.mean()
+    )
+    residual_variance = (
+        (residual**2).sum() / ((speakers - 1) * (seeds - 1)) if speakers > 1 else 0.0
+    )
     return max(0.0, errors.sum(0).var(ddof=1) - speakers * residual_variance) / seeds
 
 
-def relative_difference(utterances: pd.DataFrame, runs, reference, measure: str = "wer") -> Interval:
+def relative_difference(
+    utterances: pd.DataFrame, runs, reference, measure: str = "wer"
+) -> Interval:
     """WER(system) / WER(reference) − 1 of the system of `runs` against that of `reference` (their
     folders; utterances.tsv's rows of every run), over the utterances every run was scored on,
     with its interval over speakers and seeds (see the module): negative where the system makes
@@ -149,30 +173,47 @@ def interval_of(ours: np.ndarray, theirs: np.ndarray, utterances: int) -> Interv
         drawn = np.log(_resampled(list(totals), np.divide))
         parts = {
             "speakers": drawn.var(ddof=1) if speakers > 1 else 0.0,
-            "seeds": _seed_variance(ours) / totals[0].sum() ** 2 + _seed_variance(theirs) / totals[1].sum() ** 2,
+            "seeds": _seed_variance(ours) / totals[0].sum() ** 2
+            + _seed_variance(theirs) / totals[1].sum() ** 2,
         }
-        freedom = {"speakers": speakers - 1, "seeds": _seed_freedom(ours, theirs, totals)}  # fmt: skip
-    return _t_interval(ratio, parts, freedom, utterances, speakers, (ours.shape[1], theirs.shape[1]))
+        freedom = {"speakers": speakers - 1, "seeds": _seed_freedom(ours, theirs, totals)}
+    return _t_interval(
+        ratio, parts, freedom, utterances, speakers, (ours.shape[1], theirs.shape[1])
+    )
 
 
 def _seed_freedom(ours: np.ndarray, theirs: np.ndarray, totals) -> float:
     """Welch-Satterthwaite's degrees of freedom of the two systems' seed variances (log scale)."""
-    terms = [(_seed_variance(e) / t.sum() ** 2, e.shape[1] - 1) for e, t in zip((ours, theirs), totals)]
+    terms = [
+        (_seed_variance(e) / t.sum() ** 2, e.shape[1] - 1) for e, t in zip((ours, theirs), totals)
+    ]
     added = sum(v for v, _ in terms)
     spread = sum(v**2 / df for v, df in terms if df > 0 and v > 0)
     return added**2 / spread if spread else np.inf
 
 
-def _t_interval(ratio: float, parts: dict, freedom: dict, utterances: int, speakers: int, seeds: tuple) -> Interval:
-    """The interval of a ratio from the variances of its log (`parts`) with their degrees of freedom."""
+def _t_interval(
+    ratio: float, parts: dict, freedom: dict, utterances: int, speakers: int, seeds: tuple
+) -> Interval:
+    """The interval of a ratio from the variances of its log (`parts`) with their degrees of
+    freedom."""
     variance = sum(parts.values())
     spread = sum(v**2 / freedom[k] for k, v in parts.items() if v > 0 and 0 < freedom[k] < np.inf)
     df = variance**2 / spread if spread else np.inf
 
     def half(v: float) -> float:  # the half-width, on the log scale, a variance `v` gives
-        return float(stats.t.ppf((1 + CONFIDENCE) / 2, df) * np.sqrt(v)) if v != 0 else 0.0  # NaN stays NaN
+        return (
+            float(stats.t.ppf((1 + CONFIDENCE) / 2, df) * np.sqrt(v)) if v != 0 else 0.0
+        )  # NaN stays NaN
 
     log = np.log(ratio) if ratio > 0 else float("nan")
     widths = {k: float(ratio * (np.exp(half(v)) - 1)) for k, v in parts.items()}
-    return Interval(float(ratio - 1), float(np.exp(log - half(variance)) - 1), float(np.exp(log + half(variance)) - 1),
-                    utterances, speakers, seeds, widths)  # fmt: skip
+    return Interval(
+        float(ratio - 1),
+        float(np.exp(log - half(variance)) - 1),
+        float(np.exp(log + half(variance)) - 1),
+        utterances,
+        speakers,
+        seeds,
+        widths,
+    )

@@ -49,7 +49,9 @@ NOT_MEASURED = "not measured in this study"  # the reason of a half whose runs t
 WER_MARGIN = 0.03  # relative: "matches" and "without loss", unless the study states its own loss
 SPEED_MARGIN = 0.10  # a measured speedup within 10% of the claimed one reproduces it
 SPEED_SEEDS = 3  # a speed half is decided over this many seeds at least (the wall clock's spread)
-ACCURACY_SEEDS = 3  # an accuracy half over this many seeds of each system at least (training's spread)
+ACCURACY_SEEDS = (
+    3  # an accuracy half over this many seeds of each system at least (training's spread)
+)
 MEASURES = {"wer": "with the LM", "greedy_wer": "greedily"}
 
 
@@ -111,25 +113,49 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     diverged, each tuned at its grid's edge (a better rate may lie beyond it:
     asrscale.training.tuning), newbob's epochs of unequal updates (`unequal_epochs`), and each
     stopped by its budget, with its updates per learner."""
-    gone = [f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs" for name, r in groups if diverged(r).any()]
+    gone = [
+        f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs"
+        for name, r in groups
+        if diverged(r).any()
+    ]
     if gone:
         return Half(NOT_DECIDED, "; ".join(gone) + ": a lower rate", reason="diverged")
-    states = [(name, state) for name, runs in groups for state in runs.get("tuning", pd.Series()).dropna().unique()]
-    edges = [f"{name} was {state}" for name, state in states if state.startswith("tuned at the edge")]
+    states = [
+        (name, state)
+        for name, runs in groups
+        for state in runs.get("tuning", pd.Series()).dropna().unique()
+    ]
+    edges = [
+        f"{name} was {state}" for name, state in states if state.startswith("tuned at the edge")
+    ]
     if edges:
-        return Half(NOT_DECIDED, "; ".join(edges) + ": a wider grid (study.tuning.lr_factors)",
-                    reason="tuned at the edge")  # fmt: skip
+        return Half(
+            NOT_DECIDED,
+            "; ".join(edges) + ": a wider grid (study.tuning.lr_factors)",
+            reason="tuned at the edge",
+        )
     if unequal := unequal_epochs(*groups):
         return Half(NOT_DECIDED, unequal, reason="newbob's epochs unequal")
     said = []
     for name, runs in groups:
         for run in runs[~runs.converged].itertuples():
-            stop = "its best model does not transcribe" if run.converged_by == "untrained" else run.stopped
-            said.append(f"{name} seed {run.seed} stopped by its budget after {run.updates:.0f} updates a learner "
-                        f"({stop}; its last epoch {100 * run.last_epoch_gain:.2f}% below the best before)")  # fmt: skip
+            stop = (
+                "its best model does not transcribe"
+                if run.converged_by == "untrained"
+                else run.stopped
+            )
+            said.append(
+                f"{name} seed {run.seed} stopped by its budget after {run.updates:.0f} updates a "
+                "learner "
+                f"({stop}; its last epoch {100 * run.last_epoch_gain:.2f}% below the best before)"
+            )
     if not said:
         return None
-    return Half(NOT_DECIDED, "; ".join(said) + ": train longer (more epochs or data)", reason="under-trained")
+    return Half(
+        NOT_DECIDED,
+        "; ".join(said) + ": train longer (more epochs or data)",
+        reason="under-trained",
+    )
 
 
 def unequal_epochs(*groups: tuple[str, pd.DataFrame]) -> str:
@@ -143,28 +169,47 @@ def unequal_epochs(*groups: tuple[str, pd.DataFrame]) -> str:
     if max(per_epoch.values()) <= UNEQUAL_EPOCHS * min(per_epoch.values()):
         return ""
     each = ", ".join(f"{name} {updates:,.0f}" for name, updates in per_epoch.items())
-    return (f"newbob decides at each epoch's end, and these runs' epochs hold unequal updates a learner ({each}): "
-            "its thresholds stop the runs of fewer sooner; train.schedule: exponential, the same epochs for "
-            "every run")  # fmt: skip
+    return (
+        "newbob decides at each epoch's end, and these runs' epochs hold unequal updates a "
+        f"learner ({each}): "
+        "its thresholds stop the runs of fewer sooner; train.schedule: exponential, the same "
+        "epochs for "
+        "every run"
+    )
 
 
-def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFrame, rule: Rule,
-            reference_name: str = "SEQ", name: str = "the system") -> Half:  # fmt: skip
+def compare(
+    utterances: pd.DataFrame,
+    runs: pd.DataFrame,
+    reference: pd.DataFrame,
+    rule: Rule,
+    reference_name: str = "SEQ",
+    name: str = "the system",
+) -> Half:
     """The accuracy half of `runs` (`name`) against `reference` by `rule`, with the LM (deciding)
     and greedily (beside), by the interval over speakers and seeds (`ACCURACY_SEEDS` of each)."""
-    found = {measure: relative_difference(utterances, runs.run, reference.run, measure) for measure in MEASURES}
+    found = {
+        measure: relative_difference(utterances, runs.run, reference.run, measure)
+        for measure in MEASURES
+    }
     lm, greedy = found["wer"], found["greedy_wer"]
-    measured = (f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} greedily, "
-                f"over {lm.rests_on()}")  # fmt: skip
+    measured = (
+        f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} "
+        "greedily, "
+        f"over {lm.rests_on()}"
+    )
     short = too_few_seeds({name: lm.seeds[0], reference_name: lm.seeds[1]})
     if short:
         return Half(NOT_DECIDED, short, measured, f"needs {ACCURACY_SEEDS} seeds")
     outcome = rule.outcome(lm)
     threshold = f"{100 * rule.threshold:+.1f}%"
-    why = {REPRODUCED: f"{rule.says}: the interval lies {rule.side} {threshold}",
-           NOT_REPRODUCED: f"not {rule.says}: the interval lies {'above' if rule.side == 'below' else 'below'} "
-                           f"{threshold}",
-           NOT_DECIDED: f"the interval spans {threshold}"}[outcome]  # fmt: skip
+    why = {
+        REPRODUCED: f"{rule.says}: the interval lies {rule.side} {threshold}",
+        NOT_REPRODUCED: f"not {rule.says}: the interval lies "
+        f"{'above' if rule.side == 'below' else 'below'} "
+        f"{threshold}",
+        NOT_DECIDED: f"the interval spans {threshold}",
+    }[outcome]
     if rule.outcome(greedy) != outcome:
         why += f"; greedily {rule.outcome(greedy)} ({greedy.describe()})"
     reason = ""
@@ -172,14 +217,25 @@ def compare(utterances: pd.DataFrame, runs: pd.DataFrame, reference: pd.DataFram
         reason, narrower = "the interval spans the threshold", ""
         if lm.parts["speakers"] > rule.margin:
             needed = lm.speakers * (lm.parts["speakers"] / rule.margin) ** 2
-            reason, narrower = "the test set is too small", (
-                f"about {needed * lm.utterances / lm.speakers:,.0f} test utterances of about {needed:,.0f} "
-                f"{lm.drawn} would narrow it")  # fmt: skip
+            reason, narrower = (
+                "the test set is too small",
+                (
+                    f"about {needed * lm.utterances / lm.speakers:,.0f} test utterances of about "
+                    f"{needed:,.0f} "
+                    f"{lm.drawn} would narrow it"
+                ),
+            )
         elif lm.half_width > rule.margin:
-            reason, narrower = "too few seeds", "the seeds' spread makes most of it: more seeds would narrow it"
+            reason, narrower = (
+                "too few seeds",
+                "the seeds' spread makes most of it: more seeds would narrow it",
+            )
         if narrower:
-            why += (f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin {100 * rule.margin:g}%: "
-                    f"{narrower} to the margin")  # fmt: skip
+            why += (
+                f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin "
+                f"{100 * rule.margin:g}%: "
+                f"{narrower} to the margin"
+            )
     return Half(outcome, why, measured, reason)
 
 
@@ -190,7 +246,8 @@ def too_few_seeds(seeds: dict[str, int]) -> str:
         return ""
     has = ", ".join(f"{name} {n}" for name, n in seeds.items())
     return (
-        f"needs {ACCURACY_SEEDS} seeds of each system, has {has}: with fewer, training's spread is not in the interval"
+        f"needs {ACCURACY_SEEDS} seeds of each system, has {has}: with fewer, training's spread "
+        "is not in the interval"
     )
 
 
@@ -231,39 +288,73 @@ def testable_speed(runs: pd.DataFrame, column: str, claimed: float | None = None
     too few seeds, or a claimed or measured same-epochs speedup beyond P."""
     learners, same_epochs = int(runs.learners.iloc[0]), column in ("time_speedup", "own_speedup")
     if claimed is not None and same_epochs and (1 - SPEED_MARGIN) * claimed > learners:
-        return Half(NOT_TESTABLE, f"{(1 - SPEED_MARGIN) * claimed:g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
-                    f"{claimed:g}×) for the same epochs is beyond what {learners} learners can give",
-                    modelled(runs, column), f"beyond {learners} learners")  # fmt: skip
+        return Half(
+            NOT_TESTABLE,
+            f"{(1 - SPEED_MARGIN) * claimed:g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
+            f"{claimed:g}×) for the same epochs is beyond what {learners} learners can give",
+            modelled(runs, column),
+            f"beyond {learners} learners",
+        )
     if same_epochs and beyond_p(float(runs[column].mean()), learners):
-        return Half(NOT_TESTABLE, f"{runs[column].mean():.2f}× measured for the same epochs is beyond what {learners} "
-                    "learners can give: a clock that ran slow for its baseline (a busy machine) or a calibration "
-                    "taken on one; time them again", modelled(runs, column), f"beyond {learners} learners")  # fmt: skip
+        return Half(
+            NOT_TESTABLE,
+            f"{runs[column].mean():.2f}× measured for the same epochs is beyond what {learners} "
+            "learners can give: a clock that ran slow for its baseline (a busy machine) or a "
+            "calibration "
+            "taken on one; time them again",
+            modelled(runs, column),
+            f"beyond {learners} learners",
+        )
     if not on_gpus(runs):
         where = "measured on CPU ranks" if (runs.world == "mpi").all() else "modelled"
-        return Half(NOT_TESTABLE, f"a speed claim is decided by {learners} GPUs measured (real ranks, wall clock, "
-                    f"{SPEED_SEEDS} seeds or more); these runs are {where} ({modelled(runs, column)}), shown for "
-                    "information", modelled(runs, column), "needs GPUs")  # fmt: skip
+        return Half(
+            NOT_TESTABLE,
+            f"a speed claim is decided by {learners} GPUs measured (real ranks, wall clock, "
+            f"{SPEED_SEEDS} seeds or more); these runs are {where} ({modelled(runs, column)}), "
+            "shown for "
+            "information",
+            modelled(runs, column),
+            "needs GPUs",
+        )
     if runs.seed.nunique() < SPEED_SEEDS:
-        return Half(NOT_DECIDED, f"needs {SPEED_SEEDS} seeds measured, has {runs.seed.nunique()}",
-                    modelled(runs, column), f"needs {SPEED_SEEDS} seeds")  # fmt: skip
+        return Half(
+            NOT_DECIDED,
+            f"needs {SPEED_SEEDS} seeds measured, has {runs.seed.nunique()}",
+            modelled(runs, column),
+            f"needs {SPEED_SEEDS} seeds",
+        )
     return None
 
 
-def reaches(runs: pd.DataFrame, claimed: float, column: str = "time_speedup", what: str = "speedup") -> Half:
+def reaches(
+    runs: pd.DataFrame, claimed: float, column: str = "time_speedup", what: str = "speedup"
+) -> Half:
     """Whether the runs' measured `column` speedup reaches a claimed one (see the module)."""
     untestable = testable_speed(runs, column, claimed)
     if untestable:
         return untestable
     mean, low, high = speed_interval(runs[column])
     needed = (1 - SPEED_MARGIN) * claimed
-    measured = f"{what} {mean:.2f}× (95% interval {low:.2f}-{high:.2f}×) over {len(runs)} seeds, {measured_on(runs)}"
+    measured = (
+        f"{what} {mean:.2f}× (95% interval {low:.2f}-{high:.2f}×) over {len(runs)} seeds, "
+        f"{measured_on(runs)}"
+    )
     if low >= needed:
-        return Half(REPRODUCED, f"the interval reaches {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of {claimed:g}×)",
-                    measured)  # fmt: skip
+        return Half(
+            REPRODUCED,
+            f"the interval reaches {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of {claimed:g}×)",
+            measured,
+        )
     if high < needed:
-        return Half(NOT_REPRODUCED, f"the interval is below {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
-                    f"{claimed:g}×)", measured)  # fmt: skip
-    return Half(NOT_DECIDED, f"the interval spans {needed:.3g}×", measured, "the interval spans the claim")
+        return Half(
+            NOT_REPRODUCED,
+            f"the interval is below {needed:.3g}× ({100 * (1 - SPEED_MARGIN):.0f}% of "
+            f"{claimed:g}×)",
+            measured,
+        )
+    return Half(
+        NOT_DECIDED, f"the interval spans {needed:.3g}×", measured, "the interval spans the claim"
+    )
 
 
 def combine(outcomes: list[str]) -> str:
@@ -281,5 +372,9 @@ def together(halves: list[Half]) -> Half:
     """One half made of several (a claim at two learner counts), each said."""
     outcome = combine([half.outcome for half in halves])
     reasons = [half.reason for half in halves if half.outcome == outcome and half.reason]
-    return Half(outcome, "; ".join(half.why for half in halves), "; ".join(h.measured for h in halves if h.measured),
-                reasons[0] if reasons else "")  # fmt: skip
+    return Half(
+        outcome,
+        "; ".join(half.why for half in halves),
+        "; ".join(h.measured for h in halves if h.measured),
+        reasons[0] if reasons else "",
+    )

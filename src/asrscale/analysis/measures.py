@@ -20,13 +20,13 @@ feeds are not decided. A run that diverged (asrscale.training.loop) is no result
 in no mean, speedup or claim.
 
 Speedups, three ways: for the same epochs (time an epoch, SEQ's over the run's: runs of a schedule
-that stops each at its own epoch compare per epoch); to the target (the training time until the
-dev loss first reached the study's target, 5% above SEQ's best, SEQ's over the run's, with the
-ratio of the epochs each took beside it); and to SEQ's accuracy (until SEQ's own best dev loss,
-cong17's "6.1× to the accuracy of sequential"). A target comes only from SEQ's runs that converged:
-where none did, nothing has a time to target. A modelled speedup carries a band of its own run's
-(asrscale.costmodel.fitted.Band: from its time outside its arithmetic, the links it used and what the
-cost model's validation found of them); a measured one has none."""
+that stops each at its own epoch compare per epoch); to the target (the training time until the dev
+loss first reached the study's target, 5% above SEQ's best, SEQ's over the run's, with the ratio of
+the epochs each took beside it); and to SEQ's accuracy (until SEQ's own best dev loss, cong17's
+"6.1× to the accuracy of sequential"). A target comes only from SEQ's runs that converged: where
+none did, nothing has a time to target. A modelled speedup carries a band of its own run's
+(asrscale.costmodel.fitted.Band: from its time outside its arithmetic, the links it used and what
+the cost model's validation found of them); a measured one has none."""
 
 import pandas as pd
 
@@ -37,7 +37,12 @@ TARGET_MARGIN = 0.05  # the target dev loss: this much above SEQ's best
 #: a run whose rate fell below this share of its peak no longer learns enough for a flat dev loss
 #: to say it has converged (a schedule with no stop of its own: exponential)
 RATE_FLOOR = 0.1
-SPEEDUPS = ("time_speedup", "target_speedup", "accuracy_speedup", "own_speedup")  # each with a band where modelled
+SPEEDUPS = (
+    "time_speedup",
+    "target_speedup",
+    "accuracy_speedup",
+    "own_speedup",
+)  # each with a band where modelled
 #: a time speedup for the same epochs above P by more than this share is impossible work for P
 #: learners (flagged with its cause, ranked nowhere: a busy calibration makes one)
 BEYOND_P = 0.05
@@ -91,25 +96,38 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
     speedup to SEQ's accuracy."""
     epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
     epochs = epochs.assign(updates=epochs.groupby("run").step.cumsum())
-    goals = {"target": target_of(table, target), "seq_best": seq_converged(table).best_dev_loss.mean()}
+    goals = {
+        "target": target_of(table, target),
+        "seq_best": seq_converged(table).best_dev_loss.mean(),
+    }
     found = {"target_dev_loss": goals["target"]}
     for name, goal in goals.items():
         reached = epochs[epochs.dev_loss <= goal].groupby("run")
-        found |= {f"time_to_{name}_s": table.run.map(reached.time_s.min()),
-                  f"epochs_to_{name}": table.run.map(reached.epoch.min())}  # fmt: skip
-    found["updates_to_target"] = table.run.map(epochs[epochs.dev_loss <= goals["target"]].groupby("run").updates.min())
+        found |= {
+            f"time_to_{name}_s": table.run.map(reached.time_s.min()),
+            f"epochs_to_{name}": table.run.map(reached.epoch.min()),
+        }
+    found["updates_to_target"] = table.run.map(
+        epochs[epochs.dev_loss <= goals["target"]].groupby("run").updates.min()
+    )
     table = table.assign(**found)
     return table.assign(device_hours_to_target=table.time_to_target_s * table.learners / 3600)
 
 
-def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plateau_max_dev_ter: float) -> pd.DataFrame:
+def convergence(
+    table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plateau_max_dev_ter: float
+) -> pd.DataFrame:
     """Each run's updates (optimizer steps of each learner), its last epoch's relative gain on the
     best before by the measure that chose its model (its `best_by`: dev_loss where the table has
     none) and its rate then (a share of its peak), and whether and how it converged (see the
     module): `converged_by` is "schedule" or "plateau" where it did; "budget" where its epochs ran
     out first, "untrained" where its best model does not transcribe. SEQ's run stands for every
     algorithm that is SEQ alone: its epochs count once."""
-    epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"]).reset_index(drop=True)
+    epochs = (
+        epochs.drop_duplicates(["run", "epoch"])
+        .sort_values(["run", "epoch"])
+        .reset_index(drop=True)
+    )
     by_run = epochs.groupby("run")
     measure = table.best_by if "best_by" in table else pd.Series("dev_loss", index=table.index)
 
@@ -118,27 +136,52 @@ def convergence(table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plate
         return (best - values.iloc[-1]) / best if len(values) > 1 else float("inf")
 
     gains = {name: table.run.map(by_run[name].apply(last_gain)) for name in set(measure)}
-    table = table.assign(updates=table.run.map(by_run.step.sum()),
-                         last_epoch_gain=[gains[name][index] for index, name in measure.items()],
-                         last_rate=table.run.map(by_run.lr.last()) / table.peak_lr)  # fmt: skip
+    table = table.assign(
+        updates=table.run.map(by_run.step.sum()),
+        last_epoch_gain=[gains[name][index] for index, name in measure.items()],
+        last_rate=table.run.map(by_run.lr.last()) / table.peak_lr,
+    )
     transcribes = table.best_dev_ter < plateau_max_dev_ter
     stopped = table.stopped_by == "schedule"
-    flat = (table.schedule != "newbob") & (table.last_epoch_gain < plateau) & (table.last_rate >= RATE_FLOOR)
-    converged_by = (pd.Series("budget", index=table.index).mask(flat, "plateau").mask(stopped, "schedule")
-                    .mask((stopped | flat) & ~transcribes, "untrained"))  # fmt: skip
+    flat = (
+        (table.schedule != "newbob")
+        & (table.last_epoch_gain < plateau)
+        & (table.last_rate >= RATE_FLOOR)
+    )
+    converged_by = (
+        pd.Series("budget", index=table.index)
+        .mask(flat, "plateau")
+        .mask(stopped, "schedule")
+        .mask((stopped | flat) & ~transcribes, "untrained")
+    )
     return table.assign(converged=(stopped | flat) & transcribes, converged_by=converged_by)
 
 
-RESULTS = ["wer", "cer", "greedy_wer", "greedy_cer", "train_s", "frames_per_s", "best_dev_loss", "best_dev_ter",
-           "time_to_target_s", "device_hours_to_target", "updates_to_target", "epochs_to_target",
-           "time_to_seq_best_s", "epochs_to_seq_best"]  # fmt: skip
+RESULTS = [
+    "wer",
+    "cer",
+    "greedy_wer",
+    "greedy_cer",
+    "train_s",
+    "frames_per_s",
+    "best_dev_loss",
+    "best_dev_ter",
+    "time_to_target_s",
+    "device_hours_to_target",
+    "updates_to_target",
+    "epochs_to_target",
+    "time_to_seq_best_s",
+    "epochs_to_seq_best",
+]
 
 
 def diverged(table: pd.DataFrame) -> pd.Series:
     """Which runs diverged."""
     if "diverged" not in table:
         return pd.Series(False, index=table.index)
-    return table.diverged.notna() & (table.diverged.astype(str) != "")  # a table read back: NaN where none did
+    return table.diverged.notna() & (
+        table.diverged.astype(str) != ""
+    )  # a table read back: NaN where none did
 
 
 def discount_diverged(table: pd.DataFrame) -> pd.DataFrame:
@@ -161,14 +204,30 @@ def add_speedups(table: pd.DataFrame, band) -> pd.DataFrame:
     time outside its arithmetic, `transports`, gossip, and what bounds its time), with what it
     rests on (`band_rests_on`); a measured one's is itself."""
     modelled = table.speedup_kind.str.startswith("modelled")
-    factors = [band.of(1.0, run.outside_share, set(filter(None, run.transports.split(","))), run.trained_as in GOSSIP,
-                       run.bound_by) if is_modelled else (1.0, 1.0)
-               for run, is_modelled in zip(table.itertuples(), modelled)]  # fmt: skip
-    table = table.assign(band_low=[low for low, _ in factors], band_high=[high for _, high in factors],
-                         band_rests_on=[band.rests_on(bound) if is_modelled else ""
-                                        for bound, is_modelled in zip(table.bound_by, modelled)])  # fmt: skip
+    factors = [
+        band.of(
+            1.0,
+            run.outside_share,
+            set(filter(None, run.transports.split(","))),
+            run.trained_as in GOSSIP,
+            run.bound_by,
+        )
+        if is_modelled
+        else (1.0, 1.0)
+        for run, is_modelled in zip(table.itertuples(), modelled)
+    ]
+    table = table.assign(
+        band_low=[low for low, _ in factors],
+        band_high=[high for _, high in factors],
+        band_rests_on=[
+            band.rests_on(bound) if is_modelled else ""
+            for bound, is_modelled in zip(table.bound_by, modelled)
+        ],
+    )
     # each kind of timing against its own SEQ, the rows back in the study's order
-    return pd.concat([_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)]).loc[table.index]
+    return pd.concat(
+        [_speedups(group) for _, group in table.groupby("speedup_kind", sort=False)]
+    ).loc[table.index]
 
 
 def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
@@ -179,8 +238,16 @@ def _of_seeds(runs: pd.DataFrame, column: str, seeds: pd.Series) -> pd.Series:
 def _speedups(table: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(epoch_s=table.train_s / table.epochs)
     alone = table[table.learners == 1]
-    own = pd.concat([_of_seeds(alone[(alone.algorithm == algorithm) & (alone.variant == variant)], "epoch_s", runs.seed)
-                     for (algorithm, variant), runs in table.groupby(["algorithm", "variant"])])  # fmt: skip
+    own = pd.concat(
+        [
+            _of_seeds(
+                alone[(alone.algorithm == algorithm) & (alone.variant == variant)],
+                "epoch_s",
+                runs.seed,
+            )
+            for (algorithm, variant), runs in table.groupby(["algorithm", "variant"])
+        ]
+    )
     table = table.assign(own_speedup=own / table.epoch_s)
     seq = baseline(table)
     if seq.empty:
@@ -208,8 +275,13 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
             accuracy_epochs_ratio=table.epochs_to_seq_best / of_seq("epochs_to_seq_best"),
             efficiency=of_seq("epoch_s") / table.epoch_s / table.learners,
         )
-    return table.assign(**{f"{s}_{edge}": table[s] * table[f"band_{edge}"] for s in SPEEDUPS
-                           for edge in ("low", "high")})  # fmt: skip
+    return table.assign(
+        **{
+            f"{s}_{edge}": table[s] * table[f"band_{edge}"]
+            for s in SPEEDUPS
+            for edge in ("low", "high")
+        }
+    )
 
 
 def assess(table: pd.DataFrame, epochs: pd.DataFrame, rule: dict, band) -> pd.DataFrame:
@@ -229,12 +301,19 @@ def beyond_p(speedup: float, learners: int) -> bool:
 
 
 def by_learners(table: pd.DataFrame) -> pd.DataFrame:
-    """Per algorithm and learner count (runs trained, as configured): mean WER (with the LM and greedy), time speedup,
-    time-to-target speedup and learner-hours to target."""
-    return trained(table).groupby(["algorithm", "learners"]).agg(
-        wer=("wer", "mean"), greedy_wer=("greedy_wer", "mean"), speedup=("time_speedup", "mean"),
-        to_target=("target_speedup", "mean"), hours=("device_hours_to_target", "mean"),
-    )  # fmt: skip
+    """Per algorithm and learner count (runs trained, as configured): mean WER (with the LM and
+    greedy), time speedup, time-to-target speedup and learner-hours to target."""
+    return (
+        trained(table)
+        .groupby(["algorithm", "learners"])
+        .agg(
+            wer=("wer", "mean"),
+            greedy_wer=("greedy_wer", "mean"),
+            speedup=("time_speedup", "mean"),
+            to_target=("target_speedup", "mean"),
+            hours=("device_hours_to_target", "mean"),
+        )
+    )
 
 
 def learner_hours(table: pd.DataFrame) -> pd.Series:
@@ -246,8 +325,12 @@ def learner_hours(table: pd.DataFrame) -> pd.Series:
 
 def modelled_against_measured(table: pd.DataFrame) -> pd.DataFrame:
     """Runs made in both worlds (same algorithm, learners and seed): the simulator's validation."""
-    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[[*KEYS, "world", "epoch_s", "best_dev_loss"]]
+    per_epoch = table.assign(epoch_s=table.train_s / table.epochs)[
+        [*KEYS, "world", "epoch_s", "best_dev_loss"]
+    ]
     measured = per_epoch[per_epoch.world == "mpi"].drop(columns="world")
     modelled = per_epoch[per_epoch.world == "simulated"].drop(columns="world")
     pairs = measured.merge(modelled, on=KEYS, suffixes=("_measured", "_modelled"))
-    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(KEYS)
+    return pairs.assign(time_ratio=pairs.epoch_s_modelled / pairs.epoch_s_measured).sort_values(
+        KEYS
+    )

@@ -28,9 +28,16 @@ from asrscale.provenance import git_commit
 PUBLISHED = "published-speedups.tsv.gz"
 
 
-def write_record(tables: list[Path], lm_statistics: Path, published_speedups: Path, skipped: list[Path],
-                 settings: Path, out: Path) -> None:  # fmt: skip
-    """`asrscale record`: the files of a study's report (as `asrscale report` takes them) into `out`."""
+def write_record(
+    tables: list[Path],
+    lm_statistics: Path,
+    published_speedups: Path,
+    skipped: list[Path],
+    settings: Path,
+    out: Path,
+) -> None:
+    """`asrscale record`: the files of a study's report (as `asrscale report` takes them) into
+    `out`."""
     by_name = {Path(table).name.removesuffix(".tsv"): Path(table) for table in tables}
     if missing := sorted(set(TABLES) - set(by_name)):
         raise UserError(f"record: the tables {missing} are missing from {sorted(map(str, tables))}")
@@ -42,13 +49,18 @@ def write_record(tables: list[Path], lm_statistics: Path, published_speedups: Pa
     for index, folder in enumerate(skipped):
         if (Path(folder) / "skipped.tsv").is_file():
             (out / "skipped" / str(index)).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(Path(folder) / "skipped.tsv", out / "skipped" / str(index) / "skipped.tsv")
+            shutil.copyfile(
+                Path(folder) / "skipped.tsv", out / "skipped" / str(index) / "skipped.tsv"
+            )
     made = {"commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "from": str(by_name["runs"])}
-    atomic_write_json(out / "record.json", {"report": json.loads(Path(settings).read_text()), "made": made})
+    atomic_write_json(
+        out / "record.json", {"report": json.loads(Path(settings).read_text()), "made": made}
+    )
 
 
 def _gzipped(source: Path, target: Path) -> None:
-    """`source` gzipped into `target`, with no time in its header (the same table, the same bytes)."""
+    """`source` gzipped into `target`, with no time in its header (the same table, the same
+    bytes)."""
     with (
         open(source, "rb") as plain,
         open(target, "wb") as raw,
@@ -62,16 +74,28 @@ def rerender(record: Path, out: Path, figures: Path) -> None:
     runs assessed again by today's rules of analysis (`reassessed`)."""
     if not (record / "record.json").is_file():
         raise UserError(
-            f"rerender: {record} is not a study's record (no record.json; `snakemake ... record` makes one)"
+            f"rerender: {record} is not a study's record (no record.json; `snakemake ... record` "
+            "makes one)"
         )
     settings = json.loads((record / "record.json").read_text())["report"]
-    skipped = sorted((path.parent for path in (record / "skipped").glob("*/skipped.tsv")), key=lambda f: int(f.name))
+    skipped = sorted(
+        (path.parent for path in (record / "skipped").glob("*/skipped.tsv")),
+        key=lambda f: int(f.name),
+    )
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder) / "runs.tsv"
         reassessed(record, settings["config"]).to_csv(runs, sep="\t", index=False)
         tables = [runs if name == "runs" else record / f"{name}.tsv.gz" for name in TABLES]
-        make_report(tables, record / "lm.json", record / PUBLISHED, figures, settings["title"], out, skipped,
-                    settings["config"])  # fmt: skip
+        make_report(
+            tables,
+            record / "lm.json",
+            record / PUBLISHED,
+            figures,
+            settings["title"],
+            out,
+            skipped,
+            settings["config"],
+        )
 
 
 def reassessed(record: Path, config: dict) -> pd.DataFrame:
@@ -79,9 +103,14 @@ def reassessed(record: Path, config: dict) -> pd.DataFrame:
     speedups) by the study's report settings and today's rules, from its epochs: a rule of analysis
     changed since the study ran applies to it. Runs recorded before the table said which measure
     chose their model (`best_by`) take the study's train.best_by."""
-    text = {"transports": str, "diverged": str}  # empty in most runs: read as text, not as missing numbers
+    text = {
+        "transports": str,
+        "diverged": str,
+    }  # empty in most runs: read as text, not as missing numbers
     runs = pd.read_csv(record / "runs.tsv.gz", sep="\t", dtype=text).fillna(dict.fromkeys(text, ""))
     if "best_by" not in runs:
         runs = runs.assign(best_by=config["train"].get("best_by") or "dev_loss")
-    rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
+    rule = {
+        key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")
+    }
     return assess(runs, pd.read_csv(record / "epochs.tsv.gz", sep="\t"), rule, Band.fitted())

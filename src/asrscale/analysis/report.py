@@ -1,7 +1,7 @@
-"""A study's report in three steps: its gathered tables loaded (`asrscale.analysis.tables`), analysed
-(`asrscale.analysis.findings`, the claims included), and rendered into one self-contained HTML page
-from the template beside this module (report.html.jinja). The figures are also written as PNGs for
-Snakemake's own report."""
+"""A study's report in three steps: its gathered tables loaded (`asrscale.analysis.tables`),
+analysed (`asrscale.analysis.findings`, the claims included), and rendered into one self-contained
+HTML page from the template beside this module (report.html.jinja). The figures are also written as
+PNGs for Snakemake's own report."""
 
 import base64
 import json
@@ -23,44 +23,91 @@ from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)
-NOT_CONVERGED = {"budget": "stopped by its budget", "untrained": "does not transcribe", "diverged": "diverged"}
+NOT_CONVERGED = {
+    "budget": "stopped by its budget",
+    "untrained": "does not transcribe",
+    "diverged": "diverged",
+}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
-STUDIES_SCALE = ("the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of real "
-                 "speech (Switchboard's conversational telephone speech, Polish, IBM's LVCSR data), for days to a "
-                 "week on one GPU")  # fmt: skip
+STUDIES_SCALE = (
+    "the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of "
+    "real "
+    "speech (Switchboard's conversational telephone speech, Polish, IBM's LVCSR data), for days to "
+    "a "
+    "week on one GPU"
+)
 
 TEMPLATE = jinja2.Environment(
-    loader=jinja2.PackageLoader("asrscale.analysis", "."), autoescape=True, undefined=jinja2.StrictUndefined,
-    trim_blocks=True, lstrip_blocks=True,
-).get_template("report.html.jinja")  # fmt: skip
+    loader=jinja2.PackageLoader("asrscale.analysis", "."),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+).get_template("report.html.jinja")
 
 RUN_COLUMNS = {
-    "algorithm": "algorithm", "variant": "variant", "learners": "P", "seed": "seed", "wer": "WER %", "cer": "CER %",
-    "greedy_wer": "greedy WER %", "greedy_cer": "greedy CER %",
-    "lm_change": "LM − greedy WER, points", "lm_weight": "LM weight", "word_bonus": "word bonus",
-    "train_s": "train s", "time_speedup": "time speedup", "own_speedup": "speedup over its P=1",
+    "algorithm": "algorithm",
+    "variant": "variant",
+    "learners": "P",
+    "seed": "seed",
+    "wer": "WER %",
+    "cer": "CER %",
+    "greedy_wer": "greedy WER %",
+    "greedy_cer": "greedy CER %",
+    "lm_change": "LM − greedy WER, points",
+    "lm_weight": "LM weight",
+    "word_bonus": "word bonus",
+    "train_s": "train s",
+    "time_speedup": "time speedup",
+    "own_speedup": "speedup over its P=1",
     "throughput_speedup": "throughput speedup",
-    "time_to_target_s": "s to target", "target_speedup": "time-to-target speedup",
-    "target_epochs_ratio": "epochs to target / SEQ's", "accuracy_speedup": "speedup to SEQ's accuracy",
+    "time_to_target_s": "s to target",
+    "target_speedup": "time-to-target speedup",
+    "target_epochs_ratio": "epochs to target / SEQ's",
+    "accuracy_speedup": "speedup to SEQ's accuracy",
     "efficiency": "efficiency",
     "device_hours_to_target": "learner-hours to target",
-    "frames_per_s": "frames/s", "best_dev_loss": "best dev loss", "best_epoch": "best epoch",
-    "converged": "converged", "stopped": "stopped", "updates": "updates",
+    "frames_per_s": "frames/s",
+    "best_dev_loss": "best dev loss",
+    "best_epoch": "best epoch",
+    "converged": "converged",
+    "stopped": "stopped",
+    "updates": "updates",
     "global_batch": "global batch",
-    "training_rule": "trained with", "epochs": "epochs", "parameters": "params",
+    "training_rule": "trained with",
+    "epochs": "epochs",
+    "parameters": "params",
     "threads_per_learner": "threads/learner",
-    "speedup_kind": "speedups", "bound_by": "time bound by", "band_rests_on": "band rests on",
-    "world": "world", "device": "device", "hardware": "hardware",
-    "transports": "exchanges by", "exchange_gbps": "exchanges Gb/s (learner 0, waits included)",
+    "speedup_kind": "speedups",
+    "bound_by": "time bound by",
+    "band_rests_on": "band rests on",
+    "world": "world",
+    "device": "device",
+    "hardware": "hardware",
+    "transports": "exchanges by",
+    "exchange_gbps": "exchanges Gb/s (learner 0, waits included)",
     "stragglers": "stragglers",
     "trained_as": "trained as",
-    "cpu": "CPU", "cores": "cores", "gpu": "GPU", "hostname": "host", "torch": "torch", "mpi": "MPI",
+    "cpu": "CPU",
+    "cores": "cores",
+    "gpu": "GPU",
+    "hostname": "host",
+    "torch": "torch",
+    "mpi": "MPI",
     "commit": "commit",
-}  # fmt: skip
+}
 
 
-def make_report(table_files: list[Path], lm_statistics: Path, published_speedups: Path, figures_dir: Path,
-                title: str, out: Path, skipped: list[Path] = (), config: dict | None = None) -> None:  # fmt: skip
+def make_report(
+    table_files: list[Path],
+    lm_statistics: Path,
+    published_speedups: Path,
+    figures_dir: Path,
+    title: str,
+    out: Path,
+    skipped: list[Path] = (),
+    config: dict | None = None,
+) -> None:
     """`asrscale report`: the page of a study's gathered tables, of what its word LM knows of dev
     and test (`asrscale lm-statistics`) and of the cost model's replays of the studies' published
     speedups (`asrscale replay-published`); `skipped`: the folders whose skipped.tsv lists
@@ -68,56 +115,103 @@ def make_report(table_files: list[Path], lm_statistics: Path, published_speedups
     tables = load(table_files)
     lm = json.loads(Path(lm_statistics).read_text())
     published = pd.read_csv(published_speedups, sep="\t")
-    found = analyse(tables, lm, published, [Path(folder) / "skipped.tsv" for folder in skipped], config or {})
+    found = analyse(
+        tables, lm, published, [Path(folder) / "skipped.tsv" for folder in skipped], config or {}
+    )
     atomic_write_text(out, render(found, draw(tables, figures_dir), title, tuned(tables.tuning)))
 
 
 def draw(tables: Tables, folder: Path) -> dict[str, Markup]:
     """Every figure of the study, as the HTML of an inline image, by name."""
-    drawn = figures(tables.runs, tables.epochs, tables.staleness, tables.exchanges, tables.learners, tables.points,
-                    tables.tuning, folder)  # fmt: skip
+    drawn = figures(
+        tables.runs,
+        tables.epochs,
+        tables.staleness,
+        tables.exchanges,
+        tables.learners,
+        tables.points,
+        tables.tuning,
+        folder,
+    )
     return {name: Markup(image) for name, image in drawn.items()}
 
 
 def tuned(tuning: pd.DataFrame) -> list[dict]:
-    """Each tuned configuration's grid and choice, in words, as the report's tuning table shows them."""
+    """Each tuned configuration's grid and choice, in words, as the report's tuning table shows
+    them."""
     rows = []
     for configuration, grid in tuning.groupby(configuration_names(tuning), sort=False):
         chosen = grid[grid.chosen].iloc[0]
-        edge = f"at the edge (its {chosen.at_edge} rate)" if isinstance(chosen.at_edge, str) else "tuned"
-        momenta = sorted(grid.momentum.dropna().unique()) if "momentum" in grid else []  # none in older records
+        edge = (
+            f"at the edge (its {chosen.at_edge} rate)"
+            if isinstance(chosen.at_edge, str)
+            else "tuned"
+        )
+        momenta = (
+            sorted(grid.momentum.dropna().unique()) if "momentum" in grid else []
+        )  # none in older records
         said = f", momentum {chosen.momentum:g}" if len(momenta) > 1 else ""
-        rows.append({"configuration": configuration, "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
-                     "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
-                     "momenta": ", ".join(f"{momentum:g}" for momentum in momenta) or "as trained",
-                     "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}{said}",
-                     "score": f"{MEASURES[chosen.by]} {chosen.score:.4g}",
-                     "diverged": int(grid.diverged.notna().sum()), "stopped": int(grid.stopped_early.sum()),
-                     "state": edge})  # fmt: skip
+        rows.append(
+            {
+                "configuration": configuration,
+                "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
+                "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
+                "momenta": ", ".join(f"{momentum:g}" for momentum in momenta) or "as trained",
+                "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}{said}",
+                "score": f"{MEASURES[chosen.by]} {chosen.score:.4g}",
+                "diverged": int(grid.diverged.notna().sum()),
+                "stopped": int(grid.stopped_early.sum()),
+                "state": edge,
+            }
+        )
     return rows
 
 
 def render(found: Findings, images: dict[str, Markup], title: str, tuning: list[dict] = ()) -> str:
     runs = found.runs
     test_sets = [subset for subset in found.lm if subset not in ("lm", "dev")]
-    per_set = {f"{decode}_{name}": f"{label} {name} %" for name in test_sets if len(test_sets) > 1
-               for decode, label in (("wer", "WER"), ("greedy_wer", "greedy WER"))}  # fmt: skip
+    per_set = {
+        f"{decode}_{name}": f"{label} {name} %"
+        for name in test_sets
+        if len(test_sets) > 1
+        for decode, label in (("wer", "WER"), ("greedy_wer", "greedy WER"))
+    }
     return TEMPLATE.render(
-        title=title, found=found, images=images, columns=RUN_COLUMNS | per_set, cell=cell, percent=percent,
+        title=title,
+        found=found,
+        images=images,
+        columns=RUN_COLUMNS | per_set,
+        cell=cell,
+        percent=percent,
         test_sets=test_sets,
-        margin=WER_MARGIN, confidence=CONFIDENCE, speed_margin=SPEED_MARGIN, speed_seeds=SPEED_SEEDS,
-        speedup_tolerance=TOLERANCE, fit=fitted_record(), verdict_class=verdict_class, glance=glance(found.grid),
-        scale=scale(found), sweep_name=sweep_name, diverged=diverged(runs), not_converged=NOT_CONVERGED,
+        margin=WER_MARGIN,
+        confidence=CONFIDENCE,
+        speed_margin=SPEED_MARGIN,
+        speed_seeds=SPEED_SEEDS,
+        speedup_tolerance=TOLERANCE,
+        fit=fitted_record(),
+        verdict_class=verdict_class,
+        glance=glance(found.grid),
+        scale=scale(found),
+        sweep_name=sweep_name,
+        diverged=diverged(runs),
+        not_converged=NOT_CONVERGED,
         verdicts=found.claims.verdict.value_counts().items(),
-        environment=runs.iloc[0], config_text=json.dumps(found.config, indent=1, sort_keys=True),
+        environment=runs.iloc[0],
+        config_text=json.dumps(found.config, indent=1, sort_keys=True),
         runs_tsv=data_uri(runs.to_csv(sep="\t", index=False), "text/tab-separated-values"),
-        decode=found.config.get("decode", {}), tuning=tuning, measures_of=measures_of,
-    )  # fmt: skip
+        decode=found.config.get("decode", {}),
+        tuning=tuning,
+        measures_of=measures_of,
+    )
 
 
 def measures_of(runs: pd.DataFrame) -> list[str]:
-    """The measures that chose the runs' models (train.best_by), in words: each run's plateau is its own."""
-    return sorted({MEASURES[by] for by in runs.get("best_by", pd.Series(["dev_loss"])).fillna("dev_loss")})
+    """The measures that chose the runs' models (train.best_by), in words: each run's plateau is its
+    own."""
+    return sorted(
+        {MEASURES[by] for by in runs.get("best_by", pd.Series(["dev_loss"])).fillna("dev_loss")}
+    )
 
 
 def verdict_class(verdict: str) -> str:
@@ -129,7 +223,9 @@ def speedup(value: float, low: float, high: float) -> str:
     return f"{value:.2f}×" + (f" ({low:.2f}-{high:.2f})" if high > low else "")
 
 
-def glance(grid: pd.DataFrame) -> list[tuple[str, list[int], list[tuple[str, list[tuple[str, str]]]]]]:
+def glance(
+    grid: pd.DataFrame,
+) -> list[tuple[str, list[int], list[tuple[str, list[tuple[str, str]]]]]]:
     """The algorithm × learners table of each kind of timing: (kind, learner counts, rows of
     (algorithm, cells of (CSS class, text)))."""
     tables = []
@@ -141,7 +237,10 @@ def glance(grid: pd.DataFrame) -> list[tuple[str, list[int], list[tuple[str, lis
             rows.append(
                 (
                     NAMES.get(algorithm, algorithm.upper()),
-                    [_glance_cell(by_count.loc[p]) if p in by_count.index else ("", "–") for p in counts],
+                    [
+                        _glance_cell(by_count.loc[p]) if p in by_count.index else ("", "–")
+                        for p in counts
+                    ],
                 )
             )
         order = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD", "BMUF"]
@@ -153,13 +252,20 @@ def glance(grid: pd.DataFrame) -> list[tuple[str, list[int], list[tuple[str, lis
 def _glance_cell(cell: pd.Series) -> tuple[str, str]:
     if cell.wer != cell.wer:  # every seed diverged
         return "not-reproduced", "diverged"
-    text = f"{'★ ' if cell.best else ''}{percent(cell.wer)} ({percent(cell.wer_low)}-{percent(cell.wer_high)})"
+    text = (
+        f"{'★ ' if cell.best else ''}{percent(cell.wer)} "
+        f"({percent(cell.wer_low)}-{percent(cell.wer_high)})"
+    )
     if cell.algorithm != "seq" and cell.speedup == cell.speedup:
         text += " · " + speedup(cell.speedup, cell.speedup_low, cell.speedup_high)
-        if beyond_p(cell.speedup, cell.name):  # the summary says why: ranked nowhere (name: its learners)
+        if beyond_p(
+            cell.speedup, cell.name
+        ):  # the summary says why: ranked nowhere (name: its learners)
             text += f" (beyond what {cell.name} learners can give)"
     text += f" · {device_hours(cell.device_hours)} device-hours"
-    text += " · " + ("converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not))
+    text += " · " + (
+        "converged" if cell.converged else NOT_CONVERGED.get(cell.why_not, cell.why_not)
+    )
     return "best" if cell.best else "", text
 
 
@@ -170,13 +276,17 @@ def scale(found: Findings) -> str:
     if runs.empty:
         return ""
     corpus = found.config.get("corpus", {})
-    kind = "of your own corpus" if corpus.get("subsets") else "of read speech synthesised by eSpeak NG"
+    kind = (
+        "of your own corpus" if corpus.get("subsets") else "of read speech synthesised by eSpeak NG"
+    )
     hours = f"{runs.train_hours.iloc[0]:.1f} hours " if "train_hours" in runs else ""
     updates = runs.groupby("learners").updates.max()
     said = ", ".join(f"{updates[p]:,.0f} at P={p}" for p in updates.index)
     return (
-        f"Scale: these runs train a model of {runs.parameters.iloc[0] / 1e6:.2f} M parameters on {hours}{kind}, "
-        f"each learner making at most {said} updates; {STUDIES_SCALE}. Weigh each verdict knowing it."
+        f"Scale: these runs train a model of {runs.parameters.iloc[0] / 1e6:.2f} M parameters on "
+        f"{hours}{kind}, "
+        f"each learner making at most {said} updates; {STUDIES_SCALE}. Weigh each verdict knowing "
+        "it."
     )
 
 
@@ -203,10 +313,16 @@ def cell(run: pd.Series, column: str) -> str:
     if column == "converged":
         if diverged(run.to_frame().T).iloc[0]:
             return Markup("<b>diverged</b>")
-        return f"yes: {run.converged_by}" if value else Markup(f"<b>no: {NOT_CONVERGED[run.converged_by]}</b>")
+        return (
+            f"yes: {run.converged_by}"
+            if value
+            else Markup(f"<b>no: {NOT_CONVERGED[run.converged_by]}</b>")
+        )
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
-    if column in ("wer", "cer", "greedy_wer", "greedy_cer") or column.startswith(("wer_", "greedy_wer_")):
+    if column in ("wer", "cer", "greedy_wer", "greedy_cer") or column.startswith(
+        ("wer_", "greedy_wer_")
+    ):
         return f"{100 * value:.2f}"
     if column == "lm_change":
         return f"{100 * value:+.2f}"

@@ -25,15 +25,24 @@ def browser():
     """Headless Chromium at a laptop's size, through its WebDriver."""
     found = shutil.which("chromium"), shutil.which("chromedriver")
     if not all(found):
-        raise UserError("a screenshot needs Debian's chromium and chromium-driver (apt-get install chromium "
-                        "chromium-driver) and selenium (pip install -e '.[test]')")  # fmt: skip
+        raise UserError(
+            "a screenshot needs Debian's chromium and chromium-driver (apt-get install chromium "
+            "chromium-driver) and selenium (pip install -e '.[test]')"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = found[0]
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={SIZE[0]},{SIZE[1]}",
-                     "--disable-background-networking", "--no-first-run", "--hide-scrollbars"):  # fmt: skip
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--window-size={SIZE[0]},{SIZE[1]}",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--hide-scrollbars",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(found[1]), options=options)

@@ -19,14 +19,18 @@ class Tables:
     exchanges: pd.DataFrame
     confusions: pd.DataFrame
     learners: pd.DataFrame
-    utterances: pd.DataFrame  # each trained run's (`run`) words and word errors of every test utterance
+    utterances: (
+        pd.DataFrame
+    )  # each trained run's (`run`) words and word errors of every test utterance
     tuning: pd.DataFrame  # every point of every tuned configuration's grid (study.tuning)
 
 
 def load(files: list[Path]) -> Tables:
     """The tables of a study from its gathered files (`<name>.tsv`, or gzipped as a record keeps
     them: every one of asrscale.config.paths.TABLES)."""
-    by_name = {Path(file).name.split(".")[0]: Path(file) for file in files}  # runs.tsv, or a record's runs.tsv.gz
+    by_name = {
+        Path(file).name.split(".")[0]: Path(file) for file in files
+    }  # runs.tsv, or a record's runs.tsv.gz
 
     def read(name: str, **options) -> pd.DataFrame:
         return pd.read_csv(by_name[name], sep="\t", **options)
@@ -34,7 +38,17 @@ def load(files: list[Path]) -> Tables:
     runs = read("runs").sort_values(KEYS)
     sweeps = read("sweeps", dtype={"value": str})
     # each value as the configuration wrote it (a number, a boolean, a string), decoded once
-    points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(runs, on=["algorithm", "variant", "learners",
-                                                                           "world"])  # fmt: skip
-    return Tables(runs, read("epochs"), points, read("staleness"), read("exchanges"), read("confusions"),
-                  read("learners"), read("utterances", dtype={"utt": str}), read("tuning"))  # fmt: skip
+    points = sweeps.assign(value=sweeps.value.map(json.loads)).merge(
+        runs, on=["algorithm", "variant", "learners", "world"]
+    )
+    return Tables(
+        runs,
+        read("epochs"),
+        points,
+        read("staleness"),
+        read("exchanges"),
+        read("confusions"),
+        read("learners"),
+        read("utterances", dtype={"utt": str}),
+        read("tuning"),
+    )

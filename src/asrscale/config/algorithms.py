@@ -48,8 +48,11 @@ class AlgorithmSpec:
     @property
     def schema(self) -> dict:
         """The JSON schema of config.yaml's `algorithms.<name>`."""
-        return {"type": "object", "additionalProperties": False,
-                "properties": {name: row.documented for name, row in self.rows.items()}}  # fmt: skip
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {name: row.documented for name, row in self.rows.items()},
+        }
 
     def resolve(self, options: dict | None = None) -> dict:
         """Every option, `options` over the defaults, checked against the rows: a ConfigError
@@ -63,67 +66,158 @@ class AlgorithmSpec:
 
 #: what an averaging algorithm's averaging makes common: the model and the optimizer's state (the
 #: study's one policy), or "model": the weights alone, as the studies averaged
-AVERAGES = {"averages": Option("model_and_optimizer", {"enum": ["model_and_optimizer", "model"]},
-                               "what an averaging makes common: the model and the optimizer's state, or the model's "
-                               "weights alone (as the studies averaged)")}  # fmt: skip
-GRAPH = {"graph": Option("ring", {"enum": ["ring", "exponential"]},
-                         "the gossip graph: neighbours at distance 1 along the ring, or at 1, 3, 7, ...")}  # fmt: skip
+AVERAGES = {
+    "averages": Option(
+        "model_and_optimizer",
+        {"enum": ["model_and_optimizer", "model"]},
+        "what an averaging makes common: the model and the optimizer's state, or the model's "
+        "weights alone (as the studies averaged)",
+    )
+}
+GRAPH = {
+    "graph": Option(
+        "ring",
+        {"enum": ["ring", "exponential"]},
+        "the gossip graph: neighbours at distance 1 along the ring, or at 1, 3, 7, ...",
+    )
+}
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
         AlgorithmSpec("seq", "seq.Sequential"),
-        AlgorithmSpec("ssgd", "ssgd.SynchronousSGD", {
-            "overlap": Option(True, {"type": "boolean"},
-                              "allreduce the gradients in buckets while the backward pass runs and clip their "
-                              "average, as DistributedDataParallel does (false: clip each learner's, then allreduce)"),
-            "bucket_mb": Option(25.0, {"type": "number", "exclusiveMinimum": 0},
-                                "overlap: the gradients' megabytes a bucket takes (DistributedDataParallel's 25)"),
-        }, alone_is_seq=True),
-        AlgorithmSpec("asgd", "asgd.AsynchronousSGD", {
-            "staleness_lr": Option(False, {"type": "boolean"}, "divide the learning rate by 1 + staleness"),
-            "max_staleness": Option(None, {"type": ["integer", "null"], "minimum": 0},
-                                    "drop gradients staler than this (null: none)"),
-        }, servers=1),
-        AlgorithmSpec("kavg", "kavg.KStepAveraging", {
-            "period": Option(8, {"type": "integer", "minimum": 1}, "K: local steps between averagings"),
-            "period_policy": Option("fixed", {"enum": ["fixed", "by_learners", "plateau"]},
-                                    "K fixed, chosen from P (by_learners), or halved when the dev loss stalls"),
-            "reference_learners": Option(4, {"type": "integer", "minimum": 1}, "by_learners: P at which K = period"),
-            "plateau": Option(0.01, {"type": "number", "minimum": 0},
-                              "plateau: relative dev-loss gain that counts as progress"),
-            **AVERAGES,
-        }, alone_is_seq=True),
-        AlgorithmSpec("bmuf", "bmuf.BlockwiseModelUpdateFiltering", {
-            "period": Option(8, {"type": "integer", "minimum": 1}, "K: local steps a block, as KAVG's"),
-            "block_momentum": Option(None, {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},
-                                     "η, the block momentum (null: 1 − 1/P, Chen and Huo's)"),
-            "block_lr": Option(1.0, {"type": "number", "exclusiveMinimum": 0}, "ζ, the block learning rate"),
-            "nesterov": Option(False, {"type": "boolean"},
-                               "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like block "
-                               "momentum) rather than from W"),
-            "restart_momentum": Option(True, {"type": "boolean"},
-                                       "each block, every learner's optimizer momentum from zero (SGD's velocity, "
-                                       "Adam's first moment), as CNTK's block-momentum learner does: the filter's "
-                                       "is then the only momentum across blocks"),
-            **AVERAGES,
-        }, alone_is_seq=True),
-        AlgorithmSpec("ma", "ma.ModelAveraging", {
-            "frames_per_job": Option(400_000, {"type": "integer", "minimum": 1},
-                                     "averaging period, in frames each job trains"),
-            "natural_gradient": Option(True, {"type": "boolean"}, "online natural-gradient SGD preconditioning"),
-            "max_param_change": Option(2.0, {"type": "number", "minimum": 0},
-                                       "cap on one minibatch's parameter change; 0 disables"),
-            **AVERAGES,
-            "reduce": Option("allreduce", {"enum": ["allreduce", "master"]},
-                             "how the models are averaged: one allreduce, or through learner 0 (rosc17's master rank)"),
-        }),
-        AlgorithmSpec("adpsgd", "adpsgd.DecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True),
+        AlgorithmSpec(
+            "ssgd",
+            "ssgd.SynchronousSGD",
+            {
+                "overlap": Option(
+                    True,
+                    {"type": "boolean"},
+                    "allreduce the gradients in buckets while the backward pass runs and clip "
+                    "their "
+                    "average, as DistributedDataParallel does (false: clip each learner's, then "
+                    "allreduce)",
+                ),
+                "bucket_mb": Option(
+                    25.0,
+                    {"type": "number", "exclusiveMinimum": 0},
+                    "overlap: the gradients' megabytes a bucket takes (DistributedDataParallel's "
+                    "25)",
+                ),
+            },
+            alone_is_seq=True,
+        ),
+        AlgorithmSpec(
+            "asgd",
+            "asgd.AsynchronousSGD",
+            {
+                "staleness_lr": Option(
+                    False, {"type": "boolean"}, "divide the learning rate by 1 + staleness"
+                ),
+                "max_staleness": Option(
+                    None,
+                    {"type": ["integer", "null"], "minimum": 0},
+                    "drop gradients staler than this (null: none)",
+                ),
+            },
+            servers=1,
+        ),
+        AlgorithmSpec(
+            "kavg",
+            "kavg.KStepAveraging",
+            {
+                "period": Option(
+                    8, {"type": "integer", "minimum": 1}, "K: local steps between averagings"
+                ),
+                "period_policy": Option(
+                    "fixed",
+                    {"enum": ["fixed", "by_learners", "plateau"]},
+                    "K fixed, chosen from P (by_learners), or halved when the dev loss stalls",
+                ),
+                "reference_learners": Option(
+                    4, {"type": "integer", "minimum": 1}, "by_learners: P at which K = period"
+                ),
+                "plateau": Option(
+                    0.01,
+                    {"type": "number", "minimum": 0},
+                    "plateau: relative dev-loss gain that counts as progress",
+                ),
+                **AVERAGES,
+            },
+            alone_is_seq=True,
+        ),
+        AlgorithmSpec(
+            "bmuf",
+            "bmuf.BlockwiseModelUpdateFiltering",
+            {
+                "period": Option(
+                    8, {"type": "integer", "minimum": 1}, "K: local steps a block, as KAVG's"
+                ),
+                "block_momentum": Option(
+                    None,
+                    {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},
+                    "η, the block momentum (null: 1 − 1/P, Chen and Huo's)",
+                ),
+                "block_lr": Option(
+                    1.0, {"type": "number", "exclusiveMinimum": 0}, "ζ, the block learning rate"
+                ),
+                "nesterov": Option(
+                    False,
+                    {"type": "boolean"},
+                    "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like "
+                    "block "
+                    "momentum) rather than from W",
+                ),
+                "restart_momentum": Option(
+                    True,
+                    {"type": "boolean"},
+                    "each block, every learner's optimizer momentum from zero (SGD's velocity, "
+                    "Adam's first moment), as CNTK's block-momentum learner does: the filter's "
+                    "is then the only momentum across blocks",
+                ),
+                **AVERAGES,
+            },
+            alone_is_seq=True,
+        ),
+        AlgorithmSpec(
+            "ma",
+            "ma.ModelAveraging",
+            {
+                "frames_per_job": Option(
+                    400_000,
+                    {"type": "integer", "minimum": 1},
+                    "averaging period, in frames each job trains",
+                ),
+                "natural_gradient": Option(
+                    True, {"type": "boolean"}, "online natural-gradient SGD preconditioning"
+                ),
+                "max_param_change": Option(
+                    2.0,
+                    {"type": "number", "minimum": 0},
+                    "cap on one minibatch's parameter change; 0 disables",
+                ),
+                **AVERAGES,
+                "reduce": Option(
+                    "allreduce",
+                    {"enum": ["allreduce", "master"]},
+                    "how the models are averaged: one allreduce, or through learner 0 (rosc17's "
+                    "master rank)",
+                ),
+            },
+        ),
+        AlgorithmSpec(
+            "adpsgd", "adpsgd.DecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True
+        ),
         # one node is one super learner: its gradients allreduced every step, no gossip
-        AlgorithmSpec("hadpsgd", "hadpsgd.HierarchicalDecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True,
-                      in_one_node_is="ssgd"),
+        AlgorithmSpec(
+            "hadpsgd",
+            "hadpsgd.HierarchicalDecentralizedSGD",
+            {**GRAPH, **AVERAGES},
+            alone_is_seq=True,
+            in_one_node_is="ssgd",
+        ),
     )
-}  # fmt: skip
+}
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

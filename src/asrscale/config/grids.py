@@ -32,19 +32,32 @@ class Grids:
         (Shallue et al. 2019 tune over a wider one; fewer cannot tell a best rate from an edge)."""
         factors = tuning["lr_factors"]
         if tuning["seq_batch_sizes"] and not factors:
-            raise ConfigError("config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside "
-                              "the rates of study.tuning.lr_factors, and none is given")  # fmt: skip
-        if factors and (len(factors) < 3 or not min(factors) < 1 < max(factors) or max(factors) < 4 * min(factors)):
-            raise ConfigError(f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
-                              "some below 1 and some above, the largest at least 4 times the smallest "
-                              "(e.g. [0.5, 1, 2])")  # fmt: skip
+            raise ConfigError(
+                "config: study.tuning.seq_batch_sizes: SEQ is tuned over its batch sizes beside "
+                "the rates of study.tuning.lr_factors, and none is given"
+            )
+        if factors and (
+            len(factors) < 3
+            or not min(factors) < 1 < max(factors)
+            or max(factors) < 4 * min(factors)
+        ):
+            raise ConfigError(
+                f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned "
+                "rate, "
+                "some below 1 and some above, the largest at least 4 times the smallest "
+                "(e.g. [0.5, 1, 2])"
+            )
         halving = tuning["halving"]
         if halving and sorted(halving) != ["epoch", "keep"]:
-            raise ConfigError(f"config: study.tuning.halving: {halving}: both an epoch and how many to keep "
-                              "(e.g. {epoch: 3, keep: 2})")  # fmt: skip
+            raise ConfigError(
+                f"config: study.tuning.halving: {halving}: both an epoch and how many to keep "
+                "(e.g. {epoch: 3, keep: 2})"
+            )
         if halving and factors and halving["keep"] >= len(factors):
-            raise ConfigError(f"config: study.tuning.halving.keep: {halving['keep']}: fewer than the grid's "
-                              f"{len(factors)} rates (study.tuning.lr_factors), or it halves nothing")  # fmt: skip
+            raise ConfigError(
+                f"config: study.tuning.halving.keep: {halving['keep']}: fewer than the grid's "
+                f"{len(factors)} rates (study.tuning.lr_factors), or it halves nothing"
+            )
 
     # tuning (study.tuning)
     @property
@@ -57,7 +70,8 @@ class Grids:
         return self.config["study"]["seeds"][0]
 
     def tunings(self) -> list["Run"]:
-        """Every configuration a tuned study tunes: its tuned runs as trained, at the tuning seed."""
+        """Every configuration a tuned study tunes: its tuned runs as trained, at the tuning
+        seed."""
         tuned = [self.trained_as(replace(run, seed=self.tuning_seed)) for run in self.runs()]
         return list(dict.fromkeys(run for run in tuned if run.variant == TUNED))
 
@@ -68,11 +82,18 @@ class Grids:
         tuning = self.config["study"]["tuning"]
         lr = self._in_effect(tuned.algorithm, "train.lr")
         batches = tuning["seq_batch_sizes"] if tuned.algorithm == "seq" else []
-        points = [({"batch_size": batch} if batch else {}) | ({"momentum": momentum} if momentum is not None else {})
-                  | {"lr": float(f"{lr * factor:.6g}")}
-                  for batch in batches or [None] for momentum in tuning["momenta"] or [None]
-                  for factor in sorted(tuning["lr_factors"])]  # fmt: skip
-        return [replace(tuned, variant=self.variant_of(point), seed=self.tuning_seed) for point in points]
+        points = [
+            ({"batch_size": batch} if batch else {})
+            | ({"momentum": momentum} if momentum is not None else {})
+            | {"lr": float(f"{lr * factor:.6g}")}
+            for batch in batches or [None]
+            for momentum in tuning["momenta"] or [None]
+            for factor in sorted(tuning["lr_factors"])
+        ]
+        return [
+            replace(tuned, variant=self.variant_of(point), seed=self.tuning_seed)
+            for point in points
+        ]
 
     # successive halving (study.tuning.halving)
     @property
@@ -87,17 +108,22 @@ class Grids:
             return
         for algorithm in ["seq", *(entry["algorithm"] for entry in self.config["study"]["runs"])]:
             if (optimizer := self._in_effect(algorithm, "train.optimizer")) != "sgd":
-                raise ConfigError(f"config: study.tuning.momenta: tunes train.momentum, which only "
-                                  f"train.optimizer sgd has, and {algorithm} trains with {optimizer}")  # fmt: skip
+                raise ConfigError(
+                    f"config: study.tuning.momenta: tunes train.momentum, which only "
+                    f"train.optimizer sgd has, and {algorithm} trains with {optimizer}"
+                )
 
     def _check_halving(self) -> None:
-        """The rung comes before every grid's last epoch: a run stopped there must have more to go."""
+        """The rung comes before every grid's last epoch: a run stopped there must have more to
+        go."""
         for tuned in self.tunings() if self.halving else ():
             epochs = self._in_effect(tuned.algorithm, "train.epochs")
             if self.halving["epoch"] >= epochs:
-                raise ConfigError(f"config: study.tuning.halving.epoch: {self.halving['epoch']}: before the "
-                                  f"last of {tuned.algorithm}'s {epochs} epochs (train.epochs), or it stops "
-                                  "nothing")  # fmt: skip
+                raise ConfigError(
+                    f"config: study.tuning.halving.epoch: {self.halving['epoch']}: before the "
+                    f"last of {tuned.algorithm}'s {epochs} epochs (train.epochs), or it stops "
+                    "nothing"
+                )
 
     def halved_grid(self, run: "Run") -> "Run | None":
         """The configuration whose halved grid `run` (as trained) belongs to; None for a run that is
@@ -105,7 +131,9 @@ class Grids:
         to its end)."""
         if not self.halving or self.trained_as(run) in self._reported():
             return None
-        return next((tuned for tuned in self.tunings() if run in self._grid_as_trained(tuned)), None)
+        return next(
+            (tuned for tuned in self.tunings() if run in self._grid_as_trained(tuned)), None
+        )
 
     def halved_runs(self, tuned: "Run") -> list["Run"]:
         """A configuration's grid runs, as trained, that its halving decides."""
@@ -120,15 +148,24 @@ class Grids:
 
     def halving_file(self, tuned: "Run") -> str:
         """Where a configuration's halving decision is written (beside its tuning's file)."""
-        return self.at(paths.HALVING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
-                       learners=tuned.learners)  # fmt: skip
+        return self.at(
+            paths.HALVING,
+            cluster=self.cluster(tuned.world),
+            algorithm=tuned.algorithm,
+            learners=tuned.learners,
+        )
 
     @staticmethod
     def variant_of(train: dict) -> str:
-        """The variant that changes these train settings: "train.<key>=<value as JSON>", comma-joined."""
+        """The variant that changes these train settings: "train.<key>=<value as JSON>",
+        comma-joined."""
         return ",".join(f"train.{key}={json.dumps(value)}" for key, value in train.items())
 
     def tuning_file(self, tuned: "Run") -> str:
         """Where a configuration's grid and choice are written (paths.TUNING)."""
-        return self.at(paths.TUNING, cluster=self.cluster(tuned.world), algorithm=tuned.algorithm,
-                       learners=tuned.learners)  # fmt: skip
+        return self.at(
+            paths.TUNING,
+            cluster=self.cluster(tuned.world),
+            algorithm=tuned.algorithm,
+            learners=tuned.learners,
+        )

@@ -5,12 +5,16 @@ the templates as they are, and `Study` fills them in for its own corpus, study a
 
 CORPUS = "results/{corpus}"
 CORPUS_SETTINGS = CORPUS + "/settings/{stage}.json"  # the settings of a corpus's stage
-SYNTHESIS_PART = CORPUS + "/synth/part{part}"  # the built-in corpus: one synthesis job's audio and data
+SYNTHESIS_PART = (
+    CORPUS + "/synth/part{part}"
+)  # the built-in corpus: one synthesis job's audio and data
 DATA = CORPUS + "/data/{subset}"  # a subset's Kaldi data dir
 DATA_WATCH = CORPUS + "/data/{subset}.watch"  # bad audio an import found: fixing one imports again
 FEATURE_PART = CORPUS + "/feats/{subset}.parts/part{part}"  # one extraction job's .ark, .scp, ...
 FEATURES = CORPUS + "/feats/{subset}"  # a subset's feats.scp, utt2num_frames, cmvn.npz, skipped.tsv
-FEATURE_CACHE = CORPUS + "/cache/features"  # your own corpus: features per utterance, kept across reruns
+FEATURE_CACHE = (
+    CORPUS + "/cache/features"
+)  # your own corpus: features per utterance, kept across reruns
 TOKENS = CORPUS + "/tokens.txt"
 SHARDS = CORPUS + "/shards/P{learners}"
 LANGUAGE_MODEL = CORPUS + "/lm/words.arpa"  # decode.lm: train
@@ -26,12 +30,30 @@ TUNING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.json"
 # its grid's halving at the rung (study.tuning.halving): which runs go on, which stop
 HALVING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.halving.json"
 # what decoding writes of a run's test set, in <run>/<test set>/
-SCORES = ("scores.json", "hypotheses.tsv", "utterances.tsv", "alignment.lm.txt", "alignment.greedy.txt")
+SCORES = (
+    "scores.json",
+    "hypotheses.tsv",
+    "utterances.tsv",
+    "alignment.lm.txt",
+    "alignment.greedy.txt",
+)
 TABLE = STUDY + "/{table}.tsv"  # the gathered tables
-TABLES = ("runs", "epochs", "staleness", "sweeps", "exchanges", "confusions", "learners", "utterances", "tuning")
+TABLES = (
+    "runs",
+    "epochs",
+    "staleness",
+    "sweeps",
+    "exchanges",
+    "confusions",
+    "learners",
+    "utterances",
+    "tuning",
+)
 FIGURES = STUDY + "/figures"
 REPORT = "reports/{study}.html"
-PUBLISHED_SPEEDUPS = "results/published-speedups.tsv"  # the cost model replaying the studies' own figures
+PUBLISHED_SPEEDUPS = (
+    "results/published-speedups.tsv"  # the cost model replaying the studies' own figures
+)
 
 # a run's job of one stage (settings, train, decode), as its log (logs/<job>.log) and benchmark
 # (benchmarks/<job>.tsv) name it

@@ -18,7 +18,9 @@ def _load() -> dict:
     (the table of algorithms) and the corpus formats' names."""
     schema = yaml.safe_load(resources.files("asrscale.config").joinpath("schema.yaml").read_text())
     schema["$defs"]["algorithm"]["enum"] = list(ALGORITHMS)
-    schema["properties"]["algorithms"]["properties"] = {name: spec.schema for name, spec in ALGORITHMS.items()}
+    schema["properties"]["algorithms"]["properties"] = {
+        name: spec.schema for name, spec in ALGORITHMS.items()
+    }
     schema["$defs"]["sources"]["items"]["properties"]["format"]["enum"] = list(CORPUS_FORMATS)
     return schema
 
@@ -58,9 +60,18 @@ MOVED = {
     ("slurm", "mem_mb"): f"{PROFILE} default-resources: mem_mb",
     ("slurm", "learners_per_node"): "slurm.ranks_per_node",
     ("study", "learners_per_node"): "study.node_size (the learners an algorithm treats as a node)",
-    ("slurm", "launcher"): f"the train rule's `launcher` resource: {PROFILE} set-resources: train: launcher",
-    ("mpi", "launcher"): "the train rule's `launcher` resource (snakemake --set-resources train:launcher=...)",
-    ("mpi", "collectives"): "mpi.transport (every algorithm's exchanges, gossip and a server's messages too)",
+    (
+        "slurm",
+        "launcher",
+    ): f"the train rule's `launcher` resource: {PROFILE} set-resources: train: launcher",
+    (
+        "mpi",
+        "launcher",
+    ): "the train rule's `launcher` resource (snakemake --set-resources train:launcher=...)",
+    (
+        "mpi",
+        "collectives",
+    ): "mpi.transport (every algorithm's exchanges, gossip and a server's messages too)",
 }
 
 
@@ -80,7 +91,11 @@ def merged(base: dict, over: dict) -> dict:
     --configfile over config.yaml."""
     both = dict(base)
     for key, value in over.items():
-        both[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+        both[key] = (
+            merged(base[key], value)
+            if isinstance(value, dict) and isinstance(base.get(key), dict)
+            else value
+        )
     return both
 
 
@@ -98,15 +113,20 @@ def _where_options_go(error: jsonschema.ValidationError) -> str:
     if not (options := sorted(set(entry) & set(spec.options if spec else ()))):
         return ""
     name, option = spec.name, options[0]
-    return (f"; {', '.join(options)}: {name}'s options are set for all its runs under algorithms.{name} "
-            f"(algorithms: {{{name}: {{{option}: ...}}}}), or varied by a sweep (study.sweeps: "
-            f"{{algorithm: {name}, learners: ..., vary: {option}, values: [...]}}), not on an entry")  # fmt: skip
+    return (
+        f"; {', '.join(options)}: {name}'s options are set for all its runs under "
+        f"algorithms.{name} "
+        f"(algorithms: {{{name}: {{{option}: ...}}}}), or varied by a sweep (study.sweeps: "
+        f"{{algorithm: {name}, learners: ..., vary: {option}, values: [...]}}), not on an entry"
+    )
 
 
 def validate(config: dict) -> dict:
     """Check `config` against the schema, filling in every default (in place); returns it."""
     _moved(config)
-    errors = sorted(VALIDATOR.iter_errors(config), key=lambda error: list(map(str, error.absolute_path)))
+    errors = sorted(
+        VALIDATOR.iter_errors(config), key=lambda error: list(map(str, error.absolute_path))
+    )
     if errors:
         first = errors[0]
         where = key_of(first.absolute_path) or "(top level)"
@@ -117,4 +137,9 @@ def validate(config: dict) -> dict:
 def profile_defaults(**changes) -> dict:
     """A hardware profile of the schema's defaults alone (a shared device, the schema's links), with
     `changes` over them."""
-    return {**validate({**copy.deepcopy(MINIMAL), "hardware": {"defaults": {}}})["hardware"]["defaults"], **changes}
+    return {
+        **validate({**copy.deepcopy(MINIMAL), "hardware": {"defaults": {}}})["hardware"][
+            "defaults"
+        ],
+        **changes,
+    }

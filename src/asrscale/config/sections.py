@@ -50,7 +50,9 @@ class BadInputPolicy:
 
     def __post_init__(self):
         if self.policy not in ("skip", "stop"):
-            raise ConfigError(f"corpus.bad_input.policy must be 'skip' or 'stop', not {self.policy!r}")
+            raise ConfigError(
+                f"corpus.bad_input.policy must be 'skip' or 'stop', not {self.policy!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -102,28 +104,37 @@ class TrainConfig:
 
     epochs: int
     batch_size: int  # per learner
-    batch_order: str  # "like-lengths" (rounds of like lengths) or "own" (each learner its own order)
+    batch_order: (
+        str  # "like-lengths" (rounds of like lengths) or "own" (each learner its own order)
+    )
     optimizer: str  # "adam" or "sgd" (with momentum)
     lr: float
     momentum: float
     lr_scaling: str  # how lr follows the learners an update combines: "linear", "sqrt" or "none"
     warmup_epochs: float  # from lr to the scaled rate, linearly
-    schedule: str  # "exponential" (lr_decay an epoch, for `epochs`) or "newbob" (until converged, `epochs` at most)
+    # "exponential" (lr_decay an epoch, for `epochs`) or "newbob" (until converged, `epochs` at
+    # most)
+    schedule: str
     lr_decay: float  # exponential: multiplied into the rate after every epoch
     newbob: dict  # newbob: start_halving, stop (relative dev-loss gains) and halving (the factor)
-    best_by: str  # "dev_loss" or "dev_ter": the dev measure that picks the run's model and a tuning's rate
+    # "dev_loss" or "dev_ter": the dev measure that picks the run's model and a tuning's rate
+    best_by: str
     clip_grad_norm: float  # 0 disables
     divergence_factor: float  # a loss above this times the untrained model's dev loss: diverged
     log_interval: int  # steps
-    checkpoint_steps: int  # also checkpoint every this many steps within an epoch (0: at its end only)
+    checkpoint_steps: (
+        int  # also checkpoint every this many steps within an epoch (0: at its end only)
+    )
     prefetch: int  # batches built ahead by a thread; 0 builds them in the learner's thread
     device: str  # "cpu", "cuda", or "auto" (the world places its learners)
     threads: int  # torch threads per learner; 0: the machine's cores shared among its learners
 
     def __post_init__(self):
         if self.checkpoint_steps % self.log_interval:  # checkpoints come at log lines
-            raise ConfigError(f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
-                              f"train.log_interval ({self.log_interval})")  # fmt: skip
+            raise ConfigError(
+                f"train.checkpoint_steps ({self.checkpoint_steps}) must be a multiple of "
+                f"train.log_interval ({self.log_interval})"
+            )
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,8 @@ class DecodeSettings:
 # each stage's settings file
 @dataclass(frozen=True)
 class ImportStage:
-    """import-<subset>: the subset's sources (corpus.subsets.<subset>), and how they are imported."""
+    """import-<subset>: the subset's sources (corpus.subsets.<subset>), and how they are
+    imported."""
 
     sources: list
     features: FeatureConfig
@@ -232,9 +244,17 @@ class HalvingStage:
 
 
 #: every stage's settings file, by stage ("import" for each import-<subset>)
-STAGES = {"synthesise": SyntheticConfig, "import": ImportStage, "features": FeatureStage, "calibrate": CalibrationStage,
-          "language-model": LanguageModelStage, "decode": DecodeSettings, "gather": GatherStage,
-          "report": ReportStage, "halving": HalvingStage}  # fmt: skip
+STAGES = {
+    "synthesise": SyntheticConfig,
+    "import": ImportStage,
+    "features": FeatureStage,
+    "calibrate": CalibrationStage,
+    "language-model": LanguageModelStage,
+    "decode": DecodeSettings,
+    "gather": GatherStage,
+    "report": ReportStage,
+    "halving": HalvingStage,
+}
 
 
 # a run's world (its settings file's `world`)
@@ -274,8 +294,12 @@ def from_settings(cls, settings: dict):
     hints = typing.get_type_hints(cls)
     if unknown := sorted(set(settings) - {field.name for field in fields(cls)}):
         raise TypeError(f"{cls.__name__} has no setting {unknown}")
-    return cls(**{name: from_settings(hints[name], value) if is_dataclass(hints[name]) else value
-                  for name, value in settings.items()})  # fmt: skip
+    return cls(
+        **{
+            name: from_settings(hints[name], value) if is_dataclass(hints[name]) else value
+            for name, value in settings.items()
+        }
+    )
 
 
 def read_settings_of(cls, path: Path):

@@ -40,7 +40,9 @@ def arpa_problem(path: Path) -> str | None:
         return f"cannot be read as an ARPA language model ({error})"
     if first != "\\data\\":
         found = "it is empty" if first is None else f"its first line is {first[:40]!r}"
-        return f"is not an ARPA language model ({found}, where an ARPA file's first line is \\data\\)"
+        return (
+            f"is not an ARPA language model ({found}, where an ARPA file's first line is \\data\\)"
+        )
     return None
 
 
@@ -76,38 +78,58 @@ class Study(Grids):
     def _check(self, check_paths: bool) -> None:
         config, study = self.config, self.config["study"]
         if self.hardware not in config["hardware"]:
-            raise ConfigError(f"config: study.hardware is {self.hardware!r}, but the profiles are only "
-                              f"{sorted(config['hardware'])} (built in: {sorted(PROFILES)}; "
-                              "others: hardware:)")  # fmt: skip
+            raise ConfigError(
+                f"config: study.hardware is {self.hardware!r}, but the profiles are only "
+                f"{sorted(config['hardware'])} (built in: {sorted(PROFILES)}; "
+                "others: hardware:)"
+            )
         kaldi_features = config["features"]["kind"] == "kaldi"
         if kaldi_features and not self.imported:
-            raise ConfigError("config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets")
+            raise ConfigError(
+                "config: features.kind 'kaldi' needs Kaldi data dirs under corpus.subsets"
+            )
         if kaldi_features != (config["features"]["kaldi_dim"] is not None):
-            raise ConfigError("config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
-                              "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)")  # fmt: skip
+            raise ConfigError(
+                "config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
+                "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)"
+            )
         for key, source in self._sources():
             if kaldi_features and source["format"] != "kaldi":
-                raise ConfigError(f"config: {key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
-                                  f"not {source['format']}")  # fmt: skip
+                raise ConfigError(
+                    f"config: {key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
+                    f"not {source['format']}"
+                )
         if check_paths and (problems := self._path_problems()):
             listed = "; ".join(problems)
-            raise ConfigError(f"config: {listed}" if len(problems) == 1 else f"config: {len(problems)} paths: {listed}")
+            raise ConfigError(
+                f"config: {listed}"
+                if len(problems) == 1
+                else f"config: {len(problems)} paths: {listed}"
+            )
         node_size, per_node = study["node_size"], config["slurm"]["ranks_per_node"]
         on_ranks = any(entry.get("world", study["world"]) == "mpi" for entry in study["runs"])
         if on_ranks and node_size and node_size != per_node:
-            raise ConfigError(f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both say "
-                              "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a node's "
-                              "GPUs), from which the algorithms' nodes follow")  # fmt: skip
+            raise ConfigError(
+                f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both "
+                "say "
+                "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a "
+                "node's "
+                "GPUs), from which the algorithms' nodes follow"
+            )
         if config["report"]["drawn"] == "voices" and self.imported:
-            raise ConfigError("config: report.drawn: voices are the built-in corpus's (its speakers are "
-                              "settings of eSpeak's voices); your own corpus (corpus.subsets) is drawn by its "
-                              "speakers")  # fmt: skip
+            raise ConfigError(
+                "config: report.drawn: voices are the built-in corpus's (its speakers are "
+                "settings of eSpeak's voices); your own corpus (corpus.subsets) is drawn by its "
+                "speakers"
+            )
         self._check_tuning(study["tuning"])
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
         for index, entry in enumerate(study["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
-                raise ConfigError(f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
-                                  f"not {entry['learners']}")  # fmt: skip
+                raise ConfigError(
+                    f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
+                    f"not {entry['learners']}"
+                )
             self._check_train(index, entry)
         for index, sweep in enumerate(study["sweeps"]):
             key = f"config: study.sweeps[{index}]"
@@ -116,8 +138,10 @@ class Study(Grids):
             spec = algorithm_spec(sweep["algorithm"])
             settings = sorted(spec.options) + [f"train.{key}" for key in TRAIN_KEYS]
             if sweep["vary"] not in settings:
-                raise ConfigError(f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
-                                  f"one of {settings}")  # fmt: skip
+                raise ConfigError(
+                    f"{key}.vary: {sweep['algorithm']} has no setting {sweep['vary']!r}; "
+                    f"one of {settings}"
+                )
             for value in sweep["values"] if not sweep["vary"].startswith("train.") else ():
                 try:  # each value as the run would be made with it
                     spec.resolve({**self._options(spec.name), sweep["vary"]: value})
@@ -125,17 +149,24 @@ class Study(Grids):
                     raise ConfigError(f"{key}.values: {error}") from None
 
     def _sources(self) -> list[tuple[str, dict]]:
-        """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set by name)."""
+        """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set
+        by name)."""
         subsets = self.subsets if self.imported else []
-        return [(f"corpus.subsets.{subset.replace('test-', 'test.')}[{index}]", source)
-                for subset in subsets for index, source in enumerate(self.sources(subset))]  # fmt: skip
+        return [
+            (f"corpus.subsets.{subset.replace('test-', 'test.')}[{index}]", source)
+            for subset in subsets
+            for index, source in enumerate(self.sources(subset))
+        ]
 
     def _path_problems(self) -> list[str]:
         """Every path the study reads that is not what its key says, each as "<key>: <path> <why>":
         a source that is not of its format (a folder without its format's files, an empty file) and
         an LM that is not an ARPA file, all at once, before any job starts."""
-        problems = [f"{key}.path: {source['path']} {problem}"
-                    for key, source in self._sources() if (problem := source_problem(source))]  # fmt: skip
+        problems = [
+            f"{key}.path: {source['path']} {problem}"
+            for key, source in self._sources()
+            if (problem := source_problem(source))
+        ]
         lm = self.config["decode"]["lm"]
         if lm != "train" and (problem := arpa_problem(Path(lm))):
             problems.append(f"decode.lm: {lm} {problem}, nor 'train'")
@@ -144,13 +175,19 @@ class Study(Grids):
     def _check_train(self, index: int, entry: dict) -> None:
         """An entry's train settings: train's keys, valid over train:, the same for every entry of
         its algorithm."""
-        key, algorithm, train = f"config: study.runs[{index}].train", entry["algorithm"], entry.get("train", {})
+        key, algorithm, train = (
+            f"config: study.runs[{index}].train",
+            entry["algorithm"],
+            entry.get("train", {}),
+        )
         if unknown := sorted(set(train) - set(TRAIN_KEYS)):
             raise ConfigError(f"{key}: {unknown} are not train settings; one of {TRAIN_KEYS}")
         if algorithm in self._train_of:  # checked with its first entry
             if self._train_of[algorithm] != train:
-                raise ConfigError(f"{key}: {algorithm}'s entries state other train settings "
-                                  f"({self._train_of[algorithm]}); one algorithm trains one way")  # fmt: skip
+                raise ConfigError(
+                    f"{key}: {algorithm}'s entries state other train settings "
+                    f"({self._train_of[algorithm]}); one algorithm trains one way"
+                )
             return
         try:
             if train:
@@ -173,11 +210,20 @@ class Study(Grids):
         value, variant and world (sweeps run in study.world)."""
         world = self.config["study"]["world"]
         return [
-            (sweep, {"sweep": sweep["vary"], "algorithm": sweep["algorithm"], "learners": sweep["learners"],
-                     "value": value, "variant": self._variant(sweep["algorithm"], sweep["vary"], value),
-                     "world": world})
-            for sweep in self.config["study"]["sweeps"] for value in sweep["values"]
-        ]  # fmt: skip
+            (
+                sweep,
+                {
+                    "sweep": sweep["vary"],
+                    "algorithm": sweep["algorithm"],
+                    "learners": sweep["learners"],
+                    "value": value,
+                    "variant": self._variant(sweep["algorithm"], sweep["vary"], value),
+                    "world": world,
+                },
+            )
+            for sweep in self.config["study"]["sweeps"]
+            for value in sweep["values"]
+        ]
 
     def sweep_points(self) -> list[dict]:
         return [point for _, point in self._points()]
@@ -187,12 +233,15 @@ class Study(Grids):
         study = self.config["study"]
         runs = [
             Run(entry.get("world", study["world"]), entry["algorithm"], "default", learners, seed)
-            for entry in study["runs"] for learners in self._learners(entry) for seed in self._seeds(entry)
-        ]  # fmt: skip
+            for entry in study["runs"]
+            for learners in self._learners(entry)
+            for seed in self._seeds(entry)
+        ]
         runs += [
             Run(point["world"], point["algorithm"], point["variant"], point["learners"], seed)
-            for sweep, point in self._points() for seed in self._seeds(sweep)
-        ]  # fmt: skip
+            for sweep, point in self._points()
+            for seed in self._seeds(sweep)
+        ]
         return list(dict.fromkeys(runs))
 
     def trained_as(self, run: Run) -> Run:
@@ -204,12 +253,16 @@ class Study(Grids):
         if self.tuned and run.variant == "default":
             run = replace(run, variant=TUNED)
         spec, same_training = algorithm_spec(run.algorithm), not self._train_of.get(run.algorithm)
-        variant = run.variant if run.variant.startswith("train.") or run.variant == TUNED else "default"
+        variant = (
+            run.variant if run.variant.startswith("train.") or run.variant == TUNED else "default"
+        )
         if run.learners == 1 and spec.alone_is_seq and same_training:
             return Run(run.world, "seq", variant, 1, run.seed)
         node = self._node_size(run.world)
         if spec.in_one_node_is and node and run.learners <= node and same_training:
-            return self.trained_as(Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed))
+            return self.trained_as(
+                Run(run.world, spec.in_one_node_is, variant, run.learners, run.seed)
+            )
         return run
 
     def trained(self) -> list[Run]:
@@ -218,7 +271,11 @@ class Study(Grids):
         adopted = set(self.tunings())
         grids = [self.trained_as(run) for tuned in self.tunings() for run in self.grid(tuned)]
         return list(
-            dict.fromkeys(run for run in grids + [self.trained_as(r) for r in self.runs()] if run not in adopted)
+            dict.fromkeys(
+                run
+                for run in grids + [self.trained_as(r) for r in self.runs()]
+                if run not in adopted
+            )
         )
 
     def _node_size(self, world: str) -> int:
@@ -239,29 +296,45 @@ class Study(Grids):
     def folder(self, run: Run) -> str:
         """Where `run` is trained (SEQ's folder for an algorithm that is SEQ alone)."""
         run = self.trained_as(run)
-        return self.at(paths.RUN, cluster=self.cluster(run.world), algorithm=run.algorithm, variant=run.variant,
-                       learners=run.learners, seed=run.seed)  # fmt: skip
+        return self.at(
+            paths.RUN,
+            cluster=self.cluster(run.world),
+            algorithm=run.algorithm,
+            variant=run.variant,
+            learners=run.learners,
+            seed=run.seed,
+        )
 
     def at(self, template: str, **fields) -> str:
-        """A path of `asrscale.config.paths` in this study's corpus and study, other fields given."""
+        """A path of `asrscale.config.paths` in this study's corpus and study, other fields
+        given."""
         return template.format(corpus=self.corpus, study=self.name, **fields)
 
     def run_of(self, cluster: str, algorithm: str, variant: str, learners, seed) -> Run:
         """The run a folder's names stand for."""
-        return Run("mpi" if cluster == "mpi" else "simulated", algorithm, variant, int(learners), int(seed))
+        return Run(
+            "mpi" if cluster == "mpi" else "simulated", algorithm, variant, int(learners), int(seed)
+        )
 
     def ranks(self, run: Run) -> int:
-        """A run's processes: its learners and any server ranks on real ranks; one when simulated."""
+        """A run's processes: its learners and any server ranks on real ranks; one when
+        simulated."""
         return run.learners + algorithm_spec(run.algorithm).servers if run.world == "mpi" else 1
 
     # each run's settings
     def _variant(self, algorithm: str, setting: str, value) -> str:
-        return "default" if value == self._in_effect(algorithm, setting) else f"{setting}={json.dumps(value)}"
+        return (
+            "default"
+            if value == self._in_effect(algorithm, setting)
+            else f"{setting}={json.dumps(value)}"
+        )
 
     def _in_effect(self, algorithm: str, setting: str):
         """The value `setting` takes in `algorithm`'s runs as configured."""
         if setting.startswith("train."):
-            return {**self.config["train"], **self._train_of.get(algorithm, {})}[setting.removeprefix("train.")]
+            return {**self.config["train"], **self._train_of.get(algorithm, {})}[
+                setting.removeprefix("train.")
+            ]
         return self._options(algorithm)[setting]
 
     def _options(self, algorithm: str) -> dict:
@@ -271,7 +344,11 @@ class Study(Grids):
     def _features(self) -> dict:
         """features: as extracted (asrscale.config.sections.FeatureConfig): their normalisation
         applies as they load, and the number of jobs is the workflow's."""
-        return {key: value for key, value in self.config["features"].items() if key not in ("jobs", "cmvn")}
+        return {
+            key: value
+            for key, value in self.config["features"].items()
+            if key not in ("jobs", "cmvn")
+        }
 
     def run_settings(self, run: Run, chosen: dict | None = None) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
@@ -292,16 +369,35 @@ class Study(Grids):
                     options[setting] = json.loads(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
-            world_settings = {"kind": "mpi", "transport": config["mpi"]["transport"],
-                              "timeout_s": config["mpi"]["timeout_s"], "node_size": node_size}  # fmt: skip
+            world_settings = {
+                "kind": "mpi",
+                "transport": config["mpi"]["transport"],
+                "timeout_s": config["mpi"]["timeout_s"],
+                "node_size": node_size,
+            }
         else:
-            profile = {key: value for key, value in config["hardware"][self.hardware].items() if key != "description"}
-            world_settings = {"kind": "simulated", "learners": run.learners,
-                              "hardware": dict(profile, name=self.hardware), "node_size": node_size,
-                              "fuse_learners": config["study"]["fuse_learners"]}  # fmt: skip
-        settings = {"algorithm": run.algorithm, "options": options, "seed": run.seed, "train": train,
-                    "model": config["model"], "features": self._features(), "cmvn": config["features"]["cmvn"],
-                    "world": world_settings}  # fmt: skip
+            profile = {
+                key: value
+                for key, value in config["hardware"][self.hardware].items()
+                if key != "description"
+            }
+            world_settings = {
+                "kind": "simulated",
+                "learners": run.learners,
+                "hardware": dict(profile, name=self.hardware),
+                "node_size": node_size,
+                "fuse_learners": config["study"]["fuse_learners"],
+            }
+        settings = {
+            "algorithm": run.algorithm,
+            "options": options,
+            "seed": run.seed,
+            "train": train,
+            "model": config["model"],
+            "features": self._features(),
+            "cmvn": config["features"]["cmvn"],
+            "world": world_settings,
+        }
         # in the shape `asrscale train` reads
         return {**asdict(RunConfig.from_settings(settings)), "world": asdict(world_of(settings))}
 
@@ -356,45 +452,86 @@ class Study(Grids):
         `import-<subset>`, `features`, `calibrate`, `language-model`, `decode`, `gather`, `report`
         or `halving`), in the shape its stage reads."""
         kind, _, subset = stage.partition("-") if stage.startswith("import-") else (stage, "", "")
-        if kind not in STAGES or (kind == "import" and not (self.imported and subset in self.subsets)):
+        if kind not in STAGES or (
+            kind == "import" and not (self.imported and subset in self.subsets)
+        ):
             raise ValueError(f"no settings of a stage {stage!r}")
         return asdict(from_settings(STAGES[kind], _STAGE_SETTINGS[kind](self, subset)))
 
     def _synthesise(self, _) -> dict:
-        return {key: value for key, value in self.config["corpus"]["builtin"].items() if key != "jobs"}
+        return {
+            key: value for key, value in self.config["corpus"]["builtin"].items() if key != "jobs"
+        }
 
     def _import(self, subset: str) -> dict:
         corpus = self.config["corpus"]
-        return {"sources": self.sources(subset), "features": self._features(), "text": corpus["text"],
-                "bad_input": corpus["bad_input"], "speakers": corpus["speakers"].get(subset.split("-")[0])}  # fmt: skip
+        return {
+            "sources": self.sources(subset),
+            "features": self._features(),
+            "text": corpus["text"],
+            "bad_input": corpus["bad_input"],
+            "speakers": corpus["speakers"].get(subset.split("-")[0]),
+        }
 
     def _extract(self, _) -> dict:
         return {"features": self._features(), "bad_input": self.config["corpus"]["bad_input"]}
 
     def _calibrate(self, _) -> dict:
         config = self.config
-        return {"train": config["train"], "model": config["model"], "features": self._features(),
-                "cmvn": config["features"]["cmvn"]}  # fmt: skip
+        return {
+            "train": config["train"],
+            "model": config["model"],
+            "features": self._features(),
+            "cmvn": config["features"]["cmvn"],
+        }
 
     def _language_model(self, _) -> dict:
         decode = self.config["decode"]
-        return {"source": decode["lm"], "order": decode["lm_order"], "text": self.config["corpus"]["text"],
-                "max_oov_rate": decode["max_lm_oov_rate"]}  # fmt: skip
+        return {
+            "source": decode["lm"],
+            "order": decode["lm_order"],
+            "text": self.config["corpus"]["text"],
+            "max_oov_rate": decode["max_lm_oov_rate"],
+        }
 
     def _decode(self, _) -> dict:
         decode = {key: value for key, value in self.config["decode"].items() if key not in LM_KEYS}
-        # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off GPUs
+        # a GPU where the job has one (decode jobs ask SLURM for none), unless training is kept off
+        # GPUs
         return {**decode, "device": "cpu" if self.device == "cpu" else "auto"}
 
     def _gather(self, _) -> dict:
-        reported = [{"algorithm": run.algorithm, "variant": run.variant, "run": self.folder(run),
-                     "tuning": self.tuning_file(tuned) if (tuned := self.trained_as(run)).variant == TUNED else None}
-                    for run in self.runs()]  # fmt: skip
-        tunings = [{"algorithm": tuned.algorithm, "learners": tuned.learners, "world": tuned.world,
-                    "file": self.tuning_file(tuned)} for tuned in self.tunings()]  # fmt: skip
-        rule = {key: self.config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")}
-        return {"runs": reported, "sweeps": self.sweep_points(), "test_sets": self.test_sets, "convergence": rule,
-                "tunings": tunings}  # fmt: skip
+        reported = [
+            {
+                "algorithm": run.algorithm,
+                "variant": run.variant,
+                "run": self.folder(run),
+                "tuning": self.tuning_file(tuned)
+                if (tuned := self.trained_as(run)).variant == TUNED
+                else None,
+            }
+            for run in self.runs()
+        ]
+        tunings = [
+            {
+                "algorithm": tuned.algorithm,
+                "learners": tuned.learners,
+                "world": tuned.world,
+                "file": self.tuning_file(tuned),
+            }
+            for tuned in self.tunings()
+        ]
+        rule = {
+            key: self.config["report"][key]
+            for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")
+        }
+        return {
+            "runs": reported,
+            "sweeps": self.sweep_points(),
+            "test_sets": self.test_sets,
+            "convergence": rule,
+            "tunings": tunings,
+        }
 
     def _report(self, _) -> dict:
         return {"title": self.config["report"]["title"], "config": self.config}
@@ -405,8 +542,18 @@ class Study(Grids):
 
 LM_KEYS = ("lm", "lm_order", "max_lm_oov_rate")  # decode's keys of the language-model stage
 # each stage's settings, by the stage of sections.STAGES they are for
-_STAGE_SETTINGS = {"synthesise": Study._synthesise, "import": Study._import, "features": Study._extract,
-                   "calibrate": Study._calibrate, "language-model": Study._language_model, "decode": Study._decode,
-                   "gather": Study._gather, "report": Study._report, "halving": Study._halving}  # fmt: skip
+_STAGE_SETTINGS = {
+    "synthesise": Study._synthesise,
+    "import": Study._import,
+    "features": Study._extract,
+    "calibrate": Study._calibrate,
+    "language-model": Study._language_model,
+    "decode": Study._decode,
+    "gather": Study._gather,
+    "report": Study._report,
+    "halving": Study._halving,
+}
 if _STAGE_SETTINGS.keys() != STAGES.keys():
-    raise RuntimeError(f"stages with settings {list(_STAGE_SETTINGS)} differ from sections.STAGES {list(STAGES)}")
+    raise RuntimeError(
+        f"stages with settings {list(_STAGE_SETTINGS)} differ from sections.STAGES {list(STAGES)}"
+    )

@@ -51,14 +51,20 @@ class Achieved:
     shares: dict  # transport -> the share of a link's nominal bandwidth it achieves
     serving: float  # the share of a gossip exchange's time its passive learner loses
     node_data_frames_per_s: float  # a node's loading, where a published cluster does not state it
-    forward_share: float  # a forward pass's time a frame (evaluation), as a share of a forward-backward's
+    forward_share: (
+        float  # a forward pass's time a frame (evaluation), as a share of a forward-backward's
+    )
 
     def __post_init__(self):
         unknown = set(self.shares) ^ (set(TRANSPORTS) - {"measured"})
         if unknown or not all(0 < share for share in self.shares.values()):
-            raise ConfigError(f"achieved shares are positive, one for each of {TRANSPORTS[1:]}: {self.shares}")
+            raise ConfigError(
+                f"achieved shares are positive, one for each of {TRANSPORTS[1:]}: {self.shares}"
+            )
         if self.serving < 0 or self.node_data_frames_per_s <= 0 or self.forward_share <= 0:
-            raise ConfigError(f"achieved serving >= 0, node_data_frames_per_s and forward_share > 0, not {self}")
+            raise ConfigError(
+                f"achieved serving >= 0, node_data_frames_per_s and forward_share > 0, not {self}"
+            )
 
     def link(self, link: Link) -> Link:
         """The link as its transport carries data: its achieved bandwidth."""
@@ -99,33 +105,52 @@ class Compute:
     update_s: float
     precondition_s: float
     relative_speed: float  # the profile's device against the one measured
-    by_size: tuple = ()  # other widths of the model measured: (flops_per_frame, backward_s_per_frame) pairs
+    # other widths of the model measured: (flops_per_frame, backward_s_per_frame) pairs
+    by_size: tuple = ()
 
     def __post_init__(self):
-        if min(getattr(self, rate) for rate in RATES) < 0 or self.relative_speed <= 0 or self.flops_per_frame <= 0:
-            raise ConfigError(f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}")
+        if (
+            min(getattr(self, rate) for rate in RATES) < 0
+            or self.relative_speed <= 0
+            or self.flops_per_frame <= 0
+        ):
+            raise ConfigError(
+                f"compute rates must be >= 0, relative_speed and flops_per_frame > 0: {self}"
+            )
         points = [tuple(point) for point in self.by_size]
-        if any(len(point) != 2 or not all(math.isfinite(v) and v > 0 for v in point) for point in points):
-            raise ConfigError(f"by_size holds [flops_per_frame, backward_s_per_frame] pairs, each > 0, not {points}")
+        if any(
+            len(point) != 2 or not all(math.isfinite(v) and v > 0 for v in point)
+            for point in points
+        ):
+            raise ConfigError(
+                "by_size holds [flops_per_frame, backward_s_per_frame] pairs, each > 0, not "
+                f"{points}"
+            )
         object.__setattr__(self, "by_size", tuple(sorted(points)))
 
     def seconds_per_frame(self, flops_per_frame: float) -> float:
         """Forward-backward seconds a frame of a model of `flops_per_frame`, on the device measured:
-        at the measured model's efficiency, or read off the efficiency curve where by_size gives one."""
+        at the measured model's efficiency, or read off the efficiency curve where by_size gives
+        one."""
         if not self.by_size or self.backward_s_per_frame == 0:
             return self.backward_s_per_frame * flops_per_frame / self.flops_per_frame
         curve = sorted({*self.by_size, (self.flops_per_frame, self.backward_s_per_frame)})
         sizes = np.log([flops for flops, _ in curve])
         seconds_per_flop = np.log([seconds / flops for flops, seconds in curve])
-        return flops_per_frame * float(np.exp(np.interp(math.log(flops_per_frame), sizes, seconds_per_flop)))
+        return flops_per_frame * float(
+            np.exp(np.interp(math.log(flops_per_frame), sizes, seconds_per_flop))
+        )
 
     def rates_for(self, model: dict) -> dict:
         """The rates for `model` ({flops_per_frame, parameters}), at this device's speed."""
         work = model["flops_per_frame"] / self.flops_per_frame
         size = model["parameters"] / self.parameters
-        measured = {"backward_s_per_batch": self.backward_s_per_batch * (1.0 if self.by_size else work),
-                    "backward_s_per_frame": self.seconds_per_frame(model["flops_per_frame"]),
-                    "update_s": self.update_s * size, "precondition_s": self.precondition_s * size}  # fmt: skip
+        measured = {
+            "backward_s_per_batch": self.backward_s_per_batch * (1.0 if self.by_size else work),
+            "backward_s_per_frame": self.seconds_per_frame(model["flops_per_frame"]),
+            "update_s": self.update_s * size,
+            "precondition_s": self.precondition_s * size,
+        }
         return {rate: seconds / self.relative_speed for rate, seconds in measured.items()}
 
 
@@ -148,7 +173,9 @@ class Hardware:
     @classmethod
     def from_config(cls, name: str, settings: dict) -> "Hardware":
         """Profile `name` from its validated settings (`hardware.<name>`, defaults filled)."""
-        settings = {key: value for key, value in settings.items() if key not in ("description", "name")}
+        settings = {
+            key: value for key, value in settings.items() if key not in ("description", "name")
+        }
         for key in ("node_link", "network_link"):
             if key in settings:
                 settings[key] = Link(**settings[key])
@@ -160,18 +187,26 @@ class Hardware:
                 settings["compute"] = Compute(**settings["compute"])
             except (TypeError, ValueError) as error:
                 raise ConfigError(f"hardware.{name}.compute: {error}") from None
-        settings["stragglers"] = {int(rank): float(f) for rank, f in settings.get("stragglers", {}).items()}
+        settings["stragglers"] = {
+            int(rank): float(f) for rank, f in settings.get("stragglers", {}).items()
+        }
         return cls(name=name, **settings)
 
     def __post_init__(self):
         if self.device not in DEVICES:
-            raise ConfigError(f"hardware.{self.name}.device must be one of {DEVICES}, not {self.device!r}")
+            raise ConfigError(
+                f"hardware.{self.name}.device must be one of {DEVICES}, not {self.device!r}"
+            )
         if (self.device == "dedicated") != (self.compute is not None):
-            raise ConfigError(f"hardware.{self.name}.compute: a dedicated device states its compute (measured with "
-                             "`asrscale calibrate` on it), a shared one takes this machine's calibration")  # fmt: skip
+            raise ConfigError(
+                f"hardware.{self.name}.compute: a dedicated device states its compute (measured "
+                "with "
+                "`asrscale calibrate` on it), a shared one takes this machine's calibration"
+            )
         if min(self.learners_per_node, self.nics_per_node) < 1 or self.jitter < 0:
             raise ConfigError(
-                f"hardware.{self.name}: learners_per_node >= 1, nics_per_node >= 1 and jitter >= 0 expected"
+                f"hardware.{self.name}: learners_per_node >= 1, nics_per_node >= 1 and jitter >= 0 "
+                "expected"
             )
 
 
@@ -181,23 +216,31 @@ class CostModel:
     and the size of the model that a dedicated device's measured compute is carried over to;
     `achieved`, what transports and software achieve (by default as fitted)."""
 
-    def __init__(self, hardware: Hardware, calibration: dict, seed: int = 1, achieved: Achieved | None = None):
+    def __init__(
+        self, hardware: Hardware, calibration: dict, seed: int = 1, achieved: Achieved | None = None
+    ):
         self.hardware, self.calibration = hardware, calibration
         self.achieved = achieved or Achieved.fitted()
         # each learner's jitter drawn from a stream of its own: a learner's n-th computation is as
         # slow whatever order the world charges the learners' requests in (which the times decide)
         self.seed, self.jitters = seed, {}
-        self.node_link, self.network_link = map(self.achieved.link, (hardware.node_link, hardware.network_link))
+        self.node_link, self.network_link = map(
+            self.achieved.link, (hardware.node_link, hardware.network_link)
+        )
         # a ring collective across nodes: the network's latency at the narrower of the node link
         # and the node's cards together (one ring channel a card)
         cards = self.network_link.bandwidth_gbps * hardware.nics_per_node
-        self.ring_between_nodes = Link(self.network_link.latency_us, min(self.node_link.bandwidth_gbps, cards))
+        self.ring_between_nodes = Link(
+            self.network_link.latency_us, min(self.node_link.bandwidth_gbps, cards)
+        )
         staging = hardware.host_staging
         self.host_link = self.achieved.link(staging.link) if staging else None
         if hardware.compute is not None:
             if "model" not in calibration:
-                raise UserError("the calibration predates dedicated profiles' measured compute: delete it, and "
-                                 "the workflow calibrates again")  # fmt: skip
+                raise UserError(
+                    "the calibration predates dedicated profiles' measured compute: delete it, and "
+                    "the workflow calibrates again"
+                )
             self.dedicated_rates = hardware.compute.rates_for(calibration["model"])
         self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]
         self.loading_per_node = hardware.data_frames_per_s is not None
@@ -207,20 +250,32 @@ class CostModel:
         if self.hardware.device == "dedicated":
             return self.dedicated_rates, 1.0
         by_threads = {int(t): rates for t, rates in self.calibration["by_threads"].items()}
-        if self.calibration.get("device", "cpu") != "cpu":  # one calibration of the GPU, shared in turn
-            return by_threads[max(by_threads)], max(1.0, ranks_on_machine / self.calibration["gpus"])
+        if (
+            self.calibration.get("device", "cpu") != "cpu"
+        ):  # one calibration of the GPU, shared in turn
+            return by_threads[max(by_threads)], max(
+                1.0, ranks_on_machine / self.calibration["gpus"]
+            )
         cores = self.calibration["cores"]
         threads = max(1, cores // ranks_on_machine)
-        nearest = max(t for t in by_threads if t <= threads) if min(by_threads) <= threads else min(by_threads)
+        nearest = (
+            max(t for t in by_threads if t <= threads)
+            if min(by_threads) <= threads
+            else min(by_threads)
+        )
         return by_threads[nearest], max(1.0, ranks_on_machine / cores)
 
-    def compute_s(self, kind: str, frames: int, learner: int | None, ranks_on_machine: int) -> float:
+    def compute_s(
+        self, kind: str, frames: int, learner: int | None, ranks_on_machine: int
+    ) -> float:
         rates, slowdown = self._rates(ranks_on_machine)
         if kind == "backward":
             seconds = rates["backward_s_per_batch"] + rates["backward_s_per_frame"] * frames
             if self.hardware.jitter:
                 sigma = self.hardware.jitter
-                stream = self.jitters.setdefault(learner, np.random.default_rng([self.seed, learner or 0]))
+                stream = self.jitters.setdefault(
+                    learner, np.random.default_rng([self.seed, learner or 0])
+                )
                 seconds *= math.exp(sigma * stream.standard_normal() - sigma**2 / 2)
         elif kind == "update":
             seconds = rates["update_s"]
@@ -236,7 +291,8 @@ class CostModel:
         return frames / self.data_frames_per_s
 
     def link(self, same_node: bool) -> Link:
-        """The link a transfer crosses, as achieved: the node link inside a node, one network card between."""
+        """The link a transfer crosses, as achieved: the node link inside a node, one network card
+        between."""
         return self.node_link if same_node else self.network_link
 
     def point_to_point_s(self, nbytes: int, same_node: bool) -> float:
@@ -252,7 +308,9 @@ class CostModel:
         ring = 2 * (ranks - 1) * link.latency_s + 2 * (ranks - 1) / ranks * link.seconds(nbytes)
         if self.hardware.host_staging is None:
             return ring
-        return ring + 3 * (ranks - 1) / ranks * nbytes * 8 / (self.hardware.host_staging.memory_gbps * 1e9)
+        return ring + 3 * (ranks - 1) / ranks * nbytes * 8 / (
+            self.hardware.host_staging.memory_gbps * 1e9
+        )
 
     def broadcast_s(self, nbytes: int, ranks: int, same_node: bool) -> float:
         link = self._ring_link(same_node)
@@ -264,15 +322,19 @@ class CostModel:
     def staging_s(self, nbytes: int) -> float:
         """One copy of `nbytes` between a device and host memory where MPI stages through it (0
         where it does not)."""
-        return 0.0 if self.host_link is None else self.host_link.latency_s + self.host_link.seconds(nbytes)
+        return (
+            0.0
+            if self.host_link is None
+            else self.host_link.latency_s + self.host_link.seconds(nbytes)
+        )
 
     def serving_s(self, exchange_s: float) -> float:
         """What serving a gossip exchange of `exchange_s` costs its passive learner's computing."""
         return self.achieved.serving * exchange_s
 
     def description(self) -> dict:
-        """What the modelled times rest on: the profile, what its links achieve, and this
-        machine's calibration where a shared device's rates (or the data loading rate) come from it."""
+        """What the modelled times rest on: the profile, what its links achieve, and this machine's
+        calibration where a shared device's rates (or the data loading rate) come from it."""
         described = {"hardware": asdict(self.hardware), "achieved": asdict(self.achieved)}
         if self.hardware.device == "dedicated":
             described["compute"] = self.dedicated_rates

@@ -61,13 +61,14 @@ from asrscale.costmodel.validation import (
     modelled_rows,
     modelled_speedup,
     parallel,
-)  # fmt: skip
+)
 from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_text
 
 SHARE_TOLERANCE = 0.05  # a modelled share of time inside MPI within 5 points of a published one
 PRIOR_WIDTH = 10.0  # a prior's standard deviation, as a factor
-STARTS_AGREE = 0.01  # a fit from another start lands within 1% of every parameter, or the fit is not to be trusted
+# a fit from another start lands within 1% of every parameter, or the fit is not to be trusted
+STARTS_AGREE = 0.01
 
 
 @dataclass(frozen=True)
@@ -85,15 +86,25 @@ class Parameter:
 #: the fit's parameters, in priors.yaml beside this module
 PARAMETERS = tuple(
     Parameter(name, row["prior"], tuple(row["bounds"]), row["evidence"])
-    for name, row in yaml.safe_load(resources.files("asrscale.costmodel").joinpath("priors.yaml").read_text()).items()
+    for name, row in yaml.safe_load(
+        resources.files("asrscale.costmodel").joinpath("priors.yaml").read_text()
+    ).items()
 )
 
 
 def achieved_of(values: dict[str, float]) -> Achieved:
     """The `Achieved` of parameter values by name."""
-    shares = {name.removeprefix("shares."): value for name, value in values.items() if name.startswith("shares.")}
-    return Achieved(shares=shares, serving=values["serving"], node_data_frames_per_s=values["node_data_frames_per_s"],
-                    forward_share=values["forward_share"])  # fmt: skip
+    shares = {
+        name.removeprefix("shares."): value
+        for name, value in values.items()
+        if name.startswith("shares.")
+    }
+    return Achieved(
+        shares=shares,
+        serving=values["serving"],
+        node_data_frames_per_s=values["node_data_frames_per_s"],
+        forward_share=values["forward_share"],
+    )
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,9 @@ def published_data(figures: list[Figure], tables: list[TimeTable]) -> list[Datum
     and its system's time tables: the MPI share at every learner count, and the speedup where no
     figure gives it (a figure's speedup is its own datum)."""
     if len({f.name for f in figures}) < len(figures):
-        raise ConfigError(f"figures of one study at one learner count: {sorted(f.name for f in figures)}")
+        raise ConfigError(
+            f"figures of one study at one learner count: {sorted(f.name for f in figures)}"
+        )
     fitted = [f for f in figures if f.in_fit]
     data = [Datum(f"{f.name}: speedup", f.system, f.speedup, "speedup") for f in fitted]
     for table in tables:
@@ -127,13 +140,29 @@ def published_data(figures: list[Figure], tables: list[TimeTable]) -> list[Datum
         named = {f.learners for f in fitted if f.study == table.study}
         for learners in sorted(p for p in table.rows if p > 1):
             speedup, share = table.published(learners)
-            data.append(Datum(f"{table.study} table, {learners}: MPI share", table.setup.system, share, "share"))
+            data.append(
+                Datum(
+                    f"{table.study} table, {learners}: MPI share",
+                    table.setup.system,
+                    share,
+                    "share",
+                )
+            )
             if learners not in named:
-                data.append(Datum(f"{table.study} table, {learners}: speedup", table.setup.system, speedup, "speedup"))
+                data.append(
+                    Datum(
+                        f"{table.study} table, {learners}: speedup",
+                        table.setup.system,
+                        speedup,
+                        "speedup",
+                    )
+                )
     return data
 
 
-def modelled_values(figures: list[Figure], tables: list[TimeTable], achieved: Achieved) -> dict[str, float]:
+def modelled_values(
+    figures: list[Figure], tables: list[TimeTable], achieved: Achieved
+) -> dict[str, float]:
     """What the model gives for every datum, by its name."""
     values = {f"{f.name}: speedup": modelled_speedup(f, achieved) for f in figures if f.in_fit}
     for table in (t for t in tables if t.setup.in_fit):
@@ -158,7 +187,9 @@ class Problem:
     def residuals(self, x: np.ndarray) -> np.ndarray:
         kept = {d.what for d in self.data}
         figures = [f for f in self.figures if f"{f.name}: speedup" in kept]
-        tables = [t for t in self.tables if any(d.what.startswith(f"{t.study} table") for d in self.data)]
+        tables = [
+            t for t in self.tables if any(d.what.startswith(f"{t.study} table") for d in self.data)
+        ]
         modelled = modelled_values(figures, tables, achieved_of(_values(x)))
         priors = [(v - math.log(p.prior)) / math.log(PRIOR_WIDTH) for p, v in zip(PARAMETERS, x)]
         return np.array([d.residual(modelled) for d in self.data] + priors)
@@ -167,22 +198,37 @@ class Problem:
 def problem(structure: str, without: str | None = None) -> Problem:
     """The fit of `structure`, leaving out every datum of the system `without`."""
     figures, tables = load_figures(structure=structure), load_time_tables(structure=structure)
-    return Problem(figures, tables, [d for d in published_data(figures, tables) if d.system != without])
+    return Problem(
+        figures, tables, [d for d in published_data(figures, tables) if d.system != without]
+    )
 
 
 def fit(problem: Problem, start: dict[str, float] | None = None) -> dict[str, float]:
     """The parameters that fit the problem's data best: least squares over their logarithms, from
-    `start` (by default the priors), to tolerances at which another start lands on the same answer."""
+    `start` (by default the priors), to tolerances at which another start lands on the same
+    answer."""
     start = start or {p.name: p.prior for p in PARAMETERS}
     low, high = (np.log([p.bounds[i] for p in PARAMETERS]) for i in (0, 1))
     x0 = np.clip(np.log([start[p.name] for p in PARAMETERS]), low + 1e-9, high - 1e-9)
-    found = least_squares(problem.residuals, x0, bounds=(low, high), diff_step=1e-3, x_scale="jac", xtol=1e-14,
-                          ftol=1e-15, gtol=1e-15, max_nfev=400)  # fmt: skip
+    found = least_squares(
+        problem.residuals,
+        x0,
+        bounds=(low, high),
+        diff_step=1e-3,
+        x_scale="jac",
+        xtol=1e-14,
+        ftol=1e-15,
+        gtol=1e-15,
+        max_nfev=400,
+    )
     return _values(found.x)
 
 
-def _fitted(task: tuple[str, str | None, float]) -> tuple[tuple[str, str | None, float], dict[str, float]]:
-    """One fit of the validation: (structure, the system left out or None, the start as a factor on the priors)."""
+def _fitted(
+    task: tuple[str, str | None, float],
+) -> tuple[tuple[str, str | None, float], dict[str, float]]:
+    """One fit of the validation: (structure, the system left out or None, the start as a factor on
+    the priors)."""
     structure, without, start = task
     return task, fit(problem(structure, without), {p.name: p.prior * start for p in PARAMETERS})
 
@@ -192,7 +238,9 @@ def bound_of(figure: Figure, achieved: Achieved) -> tuple[float, str]:
     its time (asrscale.costmodel.fitted.bound_by)."""
     replayed = parallel(figure, achieved)
     outside = 1 - replayed.split["compute"] / sum(replayed.split.values())
-    return outside, bound_by(outside, figure.learners > figure.hardware.learners_per_node, figure.learners)
+    return outside, bound_by(
+        outside, figure.learners > figure.hardware.learners_per_node, figure.learners
+    )
 
 
 def _validation(structure: str, fits: dict) -> dict:
@@ -204,19 +252,35 @@ def _validation(structure: str, fits: dict) -> dict:
         held = fits.get((structure, figure.system, 1.0), full) if figure.in_fit else full
         predicted = modelled_speedup(figure, achieved_of(held))
         outside, bound = bound_of(figure, achieved_of(full))
-        rows.append({"study": figure.study, "figure": figure.figure, "learners": figure.learners,
-                     "system": figure.system, "facts": figure.facts, "comparable": figure.comparable,
-                     "in_fit": figure.in_fit,
-                     "published": figure.speedup, "fitted": round(modelled_speedup(figure, achieved_of(full)), 3),
-                     "held_out": round(predicted, 3), "ratio": round(predicted / figure.speedup, 3),
-                     "outside_share": round(outside, 3), "bound_by": bound})  # fmt: skip
+        rows.append(
+            {
+                "study": figure.study,
+                "figure": figure.figure,
+                "learners": figure.learners,
+                "system": figure.system,
+                "facts": figure.facts,
+                "comparable": figure.comparable,
+                "in_fit": figure.in_fit,
+                "published": figure.speedup,
+                "fitted": round(modelled_speedup(figure, achieved_of(full)), 3),
+                "held_out": round(predicted, 3),
+                "ratio": round(predicted / figure.speedup, 3),
+                "outside_share": round(outside, 3),
+                "bound_by": bound,
+            }
+        )
     judged = [math.log(r["ratio"]) for r in rows if r["in_fit"]]
-    return {"rms_log_miss": round(math.sqrt(np.mean(np.square(judged))), 4),
-            "within_tolerance": sum(abs(m) <= math.log1p(TOLERANCE) for m in judged), "judged": len(judged),
-            "figures": rows,
-            "held_out_parameters": {system: {p.name: float(f"{held[p.name]:.4g}") for p in PARAMETERS}
-                                    for (s, system, start), held in fits.items()
-                                    if s == structure and system is not None}}  # fmt: skip
+    return {
+        "rms_log_miss": round(math.sqrt(np.mean(np.square(judged))), 4),
+        "within_tolerance": sum(abs(m) <= math.log1p(TOLERANCE) for m in judged),
+        "judged": len(judged),
+        "figures": rows,
+        "held_out_parameters": {
+            system: {p.name: float(f"{held[p.name]:.4g}") for p in PARAMETERS}
+            for (s, system, start), held in fits.items()
+            if s == structure and system is not None
+        },
+    }
 
 
 def band_of(validation: dict, full: dict[str, float]) -> dict:
@@ -227,13 +291,24 @@ def band_of(validation: dict, full: dict[str, float]) -> dict:
     for row in validation["figures"]:
         if row["comparable"]:
             structural.setdefault(row["bound_by"], []).append(row)
-    spread = {p.name: [v[p.name] / full[p.name] for v in validation["held_out_parameters"].values()] + [1.0]
-              for p in PARAMETERS}  # fmt: skip
-    return {"structural": {bound: {"misses": [round(min(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3),
-                                              round(max(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3)],
-                                   "figures": [f"{r['study']}, {r['learners']}" for r in rows]}
-                           for bound, rows in sorted(structural.items(), key=lambda item: BOUNDS.index(item[0]))},
-            "parameters": {name: [round(min(v), 3), round(max(v), 3)] for name, v in spread.items()}}  # fmt: skip
+    spread = {
+        p.name: [v[p.name] / full[p.name] for v in validation["held_out_parameters"].values()]
+        + [1.0]
+        for p in PARAMETERS
+    }
+    return {
+        "structural": {
+            bound: {
+                "misses": [
+                    round(min(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3),
+                    round(max(r["ratio"] for r in rows + [{"ratio": 1.0}]), 3),
+                ],
+                "figures": [f"{r['study']}, {r['learners']}" for r in rows],
+            }
+            for bound, rows in sorted(structural.items(), key=lambda item: BOUNDS.index(item[0]))
+        },
+        "parameters": {name: [round(min(v), 3), round(max(v), 3)] for name, v in spread.items()},
+    }
 
 
 SECOND_START = 3.0  # the other start of the check of two starts: every prior times this
@@ -248,44 +323,81 @@ def fit_cost_model(out: Path | None = None, workers: int = 2) -> dict:
     tasks = [(s, without, 1.0) for s in STRUCTURES for without in (None, *systems)]
     with ProcessPoolExecutor(workers) as pool:
         fits = dict(pool.map(_fitted, tasks + [(s, None, SECOND_START) for s in STRUCTURES]))
-    starts = {s: round(max(abs(math.log(fits[s, None, SECOND_START][p.name] / fits[s, None, 1.0][p.name]))
-                           for p in PARAMETERS), 5) for s in STRUCTURES}  # fmt: skip
+    starts = {
+        s: round(
+            max(
+                abs(math.log(fits[s, None, SECOND_START][p.name] / fits[s, None, 1.0][p.name]))
+                for p in PARAMETERS
+            ),
+            5,
+        )
+        for s in STRUCTURES
+    }
     if max(starts.values()) > math.log1p(STARTS_AGREE):
-        raise RuntimeError(f"the fit depends on where it starts (largest difference of a parameter's logarithm: "
-                           f"{starts}): tighten its tolerances")  # fmt: skip
+        raise RuntimeError(
+            f"the fit depends on where it starts (largest difference of a parameter's logarithm: "
+            f"{starts}): tighten its tolerances"
+        )
     validations = {s: _validation(s, fits) for s in STRUCTURES}
     chosen = min(STRUCTURES, key=lambda s: validations[s]["rms_log_miss"])
     written = _record(chosen, fits[chosen, None, 1.0], validations) | {
-        "starts": {"factor": SECOND_START, "largest_log_difference": starts}, "published_digest": digest(),
-        "seconds": round(time.perf_counter() - began, 1)}  # fmt: skip
-    header = ("# What transports and software achieve of their hardware's nominal figures: the cost model's shared\n"
-              "# parameters (asrscale.costmodel.clock.Achieved), fitted on the published figures whose facts are\n"
-              "# complete and validated one system out at a time, with both structures of MPI through host memory,\n"
-              "# the band a modelled run carries and the check of two starts (asrscale.costmodel.fit). Written by\n"
-              "# `asrscale fit-cost-model`; do not edit.\n")  # fmt: skip
-    atomic_write_text(Path(out or FITTED), header + yaml.safe_dump(written, sort_keys=False, allow_unicode=True,
-                                                                   width=120))  # fmt: skip
+        "starts": {"factor": SECOND_START, "largest_log_difference": starts},
+        "published_digest": digest(),
+        "seconds": round(time.perf_counter() - began, 1),
+    }
+    header = (
+        "# What transports and software achieve of their hardware's nominal figures: the cost "
+        "model's shared\n"
+        "# parameters (asrscale.costmodel.clock.Achieved), fitted on the published figures whose "
+        "facts are\n"
+        "# complete and validated one system out at a time, with both structures of MPI through "
+        "host memory,\n"
+        "# the band a modelled run carries and the check of two starts (asrscale.costmodel.fit). "
+        "Written by\n"
+        "# `asrscale fit-cost-model`; do not edit.\n"
+    )
+    atomic_write_text(
+        Path(out or FITTED),
+        header + yaml.safe_dump(written, sort_keys=False, allow_unicode=True, width=120),
+    )
     return written
 
 
 def _record(chosen: str, full: dict[str, float], validations: dict) -> dict:
-    """What fitted.yaml records of the fit of the `chosen` structure (`full`) and both validations."""
+    """What fitted.yaml records of the fit of the `chosen` structure (`full`) and both
+    validations."""
     held_out = validations[chosen]["held_out_parameters"]
-    shares = {name.removeprefix("shares."): float(f"{value:.4g}") for name, value in full.items()
-              if name.startswith("shares.")}  # fmt: skip
-    rest = {name: float(f"{full[name]:.4g}") for name in ("serving", "node_data_frames_per_s", "forward_share")}
+    shares = {
+        name.removeprefix("shares."): float(f"{value:.4g}")
+        for name, value in full.items()
+        if name.startswith("shares.")
+    }
+    rest = {
+        name: float(f"{full[name]:.4g}")
+        for name in ("serving", "node_data_frames_per_s", "forward_share")
+    }
     tables = load_time_tables(structure=chosen)
     return {
         "structure": chosen,
         "achieved": {"shares": shares, **rest},
-        "parameters": [{"name": p.name, "fitted": float(f"{full[p.name]:.4g}"), "prior": p.prior,
-                        "held_out": {system: values[p.name] for system, values in held_out.items()},
-                        "evidence": p.evidence} for p in PARAMETERS],
+        "parameters": [
+            {
+                "name": p.name,
+                "fitted": float(f"{full[p.name]:.4g}"),
+                "prior": p.prior,
+                "held_out": {system: values[p.name] for system, values in held_out.items()},
+                "evidence": p.evidence,
+            }
+            for p in PARAMETERS
+        ],
         "figures": validations[chosen]["figures"],
-        "structures": {s: {key: v[key] for key in ("rms_log_miss", "within_tolerance", "judged")}
-                       | {"held_out": {f"{r['study']}, {r['learners']}": r["held_out"] for r in v["figures"]}}
-                       for s, v in validations.items()},
-        "time_tables": pd.concat([modelled_rows(t, achieved_of(full)) for t in tables]).round(4)
+        "structures": {
+            s: {key: v[key] for key in ("rms_log_miss", "within_tolerance", "judged")}
+            | {"held_out": {f"{r['study']}, {r['learners']}": r["held_out"] for r in v["figures"]}}
+            for s, v in validations.items()
+        },
+        "time_tables": pd.concat([modelled_rows(t, achieved_of(full)) for t in tables])
+        .round(4)
         .to_dict(orient="records"),
         "band": band_of(validations[chosen], full),
-    }  # fmt: skip
+    }

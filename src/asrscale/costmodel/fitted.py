@@ -1,7 +1,7 @@
-"""The cost model's fit as `asrscale fit-cost-model` recorded it (src/asrscale/costmodel/fitted.yaml):
-the record, the digest of the published figures it was made on, and the band a modelled run
-carries, read without the replays that made them (asrscale.costmodel.fit), so that gathering a
-study's runs and its report load no torch."""
+"""The cost model's fit as `asrscale fit-cost-model` recorded it
+(src/asrscale/costmodel/fitted.yaml): the record, the digest of the published figures it was made
+on, and the band a modelled run carries, read without the replays that made them
+(asrscale.costmodel.fit), so that gathering a study's runs and its report load no torch."""
 
 import hashlib
 import json
@@ -14,7 +14,8 @@ import yaml
 from asrscale.costmodel.clock import FITTED
 
 PUBLISHED = resources.files("asrscale.costmodel") / "published.yaml"
-#: whose passive learners serve exchanges (the fit's `serving` parameter): their band depends on it too
+#: whose passive learners serve exchanges (the fit's `serving` parameter): their band depends on it
+#: too
 GOSSIP = ("adpsgd", "hadpsgd")
 TOLERANCE = 0.25  # a modelled speedup within 25% of a published one agrees with it
 
@@ -27,7 +28,8 @@ BOUNDS = ("one learner", "arithmetic", "links inside a node", "links between nod
 
 
 def bound_by(outside_share: float, spans_nodes: bool, learners: int) -> str:
-    """What bounds a run's time: one learner's; its arithmetic where that is most of it; its links."""
+    """What bounds a run's time: one learner's; its arithmetic where that is most of it; its
+    links."""
     if learners == 1:
         return "one learner"
     if outside_share < 0.5:
@@ -53,13 +55,16 @@ class Band:
     @classmethod
     def fitted(cls) -> "Band":
         stated = fitted_record()["band"]
-        return cls({bound: tuple(kind["misses"]) for bound, kind in stated["structural"].items()},
-                   {bound: kind["figures"] for bound, kind in stated["structural"].items()},
-                   {name: tuple(edges) for name, edges in stated["parameters"].items()})  # fmt: skip
+        return cls(
+            {bound: tuple(kind["misses"]) for bound, kind in stated["structural"].items()},
+            {bound: kind["figures"] for bound, kind in stated["structural"].items()},
+            {name: tuple(edges) for name, edges in stated["parameters"].items()},
+        )
 
     def factors(self, transports: set[str], gossip: bool) -> tuple[float, float]:
         """The factors on a run's time outside its arithmetic, over its links' `transports` (time
-        falls as a share rises) and, for gossip, what serving an exchange costs (it grows with it)."""
+        falls as a share rises) and, for gossip, what serving an exchange costs (it grows with
+        it)."""
         low, high = 1.0, 1.0
         for transport in sorted(transports - {"measured"}):
             lowest, highest = self.parameters[f"shares.{transport}"]
@@ -70,31 +75,43 @@ class Band:
         return low, high
 
     def misses(self, bound: str) -> tuple[float, float]:
-        """The model's held-out misses of the figures bound as `bound` (every figure's where none is)."""
+        """The model's held-out misses of the figures bound as `bound` (every figure's where none
+        is)."""
         if bound == "one learner":
             return 1.0, 1.0
         if bound in self.structural:
             return self.structural[bound]
-        return min(low for low, _ in self.structural.values()), max(high for _, high in self.structural.values())
+        return min(low for low, _ in self.structural.values()), max(
+            high for _, high in self.structural.values()
+        )
 
     def rests_on(self, bound: str) -> str:
         """What a run's band rests on, in words."""
         if bound == "one learner":
-            return "one learner: its arithmetic against SEQ's, both measured; the parameters' spread alone"
+            return (
+                "one learner: its arithmetic against SEQ's, both measured; the parameters' "
+                "spread alone"
+            )
         low, high = self.misses(bound)
         figures = self.evidence.get(bound)
-        held_out = f"held-out figures also bound by {bound} ({'; '.join(figures)})" if figures else (
-            f"every held-out figure (none is bound by {bound})")  # fmt: skip
+        held_out = (
+            f"held-out figures also bound by {bound} ({'; '.join(figures)})"
+            if figures
+            else (f"every held-out figure (none is bound by {bound})")
+        )
         return f"bound by {bound}: the model's misses of {held_out}, {low:.2f}-{high:.2f}×"
 
-    def of(self, speedup: float, outside_share: float, transports: set[str], gossip: bool,
-           bound: str) -> tuple[float, float]:  # fmt: skip
+    def of(
+        self, speedup: float, outside_share: float, transports: set[str], gossip: bool, bound: str
+    ) -> tuple[float, float]:
         """The band of a modelled `speedup` whose run spent `outside_share` of its modelled time
         outside its arithmetic (its baseline's time taken as modelled), its time `bound` as
         `bound_by` says."""
         low, high = self.factors(transports, gossip)
-        by_parameters = speedup / (1 - outside_share + outside_share * high), speedup / (
-            1 - outside_share + outside_share * low)  # fmt: skip
+        by_parameters = (
+            speedup / (1 - outside_share + outside_share * high),
+            speedup / (1 - outside_share + outside_share * low),
+        )
         lowest, highest = self.misses(bound)
         return min(by_parameters[0], speedup / highest), max(by_parameters[1], speedup / lowest)
 

@@ -39,28 +39,44 @@ from asrscale.models import build_model, flops_per_frame
 #: utterances hold 1.12 M frames (measured 2026-11-29 on its utt2num_frames)
 BUILTIN_FRAMES_PER_UTTERANCE = 223
 #: LibriSpeech's subsets (openslr.org/12, its CHAPTERS/SPEAKERS.TXT): utterances, hours, speakers
-LIBRISPEECH = {"train-clean-100": (28_539, 100.6, 251), "train-clean-360": (104_014, 363.6, 921),
-               "train-other-500": (148_688, 496.7, 1_166), "dev-clean": (2_703, 5.4, 40),
-               "dev-other": (2_864, 5.3, 33), "test-clean": (2_620, 5.4, 40),
-               "test-other": (2_939, 5.1, 33)}  # fmt: skip
-#: the jobs beside training, as the benchmark suite measured them (`python -m benchmarks` at
-#: 319fd4a on the 2-core machine, AMD EPYC; benchmarks/results.json: the built-in corpus, its
-#: 0.66 M-parameter BLSTM, a word LM of its transcripts, beam 32): features extracted 1,841× faster
-#: than real time a core (two jobs side by side); the decode's choice of LM weight and word bonus
-#: 13.25 s for 16 pairs over 65,113 dev frames, its test set's beam search 1.03 s beyond the
-#: greedy decode's 1.43 s over 227,586 frames (its calibration job, 17.9 s then, now repeats its timings)
-OTHER_JOBS = {"features_real_time": 1841.0, "choose_s_per_frame_and_pair": 13.25 / 16 / 65_113,
-              "beam_s_per_frame": 1.03 / 227_586, "calibrate_s": 25.1,
-              "synthesise_s_per_utterance": 34.0 / 6_300}  # fmt: skip
+LIBRISPEECH = {
+    "train-clean-100": (28_539, 100.6, 251),
+    "train-clean-360": (104_014, 363.6, 921),
+    "train-other-500": (148_688, 496.7, 1_166),
+    "dev-clean": (2_703, 5.4, 40),
+    "dev-other": (2_864, 5.3, 33),
+    "test-clean": (2_620, 5.4, 40),
+    "test-other": (2_939, 5.1, 33),
+}
+#: the jobs beside training, as the benchmark suite measured them (`python -m benchmarks` at 319fd4a
+#: on the 2-core machine, AMD EPYC; benchmarks/results.json: the built-in corpus, its 0.66
+#: M-parameter BLSTM, a word LM of its transcripts, beam 32): features extracted 1,841× faster than
+#: real time a core (two jobs side by side); the decode's choice of LM weight and word bonus 13.25 s
+#: for 16 pairs over 65,113 dev frames, its test set's beam search 1.03 s beyond the greedy decode's
+#: 1.43 s over 227,586 frames (its calibration job, 17.9 s then, now repeats its timings)
+OTHER_JOBS = {
+    "features_real_time": 1841.0,
+    "choose_s_per_frame_and_pair": 13.25 / 16 / 65_113,
+    "beam_s_per_frame": 1.03 / 227_586,
+    "calibrate_s": 25.1,
+    "synthesise_s_per_utterance": 34.0 / 6_300,
+}
 #: each stage's band: its jobs' measured time over their price, on the studies run since the
 #: rates were measured (Snakemake's benchmarks/ of each job, docs/benchmarks.md "The plan's other
 #: jobs"), widened to hold 1. The built-in corpus's synthesis (34 s for the default study's 6,300
 #: utterances at 4aaabf8) and the calibration job (25.1 s in claims-at-4 at 6d08e33: it repeats its
 #: timings since issue 60) are priced at those studies' own times, the others at the benchmark's
-OTHER_JOB_MISSES = {"synthesise": (1.0, 1.03), "features": (1.14, 1.18), "calibrate": (1.0, 1.0),
-                    "decode": (1.20, 1.21)}  # fmt: skip
-TOKENS = 30  # a character set's size (letters, space, apostrophe, blank), where the corpus's is not yet made
-REPLAYED_STEPS = 64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
+OTHER_JOB_MISSES = {
+    "synthesise": (1.0, 1.03),
+    "features": (1.14, 1.18),
+    "calibrate": (1.0, 1.0),
+    "decode": (1.20, 1.21),
+}
+# a character set's size (letters, space, apostrophe, blank), where the corpus's is not yet made
+TOKENS = 30
+REPLAYED_STEPS = (
+    64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
+)
 
 
 @dataclass(frozen=True)
@@ -83,20 +99,28 @@ def subset_size(study: Study, subset: str = "train") -> CorpusSize:
         return CorpusSize(len(frames), sum(frames.values()), f"its features ({extracted})")
     if not study.imported:
         utterances = study.config["corpus"]["builtin"]["utterances"][subset]
-        return CorpusSize(utterances, utterances * BUILTIN_FRAMES_PER_UTTERANCE,
-                          f"the built-in corpus's {utterances:,} utterances at their mean length")  # fmt: skip
+        return CorpusSize(
+            utterances,
+            utterances * BUILTIN_FRAMES_PER_UTTERANCE,
+            f"the built-in corpus's {utterances:,} utterances at their mean length",
+        )
     found = [LIBRISPEECH.get(Path(source["path"]).name) for source in study.sources(subset)]
     if any(size is None for size in found):
         key = f"corpus.subsets.{subset.replace('test-', 'test.')}"
-        raise ConfigError(f"asrscale plan: {key}: its size is known only once its features are extracted "
-                          "(snakemake ... features), or for LibriSpeech's subsets")  # fmt: skip
-    # corpus.speakers.<subset> keeps a source's first speakers: its share of the subset's, at its mean per speaker
+        raise ConfigError(
+            f"asrscale plan: {key}: its size is known only once its features are extracted "
+            "(snakemake ... features), or for LibriSpeech's subsets"
+        )
+    # corpus.speakers.<subset> keeps a source's first speakers: its share of the subset's, at its
+    # mean per speaker
     kept = study.config["corpus"]["speakers"].get(subset.split("-")[0])
     shares = [min(1.0, kept / speakers) if kept else 1.0 for _, _, speakers in found]
     utterances = round(sum(n * share for (n, _, _), share in zip(found, shares)))
     hours = sum(h * share for (_, h, _), share in zip(found, shares))
     said = f", its first {kept} speakers of each at their mean share" if kept else ""
-    return CorpusSize(utterances, round(hours * 360_000), f"LibriSpeech's published subset sizes{said}")
+    return CorpusSize(
+        utterances, round(hours * 360_000), f"LibriSpeech's published subset sizes{said}"
+    )
 
 
 def _model_size(settings: dict) -> dict:
@@ -104,8 +128,10 @@ def _model_size(settings: dict) -> dict:
     model, features = ModelConfig(**settings["model"]), FeatureConfig(**settings["features"])
     with torch.device("meta"):
         built = build_model(model, features.dim, TOKENS)
-    return {"parameters": sum(p.numel() for p in built.parameters()),
-            "flops_per_frame": flops_per_frame(model, features.dim, TOKENS)}  # fmt: skip
+    return {
+        "parameters": sum(p.numel() for p in built.parameters()),
+        "flops_per_frame": flops_per_frame(model, features.dim, TOKENS),
+    }
 
 
 def expected_epochs(study: Study, run: Run, epochs: int) -> float:
@@ -127,9 +153,20 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         steps = math.ceil(size.utterances / (learners * train["batch_size"]))
         frames_per_step = round(size.frames / size.utterances * train["batch_size"])
         replayed_steps = min(steps, REPLAYED_STEPS)
-        workload = Workload(**_model_size(settings), frames_per_step=frames_per_step, steps=replayed_steps,
-                            optimizer=train["optimizer"])  # fmt: skip
-        found = replay(run.algorithm, learners, workload, hardware, settings["options"], prefetch=train["prefetch"])
+        workload = Workload(
+            **_model_size(settings),
+            frames_per_step=frames_per_step,
+            steps=replayed_steps,
+            optimizer=train["optimizer"],
+        )
+        found = replay(
+            run.algorithm,
+            learners,
+            workload,
+            hardware,
+            settings["options"],
+            prefetch=train["prefetch"],
+        )
         epoch_s = found.seconds * steps / replayed_steps
         outside = 1 - found.split["compute"] / sum(found.split.values())
         ranks = learners + algorithm_spec(run.algorithm).servers
@@ -139,11 +176,25 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         low, high = band.of(1.0, outside, used, run.algorithm in GOSSIP, bound)
         epochs = expected_epochs(study, run, train["epochs"])
         hours = epoch_s * epochs * ranks / 3600
-        rows.append({"algorithm": run.algorithm, "variant": run.variant, "learners": learners, "seed": run.seed,
-                     "ranks": ranks, "epoch_s": epoch_s, "epoch_s_low": epoch_s / high, "epoch_s_high": epoch_s / low,
-                     "epochs": epochs, "schedule": train["schedule"], "device_hours": hours,
-                     "device_hours_low": hours / high, "device_hours_high": hours / low,
-                     "outside_share": outside, "bound_by": bound})  # fmt: skip
+        rows.append(
+            {
+                "algorithm": run.algorithm,
+                "variant": run.variant,
+                "learners": learners,
+                "seed": run.seed,
+                "ranks": ranks,
+                "epoch_s": epoch_s,
+                "epoch_s_low": epoch_s / high,
+                "epoch_s_high": epoch_s / low,
+                "epochs": epochs,
+                "schedule": train["schedule"],
+                "device_hours": hours,
+                "device_hours_low": hours / high,
+                "device_hours_high": hours / low,
+                "outside_share": outside,
+                "bound_by": bound,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -175,40 +226,71 @@ def other_jobs(study: Study, hardware: Hardware) -> pd.DataFrame:
     dev = sizes["dev"].frames
     tests = sum(sizes[name].frames for name in study.test_sets)
     pairs = len(study.config["decode"]["lm_weights"]) * len(study.config["decode"]["word_bonuses"])
-    search_s = dev * pairs * OTHER_JOBS["choose_s_per_frame_and_pair"] + tests * OTHER_JOBS["beam_s_per_frame"]
+    search_s = (
+        dev * pairs * OTHER_JOBS["choose_s_per_frame_and_pair"]
+        + tests * OTHER_JOBS["beam_s_per_frame"]
+    )
     model = _model_size(study.run_settings(study.trained()[0]))
     rates = hardware.compute.rates_for(model)
     forward_s = Achieved.fitted().forward_share * rates["backward_s_per_frame"] * (dev + 2 * tests)
-    decoded = len({study.trained_as(run) for run in study.runs()})  # each run reported, from its best model
+    decoded = len(
+        {study.trained_as(run) for run in study.runs()}
+    )  # each run reported, from its best model
     stages = [] if study.imported else [_synthesis(study)]
     stages += [
-        {"stage": "features", "jobs": study.feature_jobs * len(sizes),
-         "cpu_hours": audio_hours / OTHER_JOBS["features_real_time"], "device_hours": 0.0,
-         "rests_on": f"{audio_hours:,.1f} hours of audio in {len(sizes)} subsets, "
-                     f"{OTHER_JOBS['features_real_time']:,.0f}× real time a core"},
-        {"stage": "calibrate", "jobs": 1, "cpu_hours": 0.0, "device_hours": OTHER_JOBS["calibrate_s"] / 3600,
-         "rests_on": "claims-at-4's calibration job"},
-        {"stage": "decode", "jobs": decoded, "cpu_hours": decoded * search_s / 3600,
-         "device_hours": decoded * forward_s / 3600,
-         "rests_on": f"{dev:,} dev frames × {pairs} pairs of LM weight and word bonus, {tests:,} test frames; "
-                     f"forward passes on {hardware.name}"},
-    ]  # fmt: skip
+        {
+            "stage": "features",
+            "jobs": study.feature_jobs * len(sizes),
+            "cpu_hours": audio_hours / OTHER_JOBS["features_real_time"],
+            "device_hours": 0.0,
+            "rests_on": f"{audio_hours:,.1f} hours of audio in {len(sizes)} subsets, "
+            f"{OTHER_JOBS['features_real_time']:,.0f}× real time a core",
+        },
+        {
+            "stage": "calibrate",
+            "jobs": 1,
+            "cpu_hours": 0.0,
+            "device_hours": OTHER_JOBS["calibrate_s"] / 3600,
+            "rests_on": "claims-at-4's calibration job",
+        },
+        {
+            "stage": "decode",
+            "jobs": decoded,
+            "cpu_hours": decoded * search_s / 3600,
+            "device_hours": decoded * forward_s / 3600,
+            "rests_on": f"{dev:,} dev frames × {pairs} pairs of LM weight and word bonus, "
+            f"{tests:,} test frames; "
+            f"forward passes on {hardware.name}",
+        },
+    ]
     table = pd.DataFrame(stages)
-    bands = pd.DataFrame([_widened(OTHER_JOB_MISSES[stage]) for stage in table.stage], columns=["low", "high"])
-    return table.assign(**{f"{hours}_{edge}": table[hours] * bands[edge] for hours in ("cpu_hours", "device_hours")
-                           for edge in bands})  # fmt: skip
+    bands = pd.DataFrame(
+        [_widened(OTHER_JOB_MISSES[stage]) for stage in table.stage], columns=["low", "high"]
+    )
+    return table.assign(
+        **{
+            f"{hours}_{edge}": table[hours] * bands[edge]
+            for hours in ("cpu_hours", "device_hours")
+            for edge in bands
+        }
+    )
 
 
 def _synthesis(study: Study) -> dict:
     """The built-in corpus's synthesis: every subset's utterances, at `OTHER_JOBS`' rate."""
     utterances = sum(study.config["corpus"]["builtin"]["utterances"].values())
-    return {"stage": "synthesise", "jobs": study.synthesis_jobs,
-            "cpu_hours": utterances * OTHER_JOBS["synthesise_s_per_utterance"] / 3600, "device_hours": 0.0,
-            "rests_on": f"{utterances:,} utterances of the built-in corpus, the default study's rate"}  # fmt: skip
+    return {
+        "stage": "synthesise",
+        "jobs": study.synthesis_jobs,
+        "cpu_hours": utterances * OTHER_JOBS["synthesise_s_per_utterance"] / 3600,
+        "device_hours": 0.0,
+        "rests_on": f"{utterances:,} utterances of the built-in corpus, the default study's rate",
+    }
 
 
 def _widened(misses: tuple[float, float]) -> tuple[float, float]:
-    """A stage's band as factors of its price: its measured misses, widened to hold the price itself."""
+    """A stage's band as factors of its price: its measured misses, widened to hold the price
+    itself."""
     return min(1.0, misses[0]), max(1.0, misses[1])
 
 
@@ -218,10 +300,13 @@ def price_on(study: Study, hardware: str) -> pd.DataFrame:
     if hardware not in profiles:
         raise ConfigError(
             f"--hardware {hardware!r} is not a profile: one of {sorted(profiles)}, or one of your "
-            "own under hardware: in a config file (docs/gpus.md: a hardware profile of your own GPU)"
+            "own under hardware: in a config file (docs/gpus.md: a hardware profile of your own "
+            "GPU)"
         )
     profile = Hardware.from_config(hardware, profiles[hardware])
     if profile.device != "dedicated":
-        raise ConfigError(f"--hardware {hardware}: a plan needs a profile whose devices state their "
-                          "compute (device: dedicated), as h100's do")  # fmt: skip
+        raise ConfigError(
+            f"--hardware {hardware}: a plan needs a profile whose devices state their "
+            "compute (device: dedicated), as h100's do"
+        )
     return price(study, profile, subset_size(study), Band.fitted())

@@ -56,7 +56,9 @@ class Workload:
         if min(self.parameters, self.frames_per_step, self.steps) < 1 or self.flops_per_frame <= 0:
             raise ValueError(f"a workload needs positive sizes: {self}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"a workload's optimizer is one of {OPTIMIZERS}, not {self.optimizer!r}")
+            raise ValueError(
+                f"a workload's optimizer is one of {OPTIMIZERS}, not {self.optimizer!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -131,39 +133,74 @@ class Replayed:
         """The share of a learner's time inside MPI calls: its communication (not the copies to and
         from host memory around them) and its waits at barriers (idle: inside an MPI_Allreduce in
         codes that make no barrier of their own, as su15's)."""
-        return (self.split["communication"] + self.split["idle"]) / sum(self.split[c] for c in CATEGORIES)
+        return (self.split["communication"] + self.split["idle"]) / sum(
+            self.split[c] for c in CATEGORIES
+        )
 
 
-def replay(algorithm: str, learners: int, workload: Workload, hardware: Hardware, options: dict | None = None,
-           epochs: int = 1, prefetch: int = 4, seed: int = 1, achieved: Achieved | None = None,
-           held_out: float = 0.0) -> Replayed:  # fmt: skip
+def replay(
+    algorithm: str,
+    learners: int,
+    workload: Workload,
+    hardware: Hardware,
+    options: dict | None = None,
+    epochs: int = 1,
+    prefetch: int = 4,
+    seed: int = 1,
+    achieved: Achieved | None = None,
+    held_out: float = 0.0,
+) -> Replayed:
     """`epochs` epochs of `algorithm` with `learners` learners of `workload` on `hardware` (an
     epoch ends when its last learner ends it), at what transports and software `achieved`; at
     each epoch's end every learner evaluates a held-out set of `held_out` times the epoch's frames
     (as Kaldi nnet1's cross-validation, not divided among learners)."""
     if hardware.device != "dedicated":
-        raise ValueError(f"a replay needs a profile whose devices state their compute (dedicated): "
-                         f"hardware.{hardware.name} shares this machine's")  # fmt: skip
+        raise ValueError(
+            f"a replay needs a profile whose devices state their compute (dedicated): "
+            f"hardware.{hardware.name} shares this machine's"
+        )
     servers = algorithm_spec(algorithm).servers
     model = {"flops_per_frame": workload.flops_per_frame, "parameters": workload.parameters}
-    costs = CostModel(hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed, achieved=achieved)
-    world = SimWorld(learners, costs, servers, prefetch=prefetch, name=f"replay of {algorithm}",
-                     fusers=NO_ARITHMETIC)  # fmt: skip
+    costs = CostModel(
+        hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed, achieved=achieved
+    )
+    world = SimWorld(
+        learners,
+        costs,
+        servers,
+        prefetch=prefetch,
+        name=f"replay of {algorithm}",
+        fusers=NO_ARITHMETIC,
+    )
     begins, ends, splits = [], [], []
 
     def program(layout: ops.Layout, serving: bool, clock):
-        replayed, learner = make_algorithm(algorithm, layout, options), StandIn(workload, headers=servers > 0)
+        replayed, learner = (
+            make_algorithm(algorithm, layout, options),
+            StandIn(workload, headers=servers > 0),
+        )
         if serving:
             return replayed.serve(learner, lambda step: None, lambda: None)
-        return _schedule(replayed, learner, workload, epochs, clock, (begins, ends, splits), held_out * learners)
+        return _schedule(
+            replayed, learner, workload, epochs, clock, (begins, ends, splits), held_out * learners
+        )
 
     world.launch(program)
-    split = {category: float(np.mean([s[f"{category}_s"] for s in splits])) for category in CATEGORIES}
+    split = {
+        category: float(np.mean([s[f"{category}_s"] for s in splits])) for category in CATEGORIES
+    }
     return Replayed(max(ends) - min(begins), split)
 
 
-def _schedule(algorithm, learner: StandIn, workload: Workload, epochs: int, clock, times: tuple[list, list, list],
-              held_out: float):  # fmt: skip
+def _schedule(
+    algorithm,
+    learner: StandIn,
+    workload: Workload,
+    epochs: int,
+    clock,
+    times: tuple[list, list, list],
+    held_out: float,
+):
     """A learner's program as the trainer's loop (asrscale.training.loop) runs it, without data
     or checkpoints: the algorithm's start and plan, each epoch's steps, its evaluation of
     `held_out` times the learner's own frames, and its end, then the algorithm's finish. `times`:
@@ -179,7 +216,9 @@ def _schedule(algorithm, learner: StandIn, workload: Workload, epochs: int, cloc
             yield from algorithm.step(learner, batch, 0.0)
         yield from algorithm.epoch_done(learner)
         if held_out:
-            yield ops.Compute(0.0, round(held_out * workload.steps * workload.frames_per_step), "evaluate")
+            yield ops.Compute(
+                0.0, round(held_out * workload.steps * workload.frames_per_step), "evaluate"
+            )
         yield from algorithm.end_epoch(learner, math.inf)
     times[1].append(clock.now())
     times[2].append(clock.snapshot())

@@ -15,8 +15,24 @@ from asrscale.costmodel.fitted import PUBLISHED, TOLERANCE, digest, fitted_recor
 from asrscale.costmodel.validation import agreeing_value, load_figures, modelled_speedup
 from asrscale.errors import UserError
 
-COLUMNS = ("study", "figure", "learners", "facts", "published", "fitted", "held_out", "ratio", "agrees", "baseline",
-           "assumptions", "history", "miss", "unknown", "assumed", "agrees_at")  # fmt: skip
+COLUMNS = (
+    "study",
+    "figure",
+    "learners",
+    "facts",
+    "published",
+    "fitted",
+    "held_out",
+    "ratio",
+    "agrees",
+    "baseline",
+    "assumptions",
+    "history",
+    "miss",
+    "unknown",
+    "assumed",
+    "agrees_at",
+)
 
 
 def replayed_table(figures: Path | None = None) -> pd.DataFrame:
@@ -24,7 +40,9 @@ def replayed_table(figures: Path | None = None) -> pd.DataFrame:
     cost model with its structure; `ratio` is the out-of-sample prediction's over the published."""
     record = fitted_record()
     if figures is None and record["published_digest"] != digest():
-        raise UserError(f"{PUBLISHED} changed since the cost model was fitted: run `asrscale fit-cost-model`")
+        raise UserError(
+            f"{PUBLISHED} changed since the cost model was fitted: run `asrscale fit-cost-model`"
+        )
     held_out = {(row["study"], row["learners"]): row["held_out"] for row in record["figures"]}
     rows = []
     for figure in load_figures(figures or PUBLISHED, structure=record["structure"]):
@@ -33,11 +51,24 @@ def replayed_table(figures: Path | None = None) -> pd.DataFrame:
         ratio = out_of_sample / figure.speedup
         agrees = abs(math.log(ratio)) <= math.log1p(TOLERANCE)
         agreeing = None if agrees else agreeing_value(figure)
-        rows.append({"study": figure.study, "figure": figure.figure, "learners": figure.learners,
-                     "facts": figure.facts, "published": figure.speedup, "fitted": round(modelled, 2),
-                     "held_out": out_of_sample, "ratio": round(ratio, 2), "agrees": agrees,
-                     "baseline": figure.baseline, "assumptions": " | ".join(figure.assumptions),
-                     "history": " | ".join(figure.history), "miss": figure.miss, "unknown": figure.unknown.what,
-                     "assumed": figure.assumed(),
-                     "agrees_at": float(f"{agreeing:.3g}") if agreeing is not None else None})  # fmt: skip
+        rows.append(
+            {
+                "study": figure.study,
+                "figure": figure.figure,
+                "learners": figure.learners,
+                "facts": figure.facts,
+                "published": figure.speedup,
+                "fitted": round(modelled, 2),
+                "held_out": out_of_sample,
+                "ratio": round(ratio, 2),
+                "agrees": agrees,
+                "baseline": figure.baseline,
+                "assumptions": " | ".join(figure.assumptions),
+                "history": " | ".join(figure.history),
+                "miss": figure.miss,
+                "unknown": figure.unknown.what,
+                "assumed": figure.assumed(),
+                "agrees_at": float(f"{agreeing:.3g}") if agreeing is not None else None,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -36,13 +36,31 @@ READINGS = ("same-epochs", "to-accuracy")
 #: how MPI through host memory (a non-CUDA-aware MPI: su15's, rosc17's) is modelled: "series", a
 #: copy from the GPU to host memory and back around a transfer over the link at its transport's
 #: share, sums on the host; "one path", the whole staged transfer as one link of its own transport
-#: ("mpi-host", whose share is fitted), no copies apart. The fit tries both (asrscale.costmodel.fit).
+#: ("mpi-host", whose share is fitted), no copies apart. The fit tries both
+#: (asrscale.costmodel.fit).
 STRUCTURES = ("series", "one path")
 DIRECT = ("infiniband", "pcie", "nvlink")  # the transports that "one path" replaces by "mpi-host"
-JITTER = 0.05  # σ of a step's compute, as the project's GPU profiles assume, unless a figure states its own
+# σ of a step's compute, as the project's GPU profiles assume, unless a figure states its own
+JITTER = 0.05
 STEPS_PER_LEARNER = 40  # enough for every figure's averaging period to recur (8 and 10 steps)
-REQUIRED = ("study", "figure", "system", "reading", "history", "speedup", "algorithm", "learners", "baseline",
-            "workload", "options", "compute", "cluster", "assumptions", "miss", "unknown")  # fmt: skip
+REQUIRED = (
+    "study",
+    "figure",
+    "system",
+    "reading",
+    "history",
+    "speedup",
+    "algorithm",
+    "learners",
+    "baseline",
+    "workload",
+    "options",
+    "compute",
+    "cluster",
+    "assumptions",
+    "miss",
+    "unknown",
+)
 
 
 @dataclass(frozen=True)
@@ -73,14 +91,22 @@ class Figure:
     miss: str
     unknown: Unknown
     entry: dict  # as published.yaml states it
-    system: str  # the cluster and model it was measured on: a system's figures are held out together
+    system: (
+        str  # the cluster and model it was measured on: a system's figures are held out together
+    )
     reading: str  # READINGS
     history: list[str]
     steps_per_learner: int = STEPS_PER_LEARNER
     stock_kaldi: dict | None = None
-    epochs_ratio: float | None = 1.0  # the parallel run's epochs against its baseline's (None: not stated)
-    held_out: float = 0.0  # the held-out frames every learner evaluates at an epoch's end, per training frame
-    unstated: str | None = None  # the value its setup turns on that nothing states (None: its facts are complete)
+    epochs_ratio: float | None = (
+        1.0  # the parallel run's epochs against its baseline's (None: not stated)
+    )
+    held_out: float = (
+        0.0  # the held-out frames every learner evaluates at an epoch's end, per training frame
+    )
+    unstated: str | None = (
+        None  # the value its setup turns on that nothing states (None: its facts are complete)
+    )
     structure: str = "series"  # how its MPI through host memory is modelled (STRUCTURES)
 
     @property
@@ -89,7 +115,8 @@ class Figure:
 
     @property
     def comparable(self) -> bool:
-        """Whether a replay can time what it states: the same epochs, or a to-accuracy speedup with its epochs."""
+        """Whether a replay can time what it states: the same epochs, or a to-accuracy speedup with
+        its epochs."""
         return self.reading == "same-epochs" or self.epochs_ratio is not None
 
     @property
@@ -101,30 +128,57 @@ class Figure:
     def facts(self) -> str:
         if not self.comparable:
             return "not comparable: its epochs are not stated"
-        return "complete" if self.unstated is None else f"turns on a value nothing states: {self.unstated}"
+        return (
+            "complete"
+            if self.unstated is None
+            else f"turns on a value nothing states: {self.unstated}"
+        )
 
     @classmethod
-    def from_entry(cls, entry: dict, source: Path = PUBLISHED, structure: str = "series") -> "Figure":
+    def from_entry(
+        cls, entry: dict, source: Path = PUBLISHED, structure: str = "series"
+    ) -> "Figure":
         """The figure of an entry of `source` (published.yaml, or a file in its form), its MPI
         through host memory modelled as `structure` says (STRUCTURES)."""
         stated, entry = copy.deepcopy(entry), restructured(entry, structure)
         name = f"{source}: {entry.get('study')}, {entry.get('figure')}"
         missing = sorted(set(REQUIRED) - entry.keys())
         if missing:
-            raise ConfigError(f"{name}: {', '.join(missing)} missing (a figure states {', '.join(REQUIRED)})")
-        if entry["reading"] not in READINGS or (entry["reading"] == "same-epochs" and "epochs_ratio" in entry):
-            raise ConfigError(f"{name}: reading is one of {READINGS}; epochs_ratio belongs to a to-accuracy one")
-        if entry["baseline"] not in BASELINES or (entry["baseline"] == "stock_kaldi") != ("stock_kaldi" in entry):
-            raise ConfigError(f"{name}: baseline is one of {BASELINES}; stock_kaldi states its costs")
+            raise ConfigError(
+                f"{name}: {', '.join(missing)} missing (a figure states {', '.join(REQUIRED)})"
+            )
+        if entry["reading"] not in READINGS or (
+            entry["reading"] == "same-epochs" and "epochs_ratio" in entry
+        ):
+            raise ConfigError(
+                f"{name}: reading is one of {READINGS}; epochs_ratio belongs to a to-accuracy one"
+            )
+        if entry["baseline"] not in BASELINES or (entry["baseline"] == "stock_kaldi") != (
+            "stock_kaldi" in entry
+        ):
+            raise ConfigError(
+                f"{name}: baseline is one of {BASELINES}; stock_kaldi states its costs"
+            )
         if entry["baseline"] == "stock_kaldi" and entry["algorithm"] != "ma":
             raise ConfigError(f"{name}: Kaldi's scripts average models: the algorithm is ma")
         workload = entry.pop("workload")
-        compute = {"measured_on": f"derived for {entry['study']}", "precondition_s": 0.0, "relative_speed": 1.0,
-                   "parameters": workload["parameters"], "flops_per_frame": workload["flops_per_frame"],
-                   **entry.pop("compute")}  # fmt: skip
+        compute = {
+            "measured_on": f"derived for {entry['study']}",
+            "precondition_s": 0.0,
+            "relative_speed": 1.0,
+            "parameters": workload["parameters"],
+            "flops_per_frame": workload["flops_per_frame"],
+            **entry.pop("compute"),
+        }
         try:
-            cluster = profile_defaults(**{"device": "dedicated", "compute": compute, "jitter": JITTER,
-                                                           **entry.pop("cluster")})  # fmt: skip
+            cluster = profile_defaults(
+                **{
+                    "device": "dedicated",
+                    "compute": compute,
+                    "jitter": JITTER,
+                    **entry.pop("cluster"),
+                }
+            )
             hardware = Hardware.from_config(entry["study"], cluster)
         except (TypeError, ConfigError) as error:
             raise ConfigError(f"{name}: cluster: {error}") from None
@@ -135,11 +189,21 @@ class Figure:
         try:
             functools.reduce(operator.getitem, unknown.key.split("."), stated)
         except (KeyError, TypeError):
-            raise ConfigError(f"{name}: unknown.key {unknown.key!r} is not a key of its setup") from None
+            raise ConfigError(
+                f"{name}: unknown.key {unknown.key!r} is not a key of its setup"
+            ) from None
         if not 0 < unknown.range[0] < unknown.range[1]:
-            raise ConfigError(f"{name}: unknown.range is [low, high] with 0 < low < high, not {unknown.range}")
-        return cls(**entry, workload=Workload(**workload, steps=1), unknown=unknown, entry=stated,
-                   hardware=hardware, structure=structure)  # fmt: skip
+            raise ConfigError(
+                f"{name}: unknown.range is [low, high] with 0 < low < high, not {unknown.range}"
+            )
+        return cls(
+            **entry,
+            workload=Workload(**workload, steps=1),
+            unknown=unknown,
+            entry=stated,
+            hardware=hardware,
+            structure=structure,
+        )
 
     def cluster_of(self, achieved: Achieved) -> Hardware:
         """Its cluster, loading data at the fitted rate of a node where the study states none."""
@@ -191,7 +255,10 @@ class TimeTable:
 
 def load_figures(path: Path = PUBLISHED, structure: str = "series") -> list[Figure]:
     """The figures of published.yaml, or of a file in its form (your own setups to replay)."""
-    return [Figure.from_entry(entry, path, structure) for entry in yaml.safe_load(Path(path).read_text())["figures"]]
+    return [
+        Figure.from_entry(entry, path, structure)
+        for entry in yaml.safe_load(Path(path).read_text())["figures"]
+    ]
 
 
 def load_time_tables(path: Path = PUBLISHED, structure: str = "series") -> list[TimeTable]:
@@ -201,20 +268,31 @@ def load_time_tables(path: Path = PUBLISHED, structure: str = "series") -> list[
     tables = []
     for table in stated.get("time_tables", []):
         if table["setup"] not in figures or 1 not in table["rows"]:
-            raise ConfigError(f"{path}: time table of {table['study']}: setup names a figure of figures:, and "
-                              "rows have one learner's (the baseline)")  # fmt: skip
+            raise ConfigError(
+                f"{path}: time table of {table['study']}: setup names a figure of figures:, and "
+                "rows have one learner's (the baseline)"
+            )
         setup = Figure.from_entry(figures[table["setup"]], path, structure)
         rows = {int(p): tuple(times) for p, times in table["rows"].items()}
         tables.append(TimeTable(table["study"], table["figure"], setup, rows, table["source"]))
     return tables
 
 
-def _replayed(figure: Figure, algorithm: str, learners: int, steps: int, achieved: Achieved,
-              prefetch: int = 4) -> Replayed:  # fmt: skip
+def _replayed(
+    figure: Figure, algorithm: str, learners: int, steps: int, achieved: Achieved, prefetch: int = 4
+) -> Replayed:
     workload = dataclasses.replace(figure.workload, steps=steps)
     options = figure.options if algorithm == figure.algorithm else {}
-    return replay(algorithm, learners, workload, figure.cluster_of(achieved), options, prefetch=prefetch,
-                  achieved=achieved, held_out=figure.held_out)  # fmt: skip
+    return replay(
+        algorithm,
+        learners,
+        workload,
+        figure.cluster_of(achieved),
+        options,
+        prefetch=prefetch,
+        achieved=achieved,
+        held_out=figure.held_out,
+    )
 
 
 def stock_kaldi_s(figure: Figure, achieved: Achieved) -> float:
@@ -239,8 +317,11 @@ def baseline_s(figure: Figure, achieved: Achieved) -> float:
 
 
 def parallel(figure: Figure, achieved: Achieved, learners: int | None = None) -> Replayed:
-    """The figure's algorithm at its learners (or `learners`), over `steps_per_learner` steps each."""
-    return _replayed(figure, figure.algorithm, learners or figure.learners, figure.steps_per_learner, achieved)
+    """The figure's algorithm at its learners (or `learners`), over `steps_per_learner` steps
+    each."""
+    return _replayed(
+        figure, figure.algorithm, learners or figure.learners, figure.steps_per_learner, achieved
+    )
 
 
 def modelled_speedup(figure: Figure, achieved: Achieved | None = None) -> float:
@@ -248,7 +329,9 @@ def modelled_speedup(figure: Figure, achieved: Achieved | None = None) -> float:
     where it is a speedup to an accuracy; where its epochs are not stated, the same-epochs
     speedup, for information)."""
     achieved = achieved or Achieved.fitted()
-    return baseline_s(figure, achieved) / (parallel(figure, achieved).seconds * (figure.epochs_ratio or 1.0))
+    return baseline_s(figure, achieved) / (
+        parallel(figure, achieved).seconds * (figure.epochs_ratio or 1.0)
+    )
 
 
 def modelled_rows(table: TimeTable, achieved: Achieved | None = None) -> pd.DataFrame:
@@ -256,20 +339,30 @@ def modelled_rows(table: TimeTable, achieved: Achieved | None = None) -> pd.Data
     of time inside MPI, published and modelled."""
     achieved = achieved or Achieved.fitted()
     setup = table.setup
-    alone = _replayed(setup, setup.algorithm, 1, setup.steps_per_learner * max(table.rows), achieved).seconds
+    alone = _replayed(
+        setup, setup.algorithm, 1, setup.steps_per_learner * max(table.rows), achieved
+    ).seconds
     rows = []
     for learners in sorted(p for p in table.rows if p > 1):
         steps = setup.steps_per_learner * max(table.rows) // learners  # the same frames at every P
         replayed = _replayed(setup, setup.algorithm, learners, steps, achieved)
         speedup, mpi_share = table.published(learners)
-        rows.append({"study": table.study, "learners": learners, "speedup": speedup,
-                     "modelled_speedup": alone / replayed.seconds, "mpi_share": mpi_share,
-                     "modelled_mpi_share": replayed.mpi_share})  # fmt: skip
+        rows.append(
+            {
+                "study": table.study,
+                "learners": learners,
+                "speedup": speedup,
+                "modelled_speedup": alone / replayed.seconds,
+                "mpi_share": mpi_share,
+                "modelled_mpi_share": replayed.mpi_share,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def agreeing_value(figure: Figure, achieved: Achieved | None = None, tolerance: float = 0.01,
-                   tries: int = 8) -> float | None:  # fmt: skip
+def agreeing_value(
+    figure: Figure, achieved: Achieved | None = None, tolerance: float = 0.01, tries: int = 8
+) -> float | None:
     """The value of the figure's unknown at which the modelled speedup is the published one (to
     `tolerance`, relative), every shared cost as `achieved`: the Illinois method on
     log(modelled / published) against log(value), from the ends of the unknown's range; None
@@ -277,7 +370,9 @@ def agreeing_value(figure: Figure, achieved: Achieved | None = None, tolerance: 
     achieved = achieved or Achieved.fitted()
 
     def error(log_value: float) -> float:
-        return math.log(modelled_speedup(figure.with_unknown(math.exp(log_value)), achieved) / figure.speedup)
+        return math.log(
+            modelled_speedup(figure.with_unknown(math.exp(log_value)), achieved) / figure.speedup
+        )
 
     (a, b), tolerance = map(math.log, figure.unknown.range), math.log1p(tolerance)
     fa, fb = error(a), error(b)

@@ -63,13 +63,19 @@ def _wav_data_sizes(path: str) -> tuple[int, int] | None:
     return None
 
 
-def read_audio(audio: str, start: float = 0.0, end: float | None = None, channel: int = 0) -> tuple[np.ndarray, int]:
+def read_audio(
+    audio: str, start: float = 0.0, end: float | None = None, channel: int = 0
+) -> tuple[np.ndarray, int]:
     """One channel of `audio` from `start` to `end` seconds (None: its end) as float32, and its
     sample rate. A file that holds less than its header promises is an error (truncated): for
     WAV, which libsndfile reads as far as it goes, the data chunk's size is checked."""
     sizes = None if is_command(audio) else _wav_data_sizes(audio)
-    if sizes and sizes[0] != 0xFFFFFFFF and sizes[1] < sizes[0]:  # 0xFFFFFFFF: size unknown (streamed)
-        raise BadInput(f"truncated: its header promises {sizes[0]} bytes of audio, it holds {sizes[1]}")
+    if (
+        sizes and sizes[0] != 0xFFFFFFFF and sizes[1] < sizes[0]
+    ):  # 0xFFFFFFFF: size unknown (streamed)
+        raise BadInput(
+            f"truncated: its header promises {sizes[0]} bytes of audio, it holds {sizes[1]}"
+        )
     with soundfile.SoundFile(open_audio(audio)) as sound:
         rate, frames = sound.samplerate, sound.frames
         first, last = round(start * rate), frames if end is None else min(frames, round(end * rate))
@@ -78,5 +84,7 @@ def read_audio(audio: str, start: float = 0.0, end: float | None = None, channel
         sound.seek(first)
         samples = sound.read(last - first, dtype="float32", always_2d=True)
     if len(samples) < last - first:
-        raise BadInput(f"truncated: {len(samples)} of the {last - first} samples its header promises")
+        raise BadInput(
+            f"truncated: {len(samples)} of the {last - first} samples its header promises"
+        )
     return samples[:, channel], rate

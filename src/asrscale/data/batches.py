@@ -37,21 +37,30 @@ class Batch:
     def to(self, device: torch.device) -> "Batch":
         if self.features.device == device:
             return self
-        moved = {k: v.to(device, non_blocking=True) for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+        moved = {
+            k: v.to(device, non_blocking=True)
+            for k, v in vars(self).items()
+            if isinstance(v, torch.Tensor)
+        }
         return replace(self, **moved)
 
 
 class Subset:
     """The features, transcripts and frame counts of one subset (train, dev or test)."""
 
-    def __init__(self, data_dir: Path, feats_dir: Path, train_feats_dir: Path, cmvn: str, tokens: Tokens):
+    def __init__(
+        self, data_dir: Path, feats_dir: Path, train_feats_dir: Path, cmvn: str, tokens: Tokens
+    ):
         self.text = read_table(Path(data_dir) / "text")
         self.frames = read_frame_counts(feats_dir)
         self.tokens = tokens
-        self._reader = kaldiio.load_scp(str(Path(feats_dir) / "feats.scp"), max_cache_fd=8)  # ark files stay open
+        self._reader = kaldiio.load_scp(
+            str(Path(feats_dir) / "feats.scp"), max_cache_fd=8
+        )  # ark files stay open
         self.utt2spk = read_table(Path(data_dir) / "utt2spk")
-        self._normalise = Normaliser(cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz",
-                                     self.utt2spk)  # fmt: skip
+        self._normalise = Normaliser(
+            cmvn, Path(train_feats_dir) / "cmvn.npz", Path(feats_dir) / "cmvn.npz", self.utt2spk
+        )
 
     def collate(self, utts: list[str]) -> Batch:
         feats = [self._normalise(u, self._reader[u]) for u in utts]
@@ -67,8 +76,15 @@ class Subset:
             list(utts),
         )
 
-    def batches(self, utts: list[str], batch_size: int, seed: int | None, count: int | None = None,
-                learner: int = 0, order: str = "like-lengths") -> list[list[str]]:  # fmt: skip
+    def batches(
+        self,
+        utts: list[str],
+        batch_size: int,
+        seed: int | None,
+        count: int | None = None,
+        learner: int = 0,
+        order: str = "like-lengths",
+    ) -> list[list[str]]:
         """Utterances grouped into batches of similar length (little padding).
 
         With a seed (training): a learner's utterances sorted by length, those within
@@ -79,12 +95,16 @@ class Subset:
         learners computed as one, asrscale.training.fused, pad little to the round's longest) or
         from the seed and `learner` ("own": a step's learners take batches of different lengths).
         SEQ, learner 0, follows the same rule. Without a seed: sorted by length (evaluation). With
-        `count`, exactly `count` batches whose sizes differ by at most one (every utterance once)."""
+        `count`, exactly `count` batches whose sizes differ by at most one (every utterance
+        once)."""
         if seed is None:
             ordered = sorted(utts, key=lambda u: (self.frames[u], u))
         else:
             mixing = random.Random(f"{seed}/{learner}")
-            jittered = {u: self.frames[u] * (1 + LENGTH_JITTER * (mixing.random() - 0.5)) for u in sorted(utts)}
+            jittered = {
+                u: self.frames[u] * (1 + LENGTH_JITTER * (mixing.random() - 0.5))
+                for u in sorted(utts)
+            }
             ordered = sorted(jittered, key=jittered.get)
         if count is None:
             groups = [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
@@ -92,7 +112,9 @@ class Subset:
             bounds = [len(ordered) * i // count for i in range(count + 1)]
             groups = [ordered[a:b] for a, b in zip(bounds, bounds[1:])]
         if seed is not None:
-            random.Random(seed if order == "like-lengths" or learner == 0 else f"{seed}/{learner}").shuffle(groups)
+            random.Random(
+                seed if order == "like-lengths" or learner == 0 else f"{seed}/{learner}"
+            ).shuffle(groups)
         return groups
 
 
@@ -118,7 +140,12 @@ class Prefetcher:
     real. A loading error is raised where the learner takes that batch."""
 
     def __init__(self, subset: Subset, groups: list[list[str]], depth: int, loader: Executor):
-        self._collate, self._groups, self._depth, self._loader = subset.collate, iter(groups), depth, loader
+        self._collate, self._groups, self._depth, self._loader = (
+            subset.collate,
+            iter(groups),
+            depth,
+            loader,
+        )
         self._ahead: deque[Future | None] = deque(self._submit() for _ in range(depth))
 
     def _submit(self) -> Future | None:

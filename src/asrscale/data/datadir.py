@@ -22,10 +22,20 @@ class DataDir:
     utt2spk: dict[str, str] = field(default_factory=dict)
     utt2dur: dict[str, float] = field(default_factory=dict)
     segments: dict[str, tuple[str, float, float | None]] = field(default_factory=dict)
-    feats: dict[str, str] = field(default_factory=dict)  # utt -> Kaldi features, used instead of audio
+    feats: dict[str, str] = field(
+        default_factory=dict
+    )  # utt -> Kaldi features, used instead of audio
 
-    def add(self, utt: str, wav: str | None, text: str, speaker: str, duration: float, segment=None,
-            feats: str | None = None) -> None:  # fmt: skip
+    def add(
+        self,
+        utt: str,
+        wav: str | None,
+        text: str,
+        speaker: str,
+        duration: float,
+        segment=None,
+        feats: str | None = None,
+    ) -> None:
         """One utterance; `segment` (recording, start, end or None) when it is cut from `wav`;
         `feats` (a feats.scp entry) for an utterance known by its features, not its audio."""
         if utt in self.text:
@@ -47,8 +57,15 @@ class DataDir:
     def merge(self, other: "DataDir") -> None:
         for utt in other.text:
             wav = other.audio(utt)[0] if not other.feats else None
-            self.add(utt, wav, other.text[utt], other.utt2spk[utt], other.utt2dur[utt], other.segments.get(utt),
-                     other.feats.get(utt))  # fmt: skip
+            self.add(
+                utt,
+                wav,
+                other.text[utt],
+                other.utt2spk[utt],
+                other.utt2dur[utt],
+                other.segments.get(utt),
+                other.feats.get(utt),
+            )
 
     @property
     def spk2utt(self) -> dict[str, list[str]]:
@@ -62,12 +79,23 @@ class DataDir:
         folder.mkdir(parents=True, exist_ok=True)
         for name, table in (("wav.scp", self.wav), ("text", self.text), ("utt2spk", self.utt2spk)):
             atomic_write_text(folder / name, "".join(f"{u} {table[u]}\n" for u in sorted(table)))
-        atomic_write_text(folder / "utt2dur", "".join(f"{u} {self.utt2dur[u]:.3f}\n" for u in sorted(self.utt2dur)))
-        atomic_write_text(folder / "spk2utt", "".join(f"{s} {' '.join(us)}\n" for s, us in self.spk2utt.items()))
+        atomic_write_text(
+            folder / "utt2dur",
+            "".join(f"{u} {self.utt2dur[u]:.3f}\n" for u in sorted(self.utt2dur)),
+        )
+        atomic_write_text(
+            folder / "spk2utt", "".join(f"{s} {' '.join(us)}\n" for s, us in self.spk2utt.items())
+        )
         if self.feats:
-            atomic_write_text(folder / "feats.scp", "".join(f"{u} {self.feats[u]}\n" for u in sorted(self.feats)))
+            atomic_write_text(
+                folder / "feats.scp", "".join(f"{u} {self.feats[u]}\n" for u in sorted(self.feats))
+            )
         if self.segments:
-            whole = {u: (u, 0.0, None) for u in self.text if u not in self.segments and u not in self.feats}
+            whole = {
+                u: (u, 0.0, None)
+                for u in self.text
+                if u not in self.segments and u not in self.feats
+            }
             lines = (
                 f"{u} {r} {s:.6f} {-1 if e is None else e:.6f}\n"
                 for u, (r, s, e) in sorted({**self.segments, **whole}.items())
@@ -107,5 +135,7 @@ def read_data_dir(folder: Path) -> DataDir:
     for name, table in (("text", text), ("utt2spk", utt2spk), ("utt2dur", durations)):
         if table.keys() != utterances.keys():
             missing = sorted(utterances.keys() ^ table.keys())[:3]
-            raise ValueError(f"{folder / name} and {folder / listing} list different utterances, e.g. {missing}")
+            raise ValueError(
+                f"{folder / name} and {folder / listing} list different utterances, e.g. {missing}"
+            )
     return DataDir(wav, text, utt2spk, durations, segments, feats)

@@ -55,20 +55,31 @@ def mel_banks(bins: int, padded: int, sample_rate: int, low_hz: float = 20.0) ->
     return np.pad(weights, ((0, 0), (0, 1))).T.astype(np.float32)  # the Nyquist bin weighs nothing
 
 
-def kaldi_fbank(audio: np.ndarray, sample_rate: int, window_ms: float, shift_ms: float, bins: int,
-                dither: float = 0.0) -> np.ndarray:  # fmt: skip
-    """Log mel filterbanks as Kaldi's compute-fbank-feats makes them (see the module): (frames, bins)."""
+def kaldi_fbank(
+    audio: np.ndarray,
+    sample_rate: int,
+    window_ms: float,
+    shift_ms: float,
+    bins: int,
+    dither: float = 0.0,
+) -> np.ndarray:
+    """Log mel filterbanks as Kaldi's compute-fbank-feats makes them (see the module): (frames,
+    bins)."""
     length, step = round(window_ms * sample_rate / 1000), round(shift_ms * sample_rate / 1000)
     samples = audio.astype(np.float64) * 32768  # Kaldi reads a WAV file's int16 values as they are
     if len(samples) < length:
         return np.zeros((0, bins), np.float32)
     frames = np.lib.stride_tricks.sliding_window_view(samples, length)[::step].copy()
     if dither:  # drawn from the audio itself: the same utterance is dithered alike in every run
-        frames += dither * np.random.default_rng(zlib.crc32(audio.tobytes())).standard_normal(frames.shape)
+        frames += dither * np.random.default_rng(zlib.crc32(audio.tobytes())).standard_normal(
+            frames.shape
+        )
     frames -= frames.mean(axis=1, keepdims=True)
     frames[:, 1:] -= 0.97 * frames[:, :-1]
     frames[:, 0] *= 1 - 0.97
-    frames *= (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(length) / (length - 1))) ** 0.85  # Povey's window
+    frames *= (
+        0.5 - 0.5 * np.cos(2 * np.pi * np.arange(length) / (length - 1))
+    ) ** 0.85  # Povey's window
     padded = 1 << (length - 1).bit_length()
     power = np.abs(np.fft.rfft(frames, padded)) ** 2
     energies = power.astype(np.float32) @ mel_banks(bins, padded, sample_rate)
@@ -77,7 +88,9 @@ def kaldi_fbank(audio: np.ndarray, sample_rate: int, window_ms: float, shift_ms:
 
 def compute(audio: np.ndarray, config: FeatureConfig) -> np.ndarray:
     if config.kind == "fbank":
-        return kaldi_fbank(audio, config.sample_rate, config.window_ms, config.shift_ms, config.bins, config.dither)
+        return kaldi_fbank(
+            audio, config.sample_rate, config.window_ms, config.shift_ms, config.bins, config.dither
+        )
     window, shift = config.window_ms / 1000, config.shift_ms / 1000
     nfft = 1 << (int(window * config.sample_rate) - 1).bit_length()
     cepstra = psf.mfcc(audio, config.sample_rate, window, shift, 13, config.bins, nfft)
@@ -116,7 +129,11 @@ class FeatureCache:
 
     def path(self, audio: tuple[str, float, float | None], config: FeatureConfig) -> Path:
         try:
-            state = "" if is_command(audio[0]) else (lambda s: f"{s.st_size}:{s.st_mtime_ns}")(os.stat(audio[0]))
+            state = (
+                ""
+                if is_command(audio[0])
+                else (lambda s: f"{s.st_size}:{s.st_mtime_ns}")(os.stat(audio[0]))
+            )
         except OSError:
             state = "missing"
         key = hashlib.sha1(json.dumps([*audio, state, asdict(config)]).encode()).hexdigest()
@@ -153,15 +170,26 @@ def _features(data: DataDir, utt: str, config: FeatureConfig, resampled: set) ->
     return feats
 
 
-def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, out_prefix: Path,
-                 bad_input: BadInputPolicy, cache: FeatureCache | None = None) -> None:  # fmt: skip
+def extract_part(
+    data: DataDir,
+    config: FeatureConfig,
+    part: int,
+    parts: int,
+    out_prefix: Path,
+    bad_input: BadInputPolicy,
+    cache: FeatureCache | None = None,
+) -> None:
     """Features of the speakers `part`, `part + parts`, ... into `<prefix>.ark/.scp` plus CMVN
     stats; utterances whose audio cannot be used are left out and listed in `<prefix>.skipped`."""
     out_prefix.parent.mkdir(parents=True, exist_ok=True)
-    cache = cache if config.kind != "kaldi" else None  # reading Kaldi features is as cheap as the cache
+    cache = (
+        cache if config.kind != "kaldi" else None
+    )  # reading Kaldi features is as cheap as the cache
     speakers = sorted(data.spk2utt.items())[part::parts]
     stats, frames, resampled, reused = {}, {}, set(), 0
-    skipped = Skipped(bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch"))
+    skipped = Skipped(
+        bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
+    )
     ark, scp = f"{out_prefix}.ark", f"{out_prefix}.scp"
     ticker, done = Ticker(f"features of part {part}", sum(len(utts) for _, utts in speakers)), 0
     with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}.tmp") as writer:
@@ -191,12 +219,20 @@ def extract_part(data: DataDir, config: FeatureConfig, part: int, parts: int, ou
             if count:
                 stats[speaker] = (total, squares, count)
     if cache:
-        print(f"{len(frames) - reused} utterances computed, {reused} taken from the cache {cache.folder}")
+        print(
+            f"{len(frames) - reused} utterances computed, {reused} taken from the cache "
+            f"{cache.folder}"
+        )
     for rate in sorted(resampled):
         print(f"note: audio at {rate} Hz was resampled to {config.sample_rate} Hz")
     skipped.finish(sum(len(utts) for _, utts in speakers))
-    np.savez(f"{out_prefix}.cmvn.npz", **{s: np.concatenate([t, q, [c]]) for s, (t, q, c) in stats.items()})
-    atomic_write_text(Path(f"{out_prefix}.frames"), "".join(f"{u} {n}\n" for u, n in sorted(frames.items())))
+    np.savez(
+        f"{out_prefix}.cmvn.npz",
+        **{s: np.concatenate([t, q, [c]]) for s, (t, q, c) in stats.items()},
+    )
+    atomic_write_text(
+        Path(f"{out_prefix}.frames"), "".join(f"{u} {n}\n" for u, n in sorted(frames.items()))
+    )
     Path(f"{scp}.tmp").rename(scp)
 
 
@@ -242,7 +278,9 @@ class Normaliser:
     def __call__(self, utt: str, feats: np.ndarray) -> np.ndarray:
         if self.mode == "none":
             return feats
-        mean, inv_std = self._speakers[self.utt2spk[utt]] if self.mode == "speaker" else self._global
+        mean, inv_std = (
+            self._speakers[self.utt2spk[utt]] if self.mode == "speaker" else self._global
+        )
         return (feats - mean) * inv_std
 
 

@@ -19,7 +19,9 @@ def balance(frames: dict[str, int], shards: int) -> list[list[str]]:
 
 def write_shards(frames: dict[str, int], shards: int, out_dir: Path) -> None:
     for rank, utts in enumerate(balance(frames, shards)):
-        atomic_write_text(Path(out_dir) / f"shard{rank}.tsv", "".join(f"{u}\t{frames[u]}\n" for u in utts))
+        atomic_write_text(
+            Path(out_dir) / f"shard{rank}.tsv", "".join(f"{u}\t{frames[u]}\n" for u in utts)
+        )
 
 
 def read_shard(folder: Path, rank: int, learners: int) -> list[str]:
@@ -27,6 +29,8 @@ def read_shard(folder: Path, rank: int, learners: int) -> list[str]:
     another sharding (a mis-wired rule) would train on part of the data, or on some of it twice."""
     found = len(list(Path(folder).glob("shard*.tsv")))
     if found != learners:
-        raise ValueError(f"{folder} holds {found} shards, not one per learner of this run ({learners})")
+        raise ValueError(
+            f"{folder} holds {found} shards, not one per learner of this run ({learners})"
+        )
     path = Path(folder) / f"shard{rank}.tsv"
     return [line.split("\t", 1)[0] for line in path.read_text().splitlines() if line]

@@ -51,4 +51,6 @@ class Tokens:
         inside = torch.arange(best.shape[1], device=best.device) < lengths.to(best.device)[:, None]
         kept = (new & inside & (best != 0)).cpu()
         best = best.cpu()
-        return [" ".join(self.decode(path[keep].tolist()).split()) for path, keep in zip(best, kept)]
+        return [
+            " ".join(self.decode(path[keep].tolist()).split()) for path, keep in zip(best, kept)
+        ]

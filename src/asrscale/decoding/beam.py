@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie
+from flashlight.lib.text.decoder import (
+    CriterionType,
+    LexiconDecoder,
+    LexiconDecoderOptions,
+    SmearingMode,
+    Trie,
+)
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
@@ -30,14 +36,19 @@ class Weights:
 class LexiconBeamSearch:
     def __init__(self, arpa: Path, tokens: Tokens, beam: int, beam_threshold: float):
         if WORD_SEPARATOR not in tokens:
-            raise ValueError("the model's tokens have no word separator (a space): it cannot be decoded into words")
+            raise ValueError(
+                "the model's tokens have no word separator (a space): it cannot be decoded into "
+                "words"
+            )
         self.tokens, self.beam, self.beam_threshold = tokens, beam, beam_threshold
         self.words = [w for w in vocabulary(arpa) if all(c in tokens for c in w)]
         self.dictionary = Dictionary([*self.words, BOS, EOS, UNK])
         try:
             self.lm = KenLM(str(arpa), self.dictionary)
         except RuntimeError as error:  # KenLM's reasons come last, after the line of its source
-            raise UserError(f"{arpa}: KenLM cannot read it: {str(error).splitlines()[-1]}") from None
+            raise UserError(
+                f"{arpa}: KenLM cannot read it: {str(error).splitlines()[-1]}"
+            ) from None
         self.separator = tokens.encode(WORD_SEPARATOR)[0]
         self.trie = Trie(len(tokens), self.separator)
         start = self.lm.start(False)

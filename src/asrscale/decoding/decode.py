@@ -72,12 +72,19 @@ def model_outputs(model, subset: Subset, batch_size: int = 64) -> Outputs:
             batch = subset.collate(group).to(device)
             log_probs, lengths = model(batch.features, batch.lengths)
             texts = subset.tokens.greedy(log_probs, lengths)
-            for utt, scores, length, text in zip(group, log_probs.float().cpu().numpy(), lengths.tolist(), texts):
+            for utt, scores, length, text in zip(
+                group, log_probs.float().cpu().numpy(), lengths.tolist(), texts
+            ):
                 by_utt[utt] = (text, scores[:length])
     ticker(len(by_utt))
     utts = sorted(by_utt)
-    return Outputs(utts, [subset.text[u] for u in utts], [by_utt[u][0] for u in utts], [by_utt[u][1] for u in utts],
-                   [subset.utt2spk.get(u, u) for u in utts])  # fmt: skip
+    return Outputs(
+        utts,
+        [subset.text[u] for u in utts],
+        [by_utt[u][0] for u in utts],
+        [by_utt[u][1] for u in utts],
+        [subset.utt2spk.get(u, u) for u in utts],
+    )
 
 
 def wer(references: list[str], hypotheses: list[str]) -> float:
@@ -88,13 +95,21 @@ def wer(references: list[str], hypotheses: list[str]) -> float:
 def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSettings) -> list[dict]:
     """Dev WER of every LM weight and word bonus of the grid, best first (ties: the order given)."""
     tried = []
-    ticker = Ticker("dev decodes of the LM weights", len(settings.lm_weights) * len(settings.word_bonuses))
+    ticker = Ticker(
+        "dev decodes of the LM weights", len(settings.lm_weights) * len(settings.word_bonuses)
+    )
     for lm_weight in settings.lm_weights:
         for word_bonus in settings.word_bonuses:
             ticker(len(tried))
             decoder = search.decoder(Weights(lm_weight, word_bonus))
             hypotheses = [search.decode(decoder, scores) for scores in dev.log_probs]
-            tried.append({"lm_weight": lm_weight, "word_bonus": word_bonus, "dev_wer": wer(dev.references, hypotheses)})
+            tried.append(
+                {
+                    "lm_weight": lm_weight,
+                    "word_bonus": word_bonus,
+                    "dev_wer": wer(dev.references, hypotheses),
+                }
+            )
     ticker(len(tried))
     return sorted(tried, key=lambda t: t["dev_wer"])
 
@@ -102,35 +117,61 @@ def choose_weights(search: LexiconBeamSearch, dev: Outputs, settings: DecodeSett
 def score(test: Outputs, decodes: dict[str, list[str]], out_dir: Path) -> dict:
     """Each decode's (`decodes`: its hypotheses by name) WER, CER and most frequent confusions, with
     its alignments, every hypothesis (hypotheses.tsv) and each utterance's word errors
-    (utterances.tsv, with its speaker: what the analysis's intervals resample) written to `out_dir`."""
+    (utterances.tsv, with its speaker: what the analysis's intervals resample) written to
+    `out_dir`."""
     scores, errors = {"utterances": len(test.utts)}, {}
     for name, hypotheses in decodes.items():
         word_errors, words = error_counts(test.references, hypotheses, "word")
         char_errors, chars = error_counts(test.references, hypotheses, "char")
         alignment, confusions, errors[name] = align(test.utts, test.references, hypotheses)
         atomic_write_text(out_dir / f"alignment.{name}.txt", alignment)
-        scores[name] = {"wer": word_errors / words, "cer": char_errors / chars, "words": words, "chars": chars,
-                        "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)]}  # fmt: skip
+        scores[name] = {
+            "wer": word_errors / words,
+            "cer": char_errors / chars,
+            "words": words,
+            "chars": chars,
+            "confusions": [[r, h, n] for (r, h), n in confusions.most_common(CONFUSIONS_KEPT)],
+        }
     names = list(decodes)
     rows = zip(test.utts, test.references, *decodes.values())
-    atomic_write_text(out_dir / "hypotheses.tsv", "\t".join(["utt", "reference", *names]) + "\n"
-                      + "".join("\t".join(row) + "\n" for row in rows))  # fmt: skip
+    atomic_write_text(
+        out_dir / "hypotheses.tsv",
+        "\t".join(["utt", "reference", *names])
+        + "\n"
+        + "".join("\t".join(row) + "\n" for row in rows),
+    )
     rows = zip(test.utts, test.speakers, test.references, *errors.values())
     header = ["utt", "speaker", "words", *(f"{n}_errors" for n in names)]
-    atomic_write_text(out_dir / "utterances.tsv", "\t".join(header) + "\n"
-                      + "".join("\t".join([utt, speaker, str(len(ref.split())), *map(str, counts)]) + "\n"
-                                for utt, speaker, ref, *counts in rows))  # fmt: skip
+    atomic_write_text(
+        out_dir / "utterances.tsv",
+        "\t".join(header)
+        + "\n"
+        + "".join(
+            "\t".join([utt, speaker, str(len(ref.split())), *map(str, counts)]) + "\n"
+            for utt, speaker, ref, *counts in rows
+        ),
+    )
     return scores
 
 
-def decode_run(model_path, dev: tuple[Path, Path], tests: dict[str, tuple[Path, Path]], train_feats_dir,
-               lm: Path, settings: DecodeSettings, out_dir) -> dict:  # fmt: skip
+def decode_run(
+    model_path,
+    dev: tuple[Path, Path],
+    tests: dict[str, tuple[Path, Path]],
+    train_feats_dir,
+    lm: Path,
+    settings: DecodeSettings,
+    out_dir,
+) -> dict:
     """Decode each test set of `tests` (name -> its data and feature dirs) with a trained model on
     `settings.device`, greedily and with the LM at the weights best on `dev`; writes each set's
     hypotheses, alignments and scores into `out_dir`/<name>. Returns each set's scores."""
     saved = torch.load(model_path, weights_only=False)
     # (a model saved before features.kaldi_dim and features.dither were settings has neither)
-    tokens, features = Tokens(saved["tokens"]), FeatureConfig(**{"kaldi_dim": None, "dither": 0.0, **saved["features"]})
+    tokens, features = (
+        Tokens(saved["tokens"]),
+        FeatureConfig(**{"kaldi_dim": None, "dither": 0.0, **saved["features"]}),
+    )
     model = build_model(ModelConfig(**saved["model_config"]), features.dim, len(tokens))
     model.load_state_dict(saved["model"])
     model.to(resolve_device(settings.device)).eval()
@@ -153,11 +194,16 @@ def decode_run(model_path, dev: tuple[Path, Path], tests: dict[str, tuple[Path, 
         scores = score(test, {"lm": with_lm, "greedy": test.greedy}, Path(out_dir) / name)
         scores |= {"tried_on_dev": tried, "dev_greedy_wer": wer(on_dev.references, on_dev.greedy)}
         scores["lm"] |= {key: tried[0][key] for key in ("lm_weight", "word_bonus", "dev_wer")}
-        scores["oov_words"] = sum(w not in set(search.words) for text in test.references for w in text.split())
+        scores["oov_words"] = sum(
+            w not in set(search.words) for text in test.references for w in text.split()
+        )
         scores["unknown_characters"] = unknown = unknown_characters(test.references, tokens)
         if unknown:
-            print(f"note: {name}: {unknown} reference characters are not in the model's token set; they count as "
-                  "errors")  # fmt: skip
+            print(
+                f"note: {name}: {unknown} reference characters are not in the model's token set; "
+                "they count as "
+                "errors"
+            )
         atomic_write_json(Path(out_dir) / name / "scores.json", scores)
         found[name] = scores
     return found

@@ -1,12 +1,12 @@
 """The word n-gram language model of decoding: interpolated Kneser-Ney (Chen & Goodman 1999) with
-one discount per order (their "interpolated Kneser-Ney", not the "modified" one with three
-discounts per order that KenLM's lmplz and SRILM's `-kndiscount` estimate), estimated from the training
-transcripts and written as an ARPA file, the form every n-gram toolkit reads and writes; or a
-user's own ARPA file (`decode.lm`, plain or gzipped as openslr ships LibriSpeech's), its words
-folded by the rule the transcripts were (corpus.text: LibriSpeech's LM is in capitals, its
-transcripts lowercased on import) and checked against the dev transcripts before any training
-starts: an LM whose words the model cannot spell, or which misses too many dev words, is an error
-that names it, not a decode that scores 100% WER."""
+one discount per order (their "interpolated Kneser-Ney", not the "modified" one with three discounts
+per order that KenLM's lmplz and SRILM's `-kndiscount` estimate), estimated from the training
+transcripts and written as an ARPA file, the form every n-gram toolkit reads and writes; or a user's
+own ARPA file (`decode.lm`, plain or gzipped as openslr ships LibriSpeech's), its words folded by
+the rule the transcripts were (corpus.text: LibriSpeech's LM is in capitals, its transcripts
+lowercased on import) and checked against the dev transcripts before any training starts: an LM
+whose words the model cannot spell, or which misses too many dev words, is an error that names it,
+not a decode that scores 100% WER."""
 
 import gzip
 import io
@@ -39,7 +39,9 @@ def estimate(sentences: list[list[str]], order: int) -> dict[tuple[str, ...], tu
             for i in range(len(padded) - n + 1):
                 counts[n][tuple(padded[i : i + n])] += 1
     for n in range(1, order):  # continuation counts
-        continuations = Counter({ngram: count for ngram, count in counts[n].items() if ngram[0] == BOS})
+        continuations = Counter(
+            {ngram: count for ngram, count in counts[n].items() if ngram[0] == BOS}
+        )
         for ngram in counts[n + 1]:
             continuations[ngram[1:]] += 1
         counts[n] = continuations
@@ -55,11 +57,16 @@ def estimate(sentences: list[list[str]], order: int) -> dict[tuple[str, ...], tu
             seen[ngram[:-1]] += count > 0
         mass = {context: discount * seen[context] / totals[context] for context in totals}
         probabilities = {
-            ngram: max(count - discount, 0) / totals[ngram[:-1]] + mass[ngram[:-1]] * lower[ngram[1:] if n > 1 else ()]
+            ngram: max(count - discount, 0) / totals[ngram[:-1]]
+            + mass[ngram[:-1]] * lower[ngram[1:] if n > 1 else ()]
             for ngram, count in counts[n].items()
         }
         model.update((ngram, (math.log10(p), 0.0)) for ngram, p in probabilities.items())
-        model.update((context, (model[context][0], math.log10(weight))) for context, weight in mass.items() if context)
+        model.update(
+            (context, (model[context][0], math.log10(weight)))
+            for context, weight in mass.items()
+            if context
+        )
         lower = probabilities
     return model
 
@@ -83,13 +90,19 @@ def write_arpa(path: Path, texts: list[str], order: int) -> None:
         lines += ["", f"\\{n}-grams:"]
         for ngram in by_order[n]:
             logp, backoff = model[ngram]
-            lines.append(f"{logp:.6f}\t{' '.join(ngram)}" + (f"\t{backoff:.6f}" if n < order else ""))
+            lines.append(
+                f"{logp:.6f}\t{' '.join(ngram)}" + (f"\t{backoff:.6f}" if n < order else "")
+            )
     atomic_write_text(path, "\n".join([*lines, "", "\\end\\", ""]))
 
 
 def open_arpa(path: Path) -> io.TextIOBase:
     """An ARPA file's lines, gzipped (.gz) or not."""
-    return gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz") else open(path, encoding="utf-8")
+    return (
+        gzip.open(path, "rt", encoding="utf-8")
+        if str(path).endswith(".gz")
+        else open(path, encoding="utf-8")
+    )
 
 
 def vocabulary(path: Path) -> list[str]:
@@ -106,7 +119,10 @@ def vocabulary(path: Path) -> list[str]:
                 elif in_unigrams and line:
                     fields = line.split("\t") if "\t" in line else line.split()
                     if len(fields) < 2:
-                        raise UserError(f"{path}, line {number}: expected 'log10-probability<TAB>word', got {line!r}")
+                        raise UserError(
+                            f"{path}, line {number}: expected 'log10-probability<TAB>word', got "
+                            f"{line!r}"
+                        )
                     words.append(fields[1])
     except (OSError, UnicodeDecodeError, EOFError) as error:
         raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
@@ -115,7 +131,9 @@ def vocabulary(path: Path) -> list[str]:
     return [w for w in words if w not in (BOS, EOS, UNK)]
 
 
-def read_arpa(path: Path, keep: set | None = None) -> tuple[dict[tuple[str, ...], tuple[float, float]], dict]:
+def read_arpa(
+    path: Path, keep: set | None = None
+) -> tuple[dict[tuple[str, ...], tuple[float, float]], dict]:
     """The n-grams of an ARPA file, (log10 probability, log10 backoff; 0 where none is listed),
     streamed line by line and kept only where `keep` holds them (None: every one), so that an LM
     of LibriSpeech's size (tens of millions of n-grams) is read in the memory of the few it is asked
@@ -137,7 +155,9 @@ def read_arpa(path: Path, keep: set | None = None) -> tuple[dict[tuple[str, ...]
                         logp = float(fields[0])
                         backoff = float(fields[1 + order]) if len(fields) > 1 + order else 0.0
                     except (ValueError, IndexError):
-                        raise UserError(f"{path}, line {number}: not an ARPA {order}-gram line: {line!r}") from None
+                        raise UserError(
+                            f"{path}, line {number}: not an ARPA {order}-gram line: {line!r}"
+                        ) from None
                     model[ngram] = (logp, backoff)
     except (OSError, UnicodeDecodeError, EOFError) as error:
         raise UserError(f"{path}: cannot read it as an ARPA language model ({error})") from None
@@ -156,7 +176,10 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
     # word -> folded; folded -> its first word; folded words of several words; n-grams of those kept
     folded, owners, collided, kept = {}, {}, set(), set()
     order, counts, left_out, merges = 0, Counter(), 0, 0
-    with open_arpa(source) as lines, tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as body:
+    with (
+        open_arpa(source) as lines,
+        tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as body,
+    ):
         try:
             for line in lines:
                 line = line.strip()
@@ -170,14 +193,18 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
                 words = fields[1 : 1 + order]
                 if order == 1:
                     folded[words[0]] = _folded_word(words[0], fold, owners, collided)
-                    if owners.get(folded[words[0]], words[0]) != words[0]:  # another word listed first is it
+                    if (
+                        owners.get(folded[words[0]], words[0]) != words[0]
+                    ):  # another word listed first is it
                         merges += 1
                         continue
                 mapped = tuple(folded.get(word) for word in words)
                 if None in mapped or "" in mapped:
                     left_out += 1
                     continue
-                if order > 1 and collided.intersection(mapped):  # (every unigram is read before them)
+                if order > 1 and collided.intersection(
+                    mapped
+                ):  # (every unigram is read before them)
                     if mapped in kept:
                         merges += 1
                         continue
@@ -186,7 +213,9 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
                 counts[order] += 1
         except (OSError, UnicodeDecodeError, EOFError, ValueError, IndexError) as error:
             os.unlink(body.name)
-            raise UserError(f"{source}: cannot read it as an ARPA language model ({error})") from None
+            raise UserError(
+                f"{source}: cannot read it as an ARPA language model ({error})"
+            ) from None
     header = "\\data\\\n" + "".join(f"ngram {n}={counts[n]}\n" for n in sorted(counts))
     with open(body.name) as written:
         atomic_write_text(out, header + written.read() + "\n\\end\\\n")
@@ -209,23 +238,34 @@ def _folded_word(word: str, fold: Callable[[str], str], owners: dict, collided: 
     return found
 
 
-def check_lexicon(lm: Path, source: str, spellable: Callable[[str], bool], dev_texts: list[str],
-                  max_oov_rate: float | None) -> dict:  # fmt: skip
+def check_lexicon(
+    lm: Path,
+    source: str,
+    spellable: Callable[[str], bool],
+    dev_texts: list[str],
+    max_oov_rate: float | None,
+) -> dict:
     """That the decoder has a lexicon: some of the LM's words spelled in the model's characters,
     and (`max_oov_rate`) no more than that share of the dev transcripts' words outside it."""
     words = vocabulary(lm)
     lexicon = {word for word in words if spellable(word)}
     if not lexicon:
-        raise UserError(f"decode.lm: {source}: none of its {len(words):,} words can be spelled in the training "
-                        f"transcripts' characters (such as {words[0]!r}): is it in the transcripts' case "
-                        "(corpus.text.lowercase)?")  # fmt: skip
+        raise UserError(
+            f"decode.lm: {source}: none of its {len(words):,} words can be spelled in the training "
+            f"transcripts' characters (such as {words[0]!r}): is it in the transcripts' case "
+            "(corpus.text.lowercase)?"
+        )
     dev = [word for text in dev_texts for word in text.split()]
     oov = sum(word not in lexicon for word in dev) / max(len(dev), 1)
     if max_oov_rate is not None and oov > max_oov_rate:
         missing = Counter(word for word in dev if word not in lexicon).most_common(5)
-        raise UserError(f"decode.lm: {source}: {100 * oov:.1f}% of the dev transcripts' words are not in its lexicon "
-                        f"(decode.max_lm_oov_rate: {max_oov_rate:g}), such as {[w for w, _ in missing]}: is it the "
-                        "corpus's LM, in the transcripts' case?")  # fmt: skip
+        raise UserError(
+            f"decode.lm: {source}: {100 * oov:.1f}% of the dev transcripts' words are not in its "
+            "lexicon "
+            f"(decode.max_lm_oov_rate: {max_oov_rate:g}), such as {[w for w, _ in missing]}: is it "
+            "the "
+            "corpus's LM, in the transcripts' case?"
+        )
     return {"lexicon": len(lexicon), "dev_oov_rate": oov}
 
 
@@ -250,11 +290,22 @@ def report(path: Path, training: list[str], evaluated: dict[str, list[str]]) -> 
     for texts in evaluated.values():
         for text in texts:
             padded = [BOS, *text.split(), EOS]
-            asked |= {tuple(padded[i : i + n]) for n in range(1, len(padded) + 1) for i in range(len(padded) - n + 1)}
+            asked |= {
+                tuple(padded[i : i + n])
+                for n in range(1, len(padded) + 1)
+                for i in range(len(padded) - n + 1)
+            }
     (model, header), known = read_arpa(path, asked), set(training)
-    return {"lm": str(path), **{subset: {**statistics(model, header, texts),
-                                         "in_training_text": sum(t in known for t in texts)}
-                                for subset, texts in evaluated.items()}}  # fmt: skip
+    return {
+        "lm": str(path),
+        **{
+            subset: {
+                **statistics(model, header, texts),
+                "in_training_text": sum(t in known for t in texts),
+            }
+            for subset, texts in evaluated.items()
+        },
+    }
 
 
 def statistics(model: dict, header: dict, texts: list[str]) -> dict:
@@ -280,8 +331,17 @@ def statistics(model: dict, header: dict, texts: list[str]) -> dict:
             )
         for n in range(2, order + 1):
             ngrams = [tuple(padded[i : i + n]) for i in range(len(padded) - n + 1)]
-            counted[n], listed[n] = counted[n] + len(ngrams), listed[n] + sum(ngram in model for ngram in ngrams)
+            counted[n], listed[n] = (
+                counted[n] + len(ngrams),
+                listed[n] + sum(ngram in model for ngram in ngrams),
+            )
     vocabulary = header["unigrams"] - sum((w,) in model for w in (BOS, EOS, UNK))
-    return {"order": order, "vocabulary": vocabulary, "sentences": len(texts), "words": words,
-            "perplexity": 10 ** (-log_sum / max(predicted, 1)), "oov_rate": oov / max(words, 1),
-            "coverage": {f"{n}-grams": listed[n] / max(counted[n], 1) for n in counted}}  # fmt: skip
+    return {
+        "order": order,
+        "vocabulary": vocabulary,
+        "sentences": len(texts),
+        "words": words,
+        "perplexity": 10 ** (-log_sum / max(predicted, 1)),
+        "oov_rate": oov / max(words, 1),
+        "coverage": {f"{n}-grams": listed[n] / max(counted[n], 1) for n in counted},
+    }

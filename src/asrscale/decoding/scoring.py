@@ -12,10 +12,14 @@ KIND = {"equal": "", "substitute": "S", "delete": "D", "insert": "I"}
 
 
 def _line(label: str, cells: list[str], widths: list[int]) -> str:
-    return f"{label:<6}" + " ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+    return (
+        f"{label:<6}" + " ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+    )
 
 
-def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tuple[str, Counter, list[int]]:
+def align(
+    utts: list[str], references: list[str], hypotheses: list[str]
+) -> tuple[str, Counter, list[int]]:
     """The alignment text of every utterance, how often each (reference word, hypothesis word)
     error occurred (a substitution has both, a deletion an empty hypothesis, an insertion an
     empty reference), and each utterance's word errors."""
@@ -24,7 +28,10 @@ def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tupl
     for utt, ref, hyp, chunks in zip(utts, result.references, result.hypotheses, result.alignments):
         cells, kinds, counts = [], [], Counter()
         for chunk in chunks:
-            refs, hyps = ref[chunk.ref_start_idx : chunk.ref_end_idx], hyp[chunk.hyp_start_idx : chunk.hyp_end_idx]
+            refs, hyps = (
+                ref[chunk.ref_start_idx : chunk.ref_end_idx],
+                hyp[chunk.hyp_start_idx : chunk.hyp_end_idx],
+            )
             one_sided = {"delete": [(w, "") for w in refs], "insert": [("", w) for w in hyps]}
             pairs = one_sided.get(chunk.type, zip(refs, hyps))
             for r, h in pairs:
@@ -41,7 +48,8 @@ def align(utts: list[str], references: list[str], hypotheses: list[str]) -> tupl
             "\n".join(
                 [
                     f"id: {utt}",
-                    f"Scores: (#C #S #D #I) {counts['equal']} {counts['substitute']} {counts['delete']} "
+                    f"Scores: (#C #S #D #I) {counts['equal']} {counts['substitute']} "
+                    f"{counts['delete']} "
                     f"{counts['insert']}",
                     _line("REF:", [r for r, _ in shown], widths),
                     _line("HYP:", [h for _, h in shown], widths),

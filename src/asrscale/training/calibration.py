@@ -5,13 +5,13 @@ this model by its size recorded here.
 
 A calibration must survive a busy machine (a shared login node, a node with another job): a rate
 timed while another process holds the cores is many times too slow, and a simulated run built on it
-gives speedups beyond P (2,533 frames/s at 2 threads against 75,825 at 1 on a 2-core machine
-running a test suite made a modelled SSGD at 2 learners 19× SEQ). So each thread count's rates are
-timed `REPEATS` times and the fastest kept (the least disturbed), and the two fastest must agree
-(within `AGREEMENT`); where they do not, everything is timed again, up to `ATTEMPTS` times,
-before a `BusyMachine` error that names the rates. More threads are never modelled slower than fewer
-(`slower_with_more_threads` says where they ran slower, and at which rates they are modelled):
-SEQ on all cores would otherwise be modelled slower than one learner on one. On a CPU, a busy machine
+gives speedups beyond P (2,533 frames/s at 2 threads against 75,825 at 1 on a 2-core machine running
+a test suite made a modelled SSGD at 2 learners 19× SEQ). So each thread count's rates are timed
+`REPEATS` times and the fastest kept (the least disturbed), and the two fastest must agree (within
+`AGREEMENT`); where they do not, everything is timed again, up to `ATTEMPTS` times, before a
+`BusyMachine` error that names the rates. More threads are never modelled slower than fewer
+(`slower_with_more_threads` says where they ran slower, and at which rates they are modelled): SEQ
+on all cores would otherwise be modelled slower than one learner on one. On a CPU, a busy machine
 shows directly in two shares of each repeat: other processes' time on the cores this process may run
 on (over wall time and cores: where they held more than 1 - 1 / `BUSY_FACTOR` of them, threads on
 every core could run `BUSY_FACTOR` times slower; a 2-core machine with a process spinning on each
@@ -47,7 +47,9 @@ BATCH_SCALES = (0.25, 1.0, 4.0)
 # efficiency curve along which a dedicated profile carries its compute to another model.
 WIDTH_SCALES = (0.5, 2.0)
 REPEATS = 3  # timings of each thread count's rates, whose fastest is kept
-BUSY_FACTOR = 1.5  # the slowdown the shares of a busy machine admit (others' time, one thread's own)
+BUSY_FACTOR = (
+    1.5  # the slowdown the shares of a busy machine admit (others' time, one thread's own)
+)
 AGREEMENT = 2.0  # the two fastest repeats within this factor (a busy machine's were 2-30× apart)
 ATTEMPTS = 3  # times everything is timed before a machine whose rates disagree is called busy
 
@@ -56,8 +58,11 @@ class BusyMachine(UserError):
     """The calibration's rates disagree as they do where another process holds the cores."""
 
 
-def disagreement(frames_per_s: dict[str, list[float]], cpu_shares: dict[str, list[float]] | None = None,
-                 held_by_others: dict[str, list[float]] | None = None) -> str | None:  # fmt: skip
+def disagreement(
+    frames_per_s: dict[str, list[float]],
+    cpu_shares: dict[str, list[float]] | None = None,
+    held_by_others: dict[str, list[float]] | None = None,
+) -> str | None:
     """Why repeated rates (frames/s by thread count, each timed `REPEATS` times) cannot be this
     machine's own, or None where they can: in every repeat other processes held more than 1 - 1 /
     `BUSY_FACTOR` of the cores this process may run on (`held_by_others`: their CPU time on those
@@ -67,18 +72,28 @@ def disagreement(frames_per_s: dict[str, list[float]], cpu_shares: dict[str, lis
     tolerated: the fastest are the least disturbed, as timeit reads its repeats)."""
     for threads, held in (held_by_others or {}).items():
         if min(held) * BUSY_FACTOR > BUSY_FACTOR - 1:
-            return f"at {threads} threads other processes held {min(held):.0%} of this process's cores"
+            return (
+                f"at {threads} threads other processes held {min(held):.0%} of this process's cores"
+            )
     for threads, shares in (cpu_shares or {}).items():
         if BUSY_FACTOR * max(shares) < 1:
-            return f"at {threads} thread the process had {max(shares):.0%} of its thread's time on a core"
+            return (
+                f"at {threads} thread the process had {max(shares):.0%} of its thread's time on "
+                "a core"
+            )
     for threads, rates in frames_per_s.items():
         second, best = sorted(rates)[-2:]
         if best > AGREEMENT * second:
-            return f"at {threads} threads the forward-backward ran at {second:,.0f} and {best:,.0f} frames/s"
+            return (
+                f"at {threads} threads the forward-backward ran at {second:,.0f} and "
+                f"{best:,.0f} frames/s"
+            )
     return None
 
 
-def never_slower_with_more_threads(by_threads: dict[str, dict]) -> tuple[dict[str, dict], list[str]]:
+def never_slower_with_more_threads(
+    by_threads: dict[str, dict],
+) -> tuple[dict[str, dict], list[str]]:
     """The rates by thread count with each at least as fast as every fewer count's (a learner given
     more cores runs no slower than it would on fewer: a model too small to split, or a machine busy
     on its other cores, makes more threads slower), and what was replaced, in words."""
@@ -88,8 +103,11 @@ def never_slower_with_more_threads(by_threads: dict[str, dict]) -> tuple[dict[st
         best = max(kept.values(), key=lambda r: r["frames_per_s"], default=None)
         if best is not None and best["frames_per_s"] > rates["frames_per_s"]:
             fewer = best["threads"]
-            said.append(f"{threads} threads ran at {rates['frames_per_s']:,.0f} frames/s, slower than {fewer} at "
-                        f"{best['frames_per_s']:,.0f}: modelled at {fewer}'s rates")  # fmt: skip
+            said.append(
+                f"{threads} threads ran at {rates['frames_per_s']:,.0f} frames/s, slower than "
+                f"{fewer} at "
+                f"{best['frames_per_s']:,.0f}: modelled at {fewer}'s rates"
+            )
             rates = best
         kept[threads] = rates | {"threads": rates.get("threads", int(threads))}
     return kept, said
@@ -106,8 +124,13 @@ def _seconds(function, repeat: int = 1, warmup: int = 0) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, train_set: Subset,
-              batches: int = 12) -> dict:  # fmt: skip
+def calibrate(
+    train: TrainConfig,
+    model: ModelConfig,
+    features: FeatureConfig,
+    train_set: Subset,
+    batches: int = 12,
+) -> dict:
     """Time this model on this process's device (`train.device`): forward-backward seconds
     a + b·frames (least squares over minibatches of the training data of BATCH_SCALES' sizes),
     update and preconditioning seconds; on the CPU at one thread and at all cores. Also the
@@ -116,49 +139,89 @@ def calibrate(train: TrainConfig, model: ModelConfig, features: FeatureConfig, t
     device = resolve_device(train.device)
     utts = sorted(train_set.frames)
     sizes = sorted({max(1, round(train.batch_size * scale)) for scale in BATCH_SCALES})
-    each = max(2, batches // len(sizes))  # batches timed at each size, after two of the policy's size
+    each = max(
+        2, batches // len(sizes)
+    )  # batches timed at each size, after two of the policy's size
     of_size = {size: train_set.batches(utts, size, seed=SEED)[: each + 2] for size in sizes}
-    groups = of_size[train.batch_size][:2] + [group for size in sizes for group in of_size[size][2:]]
+    groups = of_size[train.batch_size][:2] + [
+        group for size in sizes for group in of_size[size][2:]
+    ]
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
     load_s = [_seconds(lambda g=g: train_set.collate(g)) for g in groups]
     minibatches = [train_set.collate(g) for g in groups]
     frames = sum(b.frames for b in minibatches)
-    calibration = {"device": device.type, "device_name": describe(device), "cores": available_cores(),
-                   "gpus": torch.cuda.device_count() if device.type == "cuda" else 0,
-                   "data_frames_per_s": frames / sum(load_s), "batch_sizes": sizes}  # fmt: skip
+    calibration = {
+        "device": device.type,
+        "device_name": describe(device),
+        "cores": available_cores(),
+        "gpus": torch.cuda.device_count() if device.type == "cuda" else 0,
+        "data_frames_per_s": frames / sum(load_s),
+        "batch_sizes": sizes,
+    }
     thread_counts = sorted({1, available_cores()}) if device.type == "cpu" else [available_cores()]
     tokens = len(train_set.tokens)
-    policy_sized = [b for b in minibatches if len(b.utts) == train.batch_size]  # its first two warm up
+    policy_sized = [
+        b for b in minibatches if len(b.utts) == train.batch_size
+    ]  # its first two warm up
     # NG-SGD's cost grows with a minibatch's frames: timed on the policy-sized one of median frames
     preconditioned = sorted(policy_sized, key=lambda b: b.frames)[len(policy_sized) // 2]
-    calibration["preconditioned"] = {"utterances": len(preconditioned.utts), "frames": preconditioned.frames}
-    repeats = _agreed(thread_counts, lambda: _learner(train, model, features.dim, tokens, device),
-                      (minibatches, train.lr, policy_sized, preconditioned), device.type == "cpu")  # fmt: skip
+    calibration["preconditioned"] = {
+        "utterances": len(preconditioned.utts),
+        "frames": preconditioned.frames,
+    }
+    repeats = _agreed(
+        thread_counts,
+        lambda: _learner(train, model, features.dim, tokens, device),
+        (minibatches, train.lr, policy_sized, preconditioned),
+        device.type == "cpu",
+    )
     fastest = {t: max(runs, key=lambda r: r["frames_per_s"]) for t, runs in repeats.items()}
-    calibration["by_threads"], calibration["slower_with_more_threads"] = never_slower_with_more_threads(fastest)
-    for key, field in (("repeats", "frames_per_s"), ("cpu_share", "cpu_share"), ("held_by_others", "held_by_others")):
+    calibration["by_threads"], calibration["slower_with_more_threads"] = (
+        never_slower_with_more_threads(fastest)
+    )
+    for key, field in (
+        ("repeats", "frames_per_s"),
+        ("cpu_share", "cpu_share"),
+        ("held_by_others", "held_by_others"),
+    ):
         calibration[key] = {t: [r[field] for r in runs] for t, runs in repeats.items()}
-    calibration["spread"] = {t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()}
-    calibration["model"] = {"flops_per_frame": flops_per_frame(model, features.dim, tokens),
-                            "parameters": sum(p.numel() for p in _learner(train, model, features.dim, tokens,
-                                                                          device).parameters)}  # fmt: skip
+    calibration["spread"] = {
+        t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()
+    }
+    calibration["model"] = {
+        "flops_per_frame": flops_per_frame(model, features.dim, tokens),
+        "parameters": sum(
+            p.numel() for p in _learner(train, model, features.dim, tokens, device).parameters
+        ),
+    }
     # the other widths at the policy's batch size, net of a batch's fixed cost (which does not
     # grow with the width: the same kernels are launched)
     fixed_s = calibration["by_threads"][str(thread_counts[-1])]["backward_s_per_batch"]
     calibration["by_size"] = []
-    for scale in WIDTH_SCALES if len(policy_sized) > 2 else ():  # a corpus of two batches times no width
+    for scale in (
+        WIDTH_SCALES if len(policy_sized) > 2 else ()
+    ):  # a corpus of two batches times no width
         width = replace(model, units=max(1, round(model.units * scale)))
-        frames, seconds = _backward_times(_learner(train, width, features.dim, tokens, device), policy_sized)
+        frames, seconds = _backward_times(
+            _learner(train, width, features.dim, tokens, device), policy_sized
+        )
         net = seconds.sum() - fixed_s * len(seconds)  # a negative net is noise: then all per frame
         per_frame = float((net if net > 0 else seconds.sum()) / frames.sum())
-        calibration["by_size"].append({"units": width.units, "backward_s_per_frame": per_frame,
-                                       "flops_per_frame": flops_per_frame(width, features.dim, tokens)})  # fmt: skip
+        calibration["by_size"].append(
+            {
+                "units": width.units,
+                "backward_s_per_frame": per_frame,
+                "flops_per_frame": flops_per_frame(width, features.dim, tokens),
+            }
+        )
     torch.set_num_threads(threads_before)
     return calibration
 
 
-def _agreed(thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True) -> dict[str, list[dict]]:
+def _agreed(
+    thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True
+) -> dict[str, list[dict]]:
     """`REPEATS` timings of the rates at each thread count (each of a fresh `learner()`, over
     `timed`: `_time_learner`'s minibatches, rate, policy-sized and preconditioned ones) that agree
     (`disagreement`; `on_cpu`: with the process's share of its threads' time), timed again where
@@ -168,19 +231,36 @@ def _agreed(thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True
         repeats, why = {}, None
         for threads in thread_counts:
             torch.set_num_threads(threads)
-            repeats[str(threads)] = [_shared(threads, lambda: _time_learner(learner(), *timed)) for _ in range(REPEATS)]
-            # one thread's share alone: many threads may leave some idle where the model is too small to split
-            shares = {"1": [r["cpu_share"] for r in repeats["1"]]} if on_cpu and "1" in repeats else None
-            held = {t: [r["held_by_others"] for r in runs] for t, runs in repeats.items()} if on_cpu else None
-            why = disagreement({t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}, shares, held)
+            repeats[str(threads)] = [
+                _shared(threads, lambda: _time_learner(learner(), *timed)) for _ in range(REPEATS)
+            ]
+            # one thread's share alone: many threads may leave some idle where the model is too
+            # small to split
+            shares = (
+                {"1": [r["cpu_share"] for r in repeats["1"]]} if on_cpu and "1" in repeats else None
+            )
+            held = (
+                {t: [r["held_by_others"] for r in runs] for t, runs in repeats.items()}
+                if on_cpu
+                else None
+            )
+            why = disagreement(
+                {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}, shares, held
+            )
             if why:
                 break
         if why is None:
             return repeats
         if attempt < ATTEMPTS:
-            print(f"calibration: {why}: the machine is busy; timing again ({attempt + 1} of {ATTEMPTS})", flush=True)
-    raise BusyMachine(f"calibration: {why}, in each of {ATTEMPTS} attempts: the machine is busy (another process "
-                      "holds its cores); calibrate on a machine to itself")  # fmt: skip
+            print(
+                f"calibration: {why}: the machine is busy; timing again ({attempt + 1} of "
+                f"{ATTEMPTS})",
+                flush=True,
+            )
+    raise BusyMachine(
+        f"calibration: {why}, in each of {ATTEMPTS} attempts: the machine is busy (another process "
+        "holds its cores); calibrate on a machine to itself"
+    )
 
 
 def _shared(threads: int, timing) -> dict:
@@ -190,12 +270,19 @@ def _shared(threads: int, timing) -> dict:
     rates = timing()
     wall, cpu, busy = time.perf_counter() - wall, time.process_time() - cpu, _cores_busy_s() - busy
     cores = len(_own_cores())
-    return rates | {"cpu_share": cpu / (wall * threads), "held_by_others": max(0.0, busy - cpu) / (wall * cores)}
+    return rates | {
+        "cpu_share": cpu / (wall * threads),
+        "held_by_others": max(0.0, busy - cpu) / (wall * cores),
+    }
 
 
 def _own_cores() -> list[int]:
     """The cores this process may run on (its affinity; on a system without one, every core)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(psutil.cpu_count()))
+    return (
+        sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else list(range(psutil.cpu_count()))
+    )
 
 
 def _cores_busy_s() -> float:
@@ -203,15 +290,21 @@ def _cores_busy_s() -> float:
     time is in user time already)."""
     idle = ("idle", "iowait", "guest", "guest_nice")
     per_core = psutil.cpu_times(percpu=True)
-    return sum(sum(getattr(per_core[core], field) for field in per_core[core]._fields if field not in idle)
-               for core in _own_cores())  # fmt: skip
+    return sum(
+        sum(getattr(per_core[core], field) for field in per_core[core]._fields if field not in idle)
+        for core in _own_cores()
+    )
 
 
 def _learner(train: TrainConfig, model: ModelConfig, dim: int, tokens: int, device) -> Learner:
     torch.manual_seed(SEED)
     network = build_model(model, dim, tokens).to(device)
-    return Learner(network, make_optimizer(train.optimizer, train.momentum, network), train.clip_grad_norm,
-                   "calibration")  # fmt: skip
+    return Learner(
+        network,
+        make_optimizer(train.optimizer, train.momentum, network),
+        train.clip_grad_norm,
+        "calibration",
+    )
 
 
 def _backward_times(learner: Learner, minibatches) -> tuple[np.ndarray, np.ndarray]:
@@ -224,14 +317,21 @@ def _backward_times(learner: Learner, minibatches) -> tuple[np.ndarray, np.ndarr
 
 
 def measured_compute(calibration: dict, environment: dict) -> dict:
-    """A dedicated profile's `compute` from a calibration: what to paste into a config's hardware.<name>."""
+    """A dedicated profile's `compute` from a calibration: what to paste into a config's
+    hardware.<name>."""
     fastest = calibration["by_threads"][str(max(int(t) for t in calibration["by_threads"]))]
     packages = environment.get("packages", {})
-    return {"measured_on": f"{calibration['device_name']}, torch {packages.get('torch')}, by asrscale calibrate "
-                           f"on {time.strftime('%Y-%m-%d')}",
-            **calibration["model"], **{rate: float(f"{fastest[rate]:.4g}") for rate in RATES},
-            "by_size": [[width["flops_per_frame"], float(f"{width['backward_s_per_frame']:.4g}")]
-                        for width in calibration["by_size"]]}  # fmt: skip
+    return {
+        "measured_on": f"{calibration['device_name']}, torch {packages.get('torch')}, by asrscale "
+        "calibrate "
+        f"on {time.strftime('%Y-%m-%d')}",
+        **calibration["model"],
+        **{rate: float(f"{fastest[rate]:.4g}") for rate in RATES},
+        "by_size": [
+            [width["flops_per_frame"], float(f"{width['backward_s_per_frame']:.4g}")]
+            for width in calibration["by_size"]
+        ],
+    }
 
 
 def _time_learner(learner, minibatches, lr: float, policy_sized: list, preconditioned) -> dict:

@@ -66,9 +66,23 @@ if triton is not None:
         return row // batch, (row % batch), unit, (row < rows) & (unit < units)
 
     @triton.jit
-    def _forward_kernel(raw, c_before, gates, c, h, rows, batch, units,
-                        raw_n, c_before_n, gates_n, c_n, h_n,
-                        BLOCK_ROWS: tl.constexpr, BLOCK_UNITS: tl.constexpr):  # fmt: skip
+    def _forward_kernel(
+        raw,
+        c_before,
+        gates,
+        c,
+        h,
+        rows,
+        batch,
+        units,
+        raw_n,
+        c_before_n,
+        gates_n,
+        c_n,
+        h_n,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_UNITS: tl.constexpr,
+    ):
         n, b, unit, mask = _place(batch, units, BLOCK_ROWS, BLOCK_UNITS, rows)
         gate = n * raw_n + b * 4 * units + unit
         i = tl.sigmoid(tl.load(raw + gate, mask))
@@ -85,9 +99,27 @@ if triton is not None:
         tl.store(h + n * h_n + b * units + unit, o * _tanh(cell), mask)
 
     @triton.jit
-    def _backward_kernel(gates, c, c_before, dh_after, grad_h, dc, grad_gates, rows, batch, units,
-                         gates_n, c_n, c_before_n, dh_after_n, grad_h_n, dc_n, grad_gates_n,
-                         BLOCK_ROWS: tl.constexpr, BLOCK_UNITS: tl.constexpr):  # fmt: skip
+    def _backward_kernel(
+        gates,
+        c,
+        c_before,
+        dh_after,
+        grad_h,
+        dc,
+        grad_gates,
+        rows,
+        batch,
+        units,
+        gates_n,
+        c_n,
+        c_before_n,
+        dh_after_n,
+        grad_h_n,
+        dc_n,
+        grad_gates_n,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_UNITS: tl.constexpr,
+    ):
         n, b, unit, mask = _place(batch, units, BLOCK_ROWS, BLOCK_UNITS, rows)
         gate = n * gates_n + b * 4 * units + unit
         i = tl.load(gates + gate, mask)
@@ -95,12 +127,18 @@ if triton is not None:
         g = tl.load(gates + gate + 2 * units, mask)
         o = tl.load(gates + gate + 3 * units, mask)
         at = b * units + unit
-        dh = tl.load(dh_after + n * dh_after_n + at, mask) + tl.load(grad_h + n * grad_h_n + at, mask)
+        dh = tl.load(dh_after + n * dh_after_n + at, mask) + tl.load(
+            grad_h + n * grad_h_n + at, mask
+        )
         tanh_c = _tanh(tl.load(c + n * c_n + at, mask))
         d_cell = tl.load(dc + n * dc_n + at, mask) + dh * o * (1 - tanh_c * tanh_c)
         out = n * grad_gates_n + b * 4 * units + unit
         tl.store(grad_gates + out, d_cell * g * i * (1 - i), mask)
-        tl.store(grad_gates + out + units, d_cell * tl.load(c_before + n * c_before_n + at, mask) * f * (1 - f), mask)
+        tl.store(
+            grad_gates + out + units,
+            d_cell * tl.load(c_before + n * c_before_n + at, mask) * f * (1 - f),
+            mask,
+        )
         tl.store(grad_gates + out + 2 * units, d_cell * i * (1 - g * g), mask)
         tl.store(grad_gates + out + 3 * units, dh * tanh_c * o * (1 - o), mask)
         tl.store(dc + n * dc_n + at, d_cell * f, mask)
@@ -115,18 +153,29 @@ class TritonCell:
     def _launch(self, kernel, tensors, like):
         for tensor in tensors:
             if tensor.stride(-1) != 1 or tensor.stride(1) != tensor.shape[-1]:
-                raise ValueError(f"a cell's tensors need contiguous rows, not strides {tensor.stride()}")
+                raise ValueError(
+                    f"a cell's tensors need contiguous rows, not strides {tensor.stride()}"
+                )
         n, batch, units = like.shape
         rows, block = n * batch, triton.next_power_of_2(units)
         grid = (triton.cdiv(rows, self.ROWS),)
-        kernel[grid](*tensors, rows, batch, units, *(t.stride(0) for t in tensors), BLOCK_ROWS=self.ROWS,
-                     BLOCK_UNITS=block)  # fmt: skip
+        kernel[grid](
+            *tensors,
+            rows,
+            batch,
+            units,
+            *(t.stride(0) for t in tensors),
+            BLOCK_ROWS=self.ROWS,
+            BLOCK_UNITS=block,
+        )
 
     def forward(self, raw, c_before, gates, c, h) -> None:
         self._launch(_forward_kernel, (raw, c_before, gates, c, h), like=c)
 
     def backward(self, gates, c, c_before, dh_after, grad_h, dc, grad_gates) -> None:
-        self._launch(_backward_kernel, (gates, c, c_before, dh_after, grad_h, dc, grad_gates), like=c)
+        self._launch(
+            _backward_kernel, (gates, c, c_before, dh_after, grad_h, dc, grad_gates), like=c
+        )
 
 
 def best_cell(device: torch.device):

@@ -25,7 +25,9 @@ def identity(run: RunConfig, world: dict) -> dict:
     checkpoint interval aside: a run may be extended), the same world (for a simulated run, the
     same hardware profile and calibration)."""
     settings = asdict(run)
-    settings["train"] = {k: v for k, v in settings["train"].items() if k not in ("epochs", "checkpoint_steps")}
+    settings["train"] = {
+        k: v for k, v in settings["train"].items() if k not in ("epochs", "checkpoint_steps")
+    }
     return {"format": CHECKPOINT_FORMAT, "run": settings, "world": world}
 
 
@@ -38,14 +40,17 @@ class Checkpoints:
 
     def __init__(self, folder: Path, identity: dict, together: bool = False):
         self.folder, self.identity, self.together = folder, identity, together
-        self._pending: dict[str, dict] = {}  # together: the states saved for the checkpoint under way
+        self._pending: dict[
+            str, dict
+        ] = {}  # together: the states saved for the checkpoint under way
         self._loaded: tuple[Path, dict] | None = None  # together: the newest checkpoint's states
 
     def _at(self, step: int) -> Path:
         return self.folder / f"step{step:09d}"
 
     def latest(self, epoch_end: bool = False, upto: int | None = None) -> Path | None:
-        """The newest complete checkpoint (`epoch_end`: of an epoch's end; `upto`: at that step or before)."""
+        """The newest complete checkpoint (`epoch_end`: of an epoch's end; `upto`: at that step or
+        before)."""
         complete = sorted(mark.parent for mark in self.folder.glob("step*/complete"))
         if epoch_end:
             complete = [folder for folder in complete if (folder / "epoch-end").exists()]
@@ -53,11 +58,24 @@ class Checkpoints:
             complete = [folder for folder in complete if folder <= self._at(upto)]
         return complete[-1] if complete else None
 
-    def save(self, step: int, name: str, learner, algorithm, with_model: bool, progress: dict | None = None) -> None:
+    def save(
+        self,
+        step: int,
+        name: str,
+        learner,
+        algorithm,
+        with_model: bool,
+        progress: dict | None = None,
+    ) -> None:
         """Rank `name`'s whole state (`with_model`: its model and optimizer, which a replica
         leaves to learner 0's), as it is now."""
-        state = {"identity": self.identity, "algorithm": algorithm.state_dict(), "learner_steps": learner.steps,
-                 "rng": torch.get_rng_state(), "progress": progress}  # fmt: skip
+        state = {
+            "identity": self.identity,
+            "algorithm": algorithm.state_dict(),
+            "learner_steps": learner.steps,
+            "rng": torch.get_rng_state(),
+            "progress": progress,
+        }
         if with_model:
             state.update(model=learner.model.state_dict(), optimizer=learner.optimizer.state_dict())
         if self.together:  # a copy as it is now: the rank goes on before the checkpoint completes
@@ -71,7 +89,9 @@ class Checkpoints:
         there is no such checkpoint."""
         if (state := self._state(name)) is None:
             return None
-        held = state if "model" in state else self._state("rank0")  # a replica's model is learner 0's
+        held = (
+            state if "model" in state else self._state("rank0")
+        )  # a replica's model is learner 0's
         learner.model.load_state_dict(held["model"])
         learner.optimizer.load_state_dict(held["optimizer"])
         algorithm.load_state_dict(state["algorithm"])
@@ -108,7 +128,10 @@ class Checkpoints:
     def _together(self, folder: Path) -> dict:
         """The ranks' states of a checkpoint written together (`stack`), read once."""
         if self._loaded is None or self._loaded[0] != folder:
-            self._loaded = folder, torch.load(folder / TOGETHER, weights_only=False, map_location="cpu")
+            self._loaded = (
+                folder,
+                torch.load(folder / TOGETHER, weights_only=False, map_location="cpu"),
+            )
         return self._loaded[1]
 
     def complete(self, step: int, epoch_end: bool = False) -> None:
@@ -135,9 +158,15 @@ class Checkpoints:
                 shutil.rmtree(other)
         if self.together:
             together = self._together(latest)
-            kept = [name for name in together["skeletons"] if name == "rank0" or not name.startswith("rank")]
+            kept = [
+                name
+                for name in together["skeletons"]
+                if name == "rank0" or not name.startswith("rank")
+            ]
             if len(kept) < len(together["skeletons"]):  # not already the last checkpoint's few
-                atomic_torch_save(stack({name: unstack(together, name) for name in kept}), latest / TOGETHER)
+                atomic_torch_save(
+                    stack({name: unstack(together, name) for name in kept}), latest / TOGETHER
+                )
             self._loaded = None
             return
         for state in latest.glob("rank*.pt"):
@@ -178,8 +207,10 @@ def stack(states: dict[str, dict]) -> dict:
     groups = {}
     for name, found in tensors.items():
         groups.setdefault(tuple((t.dtype, tuple(t.shape)) for t in found), []).append(name)
-    stacked = [{"names": names, "tensors": [torch.stack(ts) for ts in zip(*(tensors[n] for n in names))]}
-               for names in groups.values()]  # fmt: skip
+    stacked = [
+        {"names": names, "tensors": [torch.stack(ts) for ts in zip(*(tensors[n] for n in names))]}
+        for names in groups.values()
+    ]
     return {"skeletons": skeletons, "groups": stacked}
 
 

@@ -21,7 +21,9 @@ def share(frames: dict[str, int], rank: int, size: int) -> list[str]:
     return mine
 
 
-def evaluate(model, subset: Subset, part: tuple[int, int] | None, wall: WallTimes, batch_size: int = 64):
+def evaluate(
+    model, subset: Subset, part: tuple[int, int] | None, wall: WallTimes, batch_size: int = 64
+):
     """Dev loss and token (character) error rate of the learners' model, each learner evaluating
     its `part` (part, parts) of the utterances (None: none; `ops.World.evaluation_part`)."""
     counts = [0.0, 0, 0, 0]
@@ -40,7 +42,9 @@ def _counts(model, subset: Subset, utts: list[str], batch_size: int) -> list:
     for group in subset.batches(utts, batch_size, seed=None):
         batch = subset.collate(group)
         loss, log_probs, lengths = ctc_loss(model, batch, reduction="sum")
-        e, n = error_counts([subset.text[u] for u in group], subset.tokens.greedy(log_probs, lengths), unit="char")
+        e, n = error_counts(
+            [subset.text[u] for u in group], subset.tokens.greedy(log_probs, lengths), unit="char"
+        )
         loss_sum, errors, length = loss_sum + loss.item(), errors + e, length + n
     model.train()
     return [loss_sum, len(utts), errors, length]

@@ -29,8 +29,16 @@ from asrscale.training.recurrence import EAGER, GraphedLoops, Loops, Recurrence
 from asrscale.worlds import ops
 
 
-def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder | None = None,
-                   names: tuple[str, ...] = (), loops: Loops = EAGER):  # fmt: skip
+def lstm_direction(
+    x,
+    weight_ih,
+    weight_hh,
+    bias_ih,
+    bias_hh,
+    recorder: Recorder | None = None,
+    names: tuple[str, ...] = (),
+    loops: Loops = EAGER,
+):
     """N one-layer LSTMs: x [N, B, T, in] -> [N, B, T, H]; `names`: the directions stacked in N."""
     n, batch, steps, _ = x.shape
     time_major = x.transpose(1, 2).reshape(n, steps * batch, -1)
@@ -44,8 +52,14 @@ def lstm_direction(x, weight_ih, weight_hh, bias_ih, bias_hh, recorder: Recorder
     return hidden.transpose(1, 2)
 
 
-def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, lengths: torch.Tensor,
-                  recorder: Recorder | None = None, loops: Loops = EAGER):  # fmt: skip
+def fused_forward(
+    config: ModelConfig,
+    params: dict,
+    features: torch.Tensor,
+    lengths: torch.Tensor,
+    recorder: Recorder | None = None,
+    loops: Loops = EAGER,
+):
     """Log-probabilities [N, B, T', V] and output lengths [N, B] of N models whose parameters are
     stacked in `params` (the models' state-dict names, each [N, ...]), on features [N, B, T, D];
     with a `recorder`, each affine map's per-frame statistics."""
@@ -55,11 +69,21 @@ def fused_forward(config: ModelConfig, params: dict, features: torch.Tensor, len
     if config.kind == "lstm":
         keys = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
         for layer in range(config.layers):
-            directions = [f"layers.{layer}.forward_lstm"] + [f"layers.{layer}.backward_lstm"] * config.bidirectional
+            directions = [f"layers.{layer}.forward_lstm"] + [
+                f"layers.{layer}.backward_lstm"
+            ] * config.bidirectional
             # both directions as one stack of 2N LSTMs: half the launches of two
-            weights = {k: torch.cat([params[f"{name}.{k}_l0"] for name in directions]) for k in keys}
-            inputs = torch.cat([x, reverse_within_lengths(x, out_lengths)]) if config.bidirectional else x
-            out = lstm_direction(inputs, **weights, recorder=recorder, names=tuple(directions), loops=loops)
+            weights = {
+                k: torch.cat([params[f"{name}.{k}_l0"] for name in directions]) for k in keys
+            }
+            inputs = (
+                torch.cat([x, reverse_within_lengths(x, out_lengths)])
+                if config.bidirectional
+                else x
+            )
+            out = lstm_direction(
+                inputs, **weights, recorder=recorder, names=tuple(directions), loops=loops
+            )
             if config.bidirectional:
                 out = torch.cat([out[:n], reverse_within_lengths(out[n:], out_lengths)], dim=-1)
             x = out
@@ -77,7 +101,9 @@ def _linear(x, params: dict, name: str, recorder: Recorder | None):
     """x [N, B, T, in] through N linear maps `name`: weight [N, out, in], bias [N, out]."""
     n, batch, steps, _ = x.shape
     inputs = x.reshape(n, batch * steps, -1)
-    out = torch.baddbmm(params[f"{name}.bias"][:, None, :], inputs, params[f"{name}.weight"].transpose(1, 2))
+    out = torch.baddbmm(
+        params[f"{name}.bias"][:, None, :], inputs, params[f"{name}.weight"].transpose(1, 2)
+    )
     if recorder is not None:
         recorder.affine(out, [f"{name}.weight"], inputs)
     return out.view(n, batch, steps, -1)
@@ -88,34 +114,55 @@ def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     (`jobs`: asrscale.training.learner.GradientJob each, learners of one model on one device),
     computed as one: every job's parameters stacked, every batch padded to the longest of all (an
     added utterance weighing nothing where batches differ in size), the loss one per learner,
-    clipping per learner; each learner's gradient and statistics written back. Returns the losses."""
+    clipping per learner; each learner's gradient and statistics written back. Returns the
+    losses."""
     learners = [job.learner for job in jobs]
     model, device = learners[0].model, learners[0].device
     names = [name for name, _ in model.named_parameters()]
-    stacked = {name: torch.stack([job.parameters[k].detach() for job in jobs]).requires_grad_()
-               for k, name in enumerate(names)}  # fmt: skip
-    features, lengths, targets, target_lengths, weights = _joint_batch([job.batch for job in jobs], device)
+    stacked = {
+        name: torch.stack([job.parameters[k].detach() for job in jobs]).requires_grad_()
+        for k, name in enumerate(names)
+    }
+    features, lengths, targets, target_lengths, weights = _joint_batch(
+        [job.batch for job in jobs], device
+    )
     recorder = Recorder() if any(job.recorder is not None for job in jobs) else None
-    log_probs, out_lengths = fused_forward(model.config, stacked, features, lengths, recorder, loops)
-    losses = F.ctc_loss(log_probs.flatten(0, 1).transpose(0, 1), targets, out_lengths.flatten(),
-                        target_lengths.flatten(), reduction="none", zero_infinity=True)  # fmt: skip
+    log_probs, out_lengths = fused_forward(
+        model.config, stacked, features, lengths, recorder, loops
+    )
+    losses = F.ctc_loss(
+        log_probs.flatten(0, 1).transpose(0, 1),
+        targets,
+        out_lengths.flatten(),
+        target_lengths.flatten(),
+        reduction="none",
+        zero_infinity=True,
+    )
     per_utterance = (losses / target_lengths.flatten().clamp(min=1)).view_as(weights) * weights
     per_learner = per_utterance.sum(1) / weights.sum(1)
     per_learner.sum().backward()
     gradients = [stacked[name].grad for name in names]
     # each learner's clip, but where NG-SGD makes its gradients anew (Learner.compute)
     clips = torch.tensor(
-        [job.learner.clip_grad_norm if job.recorder is None and job.clipped else 0.0 for job in jobs], device=device
+        [
+            job.learner.clip_grad_norm if job.recorder is None and job.clipped else 0.0
+            for job in jobs
+        ],
+        device=device,
     )
     if clips.any():  # as torch.nn.utils.clip_grad_norm_ does, for each learner alone
         norms = torch.stack([g.flatten(1).norm(dim=1) for g in gradients]).norm(dim=0)
-        scale = torch.where(clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms))
+        scale = torch.where(
+            clips > 0, (clips / (norms + 1e-6)).clamp(max=1.0), torch.ones_like(norms)
+        )
         for gradient in gradients:
             gradient.mul_(scale.view(-1, *[1] * (gradient.dim() - 1)))
     for index, job in enumerate(jobs):
         torch._foreach_copy_(job.learner.gradients, [gradient[index] for gradient in gradients])
         if job.recorder is not None:
-            job.recorder.record = {name: (x[index], d[index]) for name, (x, d) in recorder.record.items()}
+            job.recorder.record = {
+                name: (x[index], d[index]) for name, (x, d) in recorder.record.items()
+            }
     return per_learner.tolist()
 
 
@@ -128,8 +175,12 @@ def fused_updates(jobs: list[tuple]) -> None:
     per learner, at a few launches instead of a dozen per learner)."""
     groups = {}
     for learner, lr in jobs:
-        settings = {k: v for k, v in learner.optimizer.param_groups[0].items() if k not in ("params", "lr")}
-        groups.setdefault((type(learner.optimizer), lr, tuple(settings.items())), []).append(learner)
+        settings = {
+            k: v for k, v in learner.optimizer.param_groups[0].items() if k not in ("params", "lr")
+        }
+        groups.setdefault((type(learner.optimizer), lr, tuple(settings.items())), []).append(
+            learner
+        )
     for (kind, lr, settings), learners in groups.items():
         settings = dict(settings)
         params = [p for learner in learners for p in learner.parameters]
@@ -137,15 +188,36 @@ def fused_updates(jobs: list[tuple]) -> None:
         grads = [p.grad for p in params]
         common = {k: settings[k] for k in ("foreach", "fused", "maximize")}
         if kind is torch.optim.Adam:
-            adam(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [],
-                 [s["step"] for s in states], amsgrad=settings["amsgrad"], beta1=settings["betas"][0],
-                 beta2=settings["betas"][1], lr=lr, weight_decay=settings["weight_decay"], eps=settings["eps"],
-                 capturable=settings["capturable"], differentiable=settings["differentiable"],
-                 decoupled_weight_decay=settings["decoupled_weight_decay"], **common)  # fmt: skip
+            adam(
+                params,
+                grads,
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [],
+                [s["step"] for s in states],
+                amsgrad=settings["amsgrad"],
+                beta1=settings["betas"][0],
+                beta2=settings["betas"][1],
+                lr=lr,
+                weight_decay=settings["weight_decay"],
+                eps=settings["eps"],
+                capturable=settings["capturable"],
+                differentiable=settings["differentiable"],
+                decoupled_weight_decay=settings["decoupled_weight_decay"],
+                **common,
+            )
         elif kind is torch.optim.SGD:
-            sgd(params, grads, [s.get("momentum_buffer") for s in states], lr=lr,
-                weight_decay=settings["weight_decay"], momentum=settings["momentum"],
-                dampening=settings["dampening"], nesterov=settings["nesterov"], **common)  # fmt: skip
+            sgd(
+                params,
+                grads,
+                [s.get("momentum_buffer") for s in states],
+                lr=lr,
+                weight_decay=settings["weight_decay"],
+                momentum=settings["momentum"],
+                dampening=settings["dampening"],
+                nesterov=settings["nesterov"],
+                **common,
+            )
         else:
             raise TypeError(f"no fused update for {kind.__name__}")
         for learner in learners:
@@ -160,7 +232,11 @@ def fusers(device: torch.device) -> dict:
     gradients = fused_gradients
     if device.type == "cuda":
         gradients = partial(fused_gradients, loops=GraphedLoops(best_cell(device)))
-    return {ops.Gradient: gradients, ops.Update: fused_updates, ops.Precondition: precondition_together}
+    return {
+        ops.Gradient: gradients,
+        ops.Update: fused_updates,
+        ops.Precondition: precondition_together,
+    }
 
 
 def _joint_batch(batches: list, device: torch.device):
@@ -170,13 +246,20 @@ def _joint_batch(batches: list, device: torch.device):
     count, frames = max(len(b.utts) for b in batches), max(b.features.shape[1] for b in batches)
     n, dim = len(batches), batches[0].features.shape[2]
     features = batches[0].features.new_zeros(n, count, frames, dim)
-    lengths, target_lengths = batches[0].lengths.new_ones(n, count), batches[0].target_lengths.new_zeros(n, count)
+    lengths, target_lengths = (
+        batches[0].lengths.new_ones(n, count),
+        batches[0].target_lengths.new_zeros(n, count),
+    )
     weights = features.new_zeros(n, count)
     targets = []
     for i, batch in enumerate(batches):
         size = len(batch.utts)
         features[i, :size, : batch.features.shape[1]] = batch.features
-        lengths[i, :size], target_lengths[i, :size], weights[i, :size] = batch.lengths, batch.target_lengths, 1.0
+        lengths[i, :size], target_lengths[i, :size], weights[i, :size] = (
+            batch.lengths,
+            batch.target_lengths,
+            1.0,
+        )
         targets.append(batch.targets)
     moved = (features, lengths, torch.cat(targets), target_lengths, weights)
     return tuple(tensor.to(device, non_blocking=True) for tensor in moved)

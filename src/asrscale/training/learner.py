@@ -21,10 +21,17 @@ def ctc_loss(model, batch, reduction="mean", recorder: Recorder | None = None):
         log_probs, lengths = model(batch.features, batch.lengths)
     else:
         params = {name: p.unsqueeze(0) for name, p in model.named_parameters()}
-        log_probs, lengths = fused_forward(model.config, params, batch.features[None], batch.lengths[None], recorder)
+        log_probs, lengths = fused_forward(
+            model.config, params, batch.features[None], batch.lengths[None], recorder
+        )
         log_probs, lengths = log_probs[0], lengths[0]
     losses = F.ctc_loss(
-        log_probs.transpose(0, 1), batch.targets, lengths, batch.target_lengths, reduction="none", zero_infinity=True
+        log_probs.transpose(0, 1),
+        batch.targets,
+        lengths,
+        batch.target_lengths,
+        reduction="none",
+        zero_infinity=True,
     )
     losses = losses / batch.target_lengths.clamp(min=1)
     return (losses.mean() if reduction == "mean" else losses.sum()), log_probs, lengths
@@ -47,15 +54,22 @@ def make_optimizer(optimizer: str, momentum: float, model) -> torch.optim.Optimi
     if optimizer == "adam":
         made = torch.optim.Adam(parameters)
         for p in parameters:
-            made.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            made.state[p].update(
+                step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p)
+            )
         return made
     raise ConfigError(f"train.optimizer must be 'adam' or 'sgd', not {optimizer!r}")
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     """The optimizer's per-parameter state tensors: SGD's velocities, Adam's two moments."""
-    return [state[key] for p in optimizer.param_groups[0]["params"] for state in [optimizer.state[p]]
-            for key in ("momentum_buffer", "exp_avg", "exp_avg_sq") if key in state]  # fmt: skip
+    return [
+        state[key]
+        for p in optimizer.param_groups[0]["params"]
+        for state in [optimizer.state[p]]
+        for key in ("momentum_buffer", "exp_avg", "exp_avg_sq")
+        if key in state
+    ]
 
 
 @dataclass
@@ -83,13 +97,18 @@ class GradientJob:
 
 
 class Learner:
-    """One learner's model and optimizer. `backward` and `update` are the two halves of a step,
-    each a request that the world carries out (`apply` is the update done alone). Every algorithm
-    clips each learner's own gradient (to train.clip_grad_norm) as it is computed, before any
-    exchange, and an averaging algorithm averages `averaged`: the model with the optimizer's state."""
+    """One learner's model and optimizer. `backward` and `update` are the two halves of a step, each
+    a request that the world carries out (`apply` is the update done alone). Every algorithm clips
+    each learner's own gradient (to train.clip_grad_norm) as it is computed, before any exchange,
+    and an averaging algorithm averages `averaged`: the model with the optimizer's state."""
 
     def __init__(self, model, optimizer, clip_grad_norm: float, name: str):
-        self.model, self.optimizer, self.clip_grad_norm, self.name = model, optimizer, clip_grad_norm, name
+        self.model, self.optimizer, self.clip_grad_norm, self.name = (
+            model,
+            optimizer,
+            clip_grad_norm,
+            name,
+        )
         self.parameters = list(model.parameters())
         for parameter in self.parameters:  # each its own (autograd may hand one tensor to two)
             parameter.grad = torch.zeros_like(parameter)
@@ -133,7 +152,11 @@ class Learner:
         not) is left out (zero) by every learner alike."""
         job = GradientJob(self, batch, clipped=False)
         gradient = ops.Gradient(lambda: self.compute(batch, clip=False), batch.frames, job)
-        return (yield ops.AveragedGradient(gradient, self.parameters, self._clip_average, group, bucket_mb))
+        return (
+            yield ops.AveragedGradient(
+                gradient, self.parameters, self._clip_average, group, bucket_mb
+            )
+        )
 
     def _clip_average(self) -> None:
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_grad_norm or math.inf)

@@ -53,7 +53,9 @@ class RunContext:
     train_set: Subset
     dev_set: Subset
     checkpoints: Checkpoints
-    prefetcher: Callable[[list[list[str]]], Prefetcher]  # a learner's batches of an epoch, built ahead
+    prefetcher: Callable[
+        [list[list[str]]], Prefetcher
+    ]  # a learner's batches of an epoch, built ahead
     world: dict  # the world's description (run.json)
     wall: WallTimes  # where this process's wall time goes, by phase (run.json)
     evaluation_part: Callable[[ops.Layout], tuple[int, int] | None]  # ops.World.evaluation_part
@@ -80,11 +82,19 @@ class LearnerLoop:
         shared = context.shared
         self.run_config, self.checkpoints = shared.run, shared.checkpoints
         self.train_set, self.dev_set, self.shared = shared.train_set, shared.dev_set, shared
-        self.layout, self.algorithm, self.learner, self.clock = (context.layout, context.algorithm, context.learner,
-                                                                 context.clock)  # fmt: skip
+        self.layout, self.algorithm, self.learner, self.clock = (
+            context.layout,
+            context.algorithm,
+            context.learner,
+            context.clock,
+        )
         self.leader, self.wall = self.layout.rank == 0, shared.wall
-        self.part = shared.evaluation_part(self.layout)  # of the dev set that this learner evaluates
-        scale = lr_scale(self.run_config.train.lr_scaling, self.layout.size)  # checked even where it does not apply
+        self.part = shared.evaluation_part(
+            self.layout
+        )  # of the dev set that this learner evaluates
+        scale = lr_scale(
+            self.run_config.train.lr_scaling, self.layout.size
+        )  # checked even where it does not apply
         self.scale = scale if self.algorithm.combines_learners else 1.0
         self.shard = read_shard(shared.shards, self.layout.rank, self.layout.size)
         train = self.run_config.train
@@ -96,11 +106,15 @@ class LearnerLoop:
         progress = yield from self.resume_or_start()
         # every learner takes the same number of steps, and every utterance is used once per epoch:
         # a learner with a larger shard takes slightly larger batches
-        (steps,) = yield ops.Reduce([math.ceil(len(self.shard) / self.run_config.train.batch_size)], "learners", "min")
+        (steps,) = yield ops.Reduce(
+            [math.ceil(len(self.shard) / self.run_config.train.batch_size)], "learners", "min"
+        )
         steps = int(steps)
         if steps == 0:
             raise ValueError(f"shard {self.layout.rank} of {self.shared.shards} is empty")
-        (frames,) = yield ops.Reduce([sum(self.train_set.frames[u] for u in self.shard)], "learners")
+        (frames,) = yield ops.Reduce(
+            [sum(self.train_set.frames[u] for u in self.shard)], "learners"
+        )
         yield from self.algorithm.plan(frames / (self.layout.size * steps))
         epochs, halving = self.run_config.train.epochs, self.shared.halving
         until = min(epochs, halving.epoch) if halving else epochs
@@ -135,17 +149,30 @@ class LearnerLoop:
         state = self.checkpoints.restore(f"rank{self.layout.rank}", self.learner, self.algorithm)
         if state is None:
             if self.leader and self.checkpoints.latest() is not None:
-                print(f"not resuming from {self.checkpoints.latest()}: other settings wrote it; starting afresh")
+                print(
+                    f"not resuming from {self.checkpoints.latest()}: other settings wrote it; "
+                    "starting afresh"
+                )
             yield from self.algorithm.start(self.learner)
             progress = Progress()
-            progress.untrained_dev_loss, _ = yield from evaluate(self.learner.model, self.dev_set, self.part, self.wall)
+            progress.untrained_dev_loss, _ = yield from evaluate(
+                self.learner.model, self.dev_set, self.part, self.wall
+            )
             return progress
         progress = Progress(**state)
         self.algorithm.exchanges = progress.exchanges
         if self.leader:
-            progress.resumes.append({"epoch": progress.epoch, "step": progress.done,
-                                     "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
-            print(f"resuming from {self.checkpoints.latest()} (epoch {progress.epoch}, {progress.done} steps done)")
+            progress.resumes.append(
+                {
+                    "epoch": progress.epoch,
+                    "step": progress.done,
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
+            print(
+                f"resuming from {self.checkpoints.latest()} (epoch {progress.epoch}, "
+                f"{progress.done} steps done)"
+            )
         return progress
 
     def train_epoch(self, progress: Progress, steps: int):
@@ -153,8 +180,14 @@ class LearnerLoop:
         learning rate."""
         train, epoch = self.run_config.train, progress.epoch
         seed = self.run_config.seed * 1000 + epoch  # learner 0's order is SEQ's (Subset.batches)
-        groups = self.train_set.batches(self.shard, train.batch_size, seed, steps, learner=self.layout.rank,
-                                        order=train.batch_order)  # fmt: skip
+        groups = self.train_set.batches(
+            self.shard,
+            train.batch_size,
+            seed,
+            steps,
+            learner=self.layout.rank,
+            order=train.batch_order,
+        )
         loader = self.shared.prefetcher(groups[progress.done :])
         self.epoch_began = time.monotonic(), progress.done  # for the log's time left
         batches, interval = iter(loader), Interval()
@@ -165,8 +198,14 @@ class LearnerLoop:
             with self.wall.measure("batches"):
                 batch = next(batches)
             yield ops.DataWait(time.perf_counter() - wait_start, batch.frames)
-            lr = learning_rate(train.lr * self.algorithm.rate_factor, self.scale, train.warmup_epochs,
-                               progress.schedule["factor"], (epoch - 1) * steps + step, steps)  # fmt: skip
+            lr = learning_rate(
+                train.lr * self.algorithm.rate_factor,
+                self.scale,
+                train.warmup_epochs,
+                progress.schedule["factor"],
+                (epoch - 1) * steps + step,
+                steps,
+            )
             interval.add((yield from self.algorithm.step(self.learner, batch, lr)), batch.frames)
             progress.done, progress.frames = step, progress.frames + batch.frames
             if step % train.log_interval == 0 or step == steps:
@@ -177,19 +216,27 @@ class LearnerLoop:
                         yield from self.collect_rows(progress)
                         break
                     progress.elapsed = self.clock.now() - epoch_start
-                    yield from self.checkpoint(progress, steps)  # its time is the next interval's idle time
+                    yield from self.checkpoint(
+                        progress, steps
+                    )  # its time is the next interval's idle time
         loader.close()
         yield from self.algorithm.epoch_done(self.learner)
         return epoch_start, lr
 
-    def log_interval(self, progress: Progress, interval: Interval, steps: int, lr: float, epoch_start: float) -> None:
+    def log_interval(
+        self, progress: Progress, interval: Interval, steps: int, lr: float, epoch_start: float
+    ) -> None:
         """The interval's row (the leader also prints it); the worst loss since the last check."""
         time_s = progress.trained_s + self.clock.now() - epoch_start
-        row = records.interval_row(progress, interval, self.layout.rank, lr, time_s, self.clock.snapshot())
+        row = records.interval_row(
+            progress, interval, self.layout.rank, lr, time_s, self.clock.snapshot()
+        )
         if self.leader:
             records.say_interval(row, steps, self.wall_progress(progress, steps))
         progress.rows.append(row)
-        progress.worst_loss = max(progress.worst_loss, row["loss"] if math.isfinite(row["loss"]) else math.inf)
+        progress.worst_loss = max(
+            progress.worst_loss, row["loss"] if math.isfinite(row["loss"]) else math.inf
+        )
         self.clock.reset()
 
     def wall_progress(self, progress: Progress, steps: int) -> str:
@@ -200,7 +247,10 @@ class LearnerLoop:
         per_step = (now - began) / max(progress.done - done_before, 1)
         epoch_left = per_step * (steps - progress.done)
         run_left = epoch_left + per_step * steps * (self.run_config.train.epochs - progress.epoch)
-        return f"wall {clock(now - self.began)}, epoch left {clock(epoch_left)}, run left at most {clock(run_left)}"
+        return (
+            f"wall {clock(now - self.began)}, epoch left {clock(epoch_left)}, run left at most "
+            f"{clock(run_left)}"
+        )
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
         """The epoch's training time (until its last learner ends it: the others wait for it at the
@@ -222,8 +272,18 @@ class LearnerLoop:
         decision = self.schedule.after_epoch(progress.schedule, dev_loss) if not diverged else None
         if self.leader:
             accepted = None if decision is None else decision.accepted
-            progress.history.append(records.epoch_row(progress, steps, frames, seconds, lr, (dev_loss, dev_ter),
-                                                      accepted, self.shared.world["kind"]))  # fmt: skip
+            progress.history.append(
+                records.epoch_row(
+                    progress,
+                    steps,
+                    frames,
+                    seconds,
+                    lr,
+                    (dev_loss, dev_ter),
+                    accepted,
+                    self.shared.world["kind"],
+                )
+            )
             measured = {"dev_loss": dev_loss, "dev_ter": dev_ter}
             by = self.run_config.train.best_by
             if accepted and measured[by] < (progress.best or {}).get(by, math.inf):
@@ -268,9 +328,20 @@ class LearnerLoop:
         factor, reference = self.run_config.train.divergence_factor, progress.untrained_dev_loss
         for what, value in (("a learner's training loss", worst), ("the dev loss", dev_loss)):
             if value is not None and not value <= factor * reference:  # NaN is not below
-                limit = f"train.divergence_factor ({factor:g}) times the untrained model's dev loss ({reference:.3f})"
-                reason = f"reached {value:.4g}, above {limit}" if math.isfinite(value) else "was not finite"
-                progress.diverged = {"reason": f"{what} {reason}", "epoch": progress.epoch, "step": progress.done}
+                limit = (
+                    f"train.divergence_factor ({factor:g}) times the untrained model's dev "
+                    f"loss ({reference:.3f})"
+                )
+                reason = (
+                    f"reached {value:.4g}, above {limit}"
+                    if math.isfinite(value)
+                    else "was not finite"
+                )
+                progress.diverged = {
+                    "reason": f"{what} {reason}",
+                    "epoch": progress.epoch,
+                    "step": progress.done,
+                }
                 return True
         return False
 
@@ -285,11 +356,17 @@ class LearnerLoop:
         so far, or the untrained model where it diverged before its first epoch ended."""
         best = progress.best
         model = self.untrained if best is None else self.best_model(progress)
-        progress.diverged["model"] = "untrained" if best is None else f"its best, epoch {best['epoch']}"
+        progress.diverged["model"] = (
+            "untrained" if best is None else f"its best, epoch {best['epoch']}"
+        )
         self.write_outputs(progress, model)
         where = f"epoch {progress.diverged['epoch']}, step {progress.diverged['step']}"
-        print(f"diverged at {where}: {progress.diverged['reason']}; the model is {progress.diverged['model']}, and "
-              "the report shows the run as diverged", flush=True)  # fmt: skip
+        print(
+            f"diverged at {where}: {progress.diverged['reason']}; the model is "
+            f"{progress.diverged['model']}, and "
+            "the report shows the run as diverged",
+            flush=True,
+        )
 
     def consensus_model(self, weights: list):
         """A model holding the consensus `weights` (the learner's own where they are its own)."""
@@ -297,13 +374,17 @@ class LearnerLoop:
             return self.learner.model
         if self.evaluated is None:
             self.evaluated = copy.deepcopy(self.learner.model)
-            for module in self.evaluated.modules():  # a copy's LSTM weights are not cuDNN's one chunk
+            for (
+                module
+            ) in self.evaluated.modules():  # a copy's LSTM weights are not cuDNN's one chunk
                 if isinstance(module, torch.nn.RNNBase):
                     module.flatten_parameters()
         unflatten(ops.flatten(weights), list(self.evaluated.state_dict().values()))
         return self.evaluated
 
-    def checkpoint(self, progress: Progress, steps: int, epoch_end: bool = False, last: bool = False):
+    def checkpoint(
+        self, progress: Progress, steps: int, epoch_end: bool = False, last: bool = False
+    ):
         """Every rank saves its part (a replica only its progress); then learner 0 marks the
         checkpoint complete (`epoch_end`: an epoch's end, which a rejected epoch goes back to).
         The run's `last` holds only what a finished run keeps (Checkpoints.finish): learner 0's
@@ -313,8 +394,14 @@ class LearnerLoop:
         with_model = self.leader or not self.algorithm.replicated
         if self.leader or not last:
             with self.wall.measure("checkpoints"):
-                self.checkpoints.save(step, f"rank{self.layout.rank}", self.learner, self.algorithm, with_model,
-                                      asdict(progress))  # fmt: skip
+                self.checkpoints.save(
+                    step,
+                    f"rank{self.layout.rank}",
+                    self.learner,
+                    self.algorithm,
+                    with_model,
+                    asdict(progress),
+                )
         yield from self.algorithm.checkpoint(self.learner, step)
         yield ops.Barrier("learners")
         if self.leader:
@@ -326,15 +413,29 @@ class LearnerLoop:
         very last."""
         run = self.run_config
         facts = {
-            "learners": self.layout.size, "world": self.shared.world, "nodes": self.layout.nodes,
-            # the utterances an update applies: P minibatches, or one where each gradient is applied alone (ASGD)
-            "global_batch": run.train.batch_size * (self.layout.size if self.algorithm.combines_learners else 1),
+            "learners": self.layout.size,
+            "world": self.shared.world,
+            "nodes": self.layout.nodes,
+            # the utterances an update applies: P minibatches, or one where each gradient is applied
+            # alone (ASGD)
+            "global_batch": run.train.batch_size
+            * (self.layout.size if self.algorithm.combines_learners else 1),
             # what the run's train settings (recorded beside) make of train.lr at its P
-            "learning_rate": {"scale": self.scale, "factor": self.algorithm.rate_factor,
-                              "peak": run.train.lr * self.algorithm.rate_factor * self.scale},
-            "threads_per_learner": torch.get_num_threads(), "device": str(self.learner.device),
+            "learning_rate": {
+                "scale": self.scale,
+                "factor": self.algorithm.rate_factor,
+                "peak": run.train.lr * self.algorithm.rate_factor * self.scale,
+            },
+            "threads_per_learner": torch.get_num_threads(),
+            "device": str(self.learner.device),
             "process_wall_s": self.wall.summary(),
-            # learner 0's exchanges on real ranks: their bytes over their time (waits for peers included)
-            "exchanges": {"bytes": self.wall.exchanged_bytes, "seconds": self.wall.seconds["exchanges"]},
-        }  # fmt: skip
-        records.write_outputs(self.shared.out, run, progress, model, facts, self.train_set.tokens.symbols)
+            # learner 0's exchanges on real ranks: their bytes over their time (waits for peers
+            # included)
+            "exchanges": {
+                "bytes": self.wall.exchanged_bytes,
+                "seconds": self.wall.seconds["exchanges"],
+            },
+        }
+        records.write_outputs(
+            self.shared.out, run, progress, model, facts, self.train_set.tokens.symbols
+        )

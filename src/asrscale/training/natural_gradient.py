@@ -18,19 +18,18 @@ O(frames × dimension × R), and products of the map's size with R rows.
 
 The factors follow the data with forgetting factor η = 1 - exp(-N / history) for N frames, and are
 refreshed every `update_period` minibatches (every one of the first ten), in Kaldi's order: a
-minibatch is preconditioned with the factors as they were, then refreshes them (the first
-minibatch initialises them before it is preconditioned, as Kaldi's Init does). The refresh is one step
-of subspace iteration, F_new = η X̃ᵀX̃/N + (1-η) F, R_new spanning F_new Rᵀ, d_new its Rayleigh
+minibatch is preconditioned with the factors as they were, then refreshes them (the first minibatch
+initialises them before it is preconditioned, as Kaldi's Init does). The refresh is one step of
+subspace iteration, F_new = η X̃ᵀX̃/N + (1-η) F, R_new spanning F_new Rᵀ, d_new its Rayleigh
 quotients, ρ_new the mean of the rest of its trace. Kaldi's defaults: rank 20 on the input side and
 80 on the output side, α = 4, a history of 2000 frames, every 4 minibatches.
 
 The maps are the model's affine maps as the per-frame computation makes them (a `Recorder` that
-asrscale.training.fused's forward pass fills): each LSTM direction's input-to-gates and hidden-to-gates maps, the DNN's
-layers and the output layer. The arithmetic is written for many learners at once (each tensor's
-first dimension the learners'), so that fused learners precondition map by map in a few batched
-products (`precondition_together`) rather than a few hundred small ones each; one learner alone is
-the case of one.
-"""
+asrscale.training.fused's forward pass fills): each LSTM direction's input-to-gates and
+hidden-to-gates maps, the DNN's layers and the output layer. The arithmetic is written for many
+learners at once (each tensor's first dimension the learners'), so that fused learners precondition
+map by map in a few batched products (`precondition_together`) rather than a few hundred small ones
+each; one learner alone is the case of one."""
 
 import functools
 
@@ -44,7 +43,9 @@ class Factor:
 
     def __init__(self, dim: int, rank: int, device: torch.device, seed: int = 0):
         rank = min(rank, max(dim - 1, 0))
-        if torch.device(device).type == "meta":  # a replay's stand-in (asrscale.costmodel.replay): sizes only
+        if (
+            torch.device(device).type == "meta"
+        ):  # a replay's stand-in (asrscale.costmodel.replay): sizes only
             start = torch.empty(rank, dim, device="meta")
         else:  # a copy of its own: refreshes write into it
             start = _random_basis(dim, rank, seed).clone()
@@ -64,7 +65,9 @@ def _random_basis(dim: int, rank: int, seed: int) -> torch.Tensor:
 
 def stacked(factors: list[Factor]) -> tuple[torch.Tensor, ...]:
     """The factors' basis, values and floor, each stacked over the learners."""
-    return tuple(torch.stack([getattr(f, key) for f in factors]) for key in ("basis", "values", "floor"))
+    return tuple(
+        torch.stack([getattr(f, key) for f in factors]) for key in ("basis", "values", "floor")
+    )
 
 
 def preconditioner(rows: torch.Tensor, along: torch.Tensor, values, floor, alpha: float):
@@ -76,7 +79,10 @@ def preconditioner(rows: torch.Tensor, along: torch.Tensor, values, floor, alpha
     dim = rows.shape[-1]
     floor = floor + alpha * (values.sum(-1) + floor * dim) / dim
     shrink = values / (values + floor[:, None])  # (F + ρ'I)⁻¹ ∝ I - Rᵀ diag(d / (d + ρ')) R
-    energy, inside = torch.linalg.vector_norm(rows, dim=(1, 2)).square(), along.square().sum(1)  # [N], [N, R]
+    energy, inside = (
+        torch.linalg.vector_norm(rows, dim=(1, 2)).square(),
+        along.square().sum(1),
+    )  # [N], [N, R]
     kept = ((1 - shrink).square() * inside).sum(-1) + (energy - inside.sum(-1)).clamp(min=0)
     return shrink, (energy / kept.clamp(min=1e-30)).sqrt()
 
@@ -93,8 +99,16 @@ def precondition_gradient(gradient: torch.Tensor, sides: list[tuple]) -> torch.T
     return both * (in_scale * out_scale)[:, None, None]
 
 
-def refresh(rows: torch.Tensor, frames: torch.Tensor, eta: torch.Tensor, basis, values, floor, first: bool,
-            along: torch.Tensor | None = None):  # fmt: skip
+def refresh(
+    rows: torch.Tensor,
+    frames: torch.Tensor,
+    eta: torch.Tensor,
+    basis,
+    values,
+    floor,
+    first: bool,
+    along: torch.Tensor | None = None,
+):
     """Each learner's factor (`stacked`) one step towards η·rowsᵀrows/N + (1-η)·F, kept at rank R
     plus the identity (rows [N, frames, dim]; N: `frames`, the rows that are frames, padding's
     being zero; the first estimate from the rows alone; `along`: rows @ basisᵀ where already
@@ -104,7 +118,9 @@ def refresh(rows: torch.Tensor, frames: torch.Tensor, eta: torch.Tensor, basis, 
     weight, keep = (eta / frames)[:, None, None], (1 - eta)[:, None, None]
     trace = eta * rows.square().sum((1, 2)) / frames + (1 - eta) * (values.sum(-1) + floor * dim)
     identity = torch.eye(rank, device=rows.device)
-    for _ in range(4 if first and rank else 1 if rank else 0):  # the first: a few steps of subspace iteration
+    for _ in range(
+        4 if first and rank else 1 if rank else 0
+    ):  # the first: a few steps of subspace iteration
         along = rows @ basis.mT if along is None else along
         grown = weight * rows.mT @ along + keep * basis.mT * (values + floor[:, None])[:, None]
         new = torch.linalg.qr(grown)[0].mT
@@ -122,25 +138,42 @@ class NaturalGradient:
     `biases`, or None) from the per-frame statistics a recording forward pass keeps (a `Recorder`
     of asrscale.training.fused: `record[name] = (inputs, output_derivatives)`)."""
 
-    def __init__(self, weights: dict, biases: dict, rank_in: int = 20, rank_out: int = 80,
-                 alpha: float = 4.0, history: int = 2000, update_period: int = 4):  # fmt: skip
+    def __init__(
+        self,
+        weights: dict,
+        biases: dict,
+        rank_in: int = 20,
+        rank_out: int = 80,
+        alpha: float = 4.0,
+        history: int = 2000,
+        update_period: int = 4,
+    ):
         self.weights, self.biases = weights, biases
         self.factors = {}
         for index, (name, weight) in enumerate(weights.items()):
             inputs = weight.shape[1] + (1 if biases.get(name) is not None else 0)
-            self.factors[name] = (Factor(inputs, rank_in, weight.device, seed=2 * index),
-                                  Factor(weight.shape[0], rank_out, weight.device, seed=2 * index + 1))  # fmt: skip
+            self.factors[name] = (
+                Factor(inputs, rank_in, weight.device, seed=2 * index),
+                Factor(weight.shape[0], rank_out, weight.device, seed=2 * index + 1),
+            )
         self.alpha, self.history, self.update_period, self.steps = alpha, history, update_period, 0
 
     def state_dict(self) -> dict:
-        factors = {name: (dict(vars(inputs)), dict(vars(outputs))) for name, (inputs, outputs) in self.factors.items()}
+        factors = {
+            name: (dict(vars(inputs)), dict(vars(outputs)))
+            for name, (inputs, outputs) in self.factors.items()
+        }
         return {"steps": self.steps, "factors": factors}
 
     def load_state_dict(self, state: dict) -> None:
         self.steps = state["steps"]
         for name, (saved_in, saved_out) in state["factors"].items():
             for factor, saved in zip(self.factors[name], (saved_in, saved_out)):
-                for key in ("basis", "values", "floor"):  # into its own tensors: refreshes write there
+                for key in (
+                    "basis",
+                    "values",
+                    "floor",
+                ):  # into its own tensors: refreshes write there
                     getattr(factor, key).copy_(saved[key])
 
     def schedule(self) -> tuple:
@@ -169,17 +202,26 @@ def precondition_together(jobs: list[tuple]) -> None:
         for natural in naturals:
             natural.steps += 1
         for name in group[0][1]:
-            weights, biases = [n.weights[name] for n in naturals], [n.biases.get(name) for n in naturals]
-            inputs, derivatives = (_rows([record[name][side] for _, record in group]) for side in (0, 1))
+            weights, biases = (
+                [n.weights[name] for n in naturals],
+                [n.biases.get(name) for n in naturals],
+            )
+            inputs, derivatives = (
+                _rows([record[name][side] for _, record in group]) for side in (0, 1)
+            )
             # padding's frames carry no derivative: left out as zero rows (no host sync)
             used = derivatives.ne(0).any(-1, keepdim=True).to(inputs.dtype)
             # the bias's column of ones, a frame's as its inputs: zero where padding
-            inputs = torch.cat([inputs * used, used], dim=-1) if biases[0] is not None else inputs * used
+            inputs = (
+                torch.cat([inputs * used, used], dim=-1) if biases[0] is not None else inputs * used
+            )
             frames = used.sum((1, 2)).clamp(min=1)
             # the plain gradient as autograd made it (Gᵀ X̃; padding's rows carry no derivative)
             gradient = torch.stack([w.grad for w in weights])
             if biases[0] is not None:
-                gradient = torch.cat([gradient, torch.stack([b.grad for b in biases])[..., None]], dim=-1)
+                gradient = torch.cat(
+                    [gradient, torch.stack([b.grad for b in biases])[..., None]], dim=-1
+                )
             sides, eta = [], 1 - torch.exp(-frames / history)
             for side, rows in enumerate((inputs, derivatives)):
                 factors = [n.factors[name][side] for n in naturals]
@@ -189,7 +231,10 @@ def precondition_together(jobs: list[tuple]) -> None:
                 along = rows @ basis.mT
                 sides.append((basis, *preconditioner(rows, along, values, floor, alpha)))
                 if refreshing and not first:  # with the factors as they were: then they follow it
-                    _store(factors, refresh(rows, frames, eta, basis, values, floor, first=False, along=along))
+                    _store(
+                        factors,
+                        refresh(rows, frames, eta, basis, values, floor, first=False, along=along),
+                    )
             gradient = precondition_gradient(gradient, sides)
             width = weights[0].shape[1]
             torch._foreach_copy_([w.grad for w in weights], list(gradient[..., :width].unbind()))
@@ -214,9 +259,10 @@ def _rows(statistics: list[torch.Tensor]) -> torch.Tensor:
 
 
 class Recorder:
-    """Per-frame statistics of a model's affine maps, for NG-SGD (asrscale.training.natural_gradient):
-    for each weight, the frames' inputs and, once backward has run, the derivatives at its outputs
-    (one row a frame, both in one order; a map's first dimension is the learners')."""
+    """Per-frame statistics of a model's affine maps, for NG-SGD
+    (asrscale.training.natural_gradient): for each weight, the frames' inputs and, once backward has
+    run, the derivatives at its outputs (one row a frame, both in one order; a map's first dimension
+    is the learners')."""
 
     def __init__(self):
         self.record = {}
@@ -231,7 +277,9 @@ class Recorder:
         inputs = inputs.detach().chunk(len(weights))
 
         def keep(derivatives):
-            for name, mine, theirs in zip(weights, inputs, derivatives.detach().chunk(len(weights))):
+            for name, mine, theirs in zip(
+                weights, inputs, derivatives.detach().chunk(len(weights))
+            ):
                 self.record[name] = (mine, theirs)
 
         if output.requires_grad:
@@ -248,4 +296,6 @@ def natural_gradient_of(model) -> NaturalGradient:
     """NG-SGD over the model's affine maps (every 2-D weight), with Kaldi's defaults."""
     parameters = dict(model.named_parameters())
     weights = {name: p for name, p in parameters.items() if p.dim() == 2}
-    return NaturalGradient(weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()})
+    return NaturalGradient(
+        weights, {name: parameters.get(bias) for name, bias in biases_of(weights).items()}
+    )

@@ -26,12 +26,19 @@ def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor, cell=To
     hidden = torch.empty_like(cells)
     for t in range(steps):
         h, c = (hidden[:, t - 1], cells[:, t - 1]) if t > 0 else (start, start)
-        cell.forward(torch.baddbmm(projected[:, t], h, recurrent), c, gates[:, t], cells[:, t], hidden[:, t])
+        cell.forward(
+            torch.baddbmm(projected[:, t], h, recurrent), c, gates[:, t], cells[:, t], hidden[:, t]
+        )
     return gates, cells, hidden
 
 
-def recurrence_backward(grad_hidden: torch.Tensor, gates: torch.Tensor, cells: torch.Tensor,
-                        recurrent: torch.Tensor, cell=TorchCell) -> torch.Tensor:  # fmt: skip
+def recurrence_backward(
+    grad_hidden: torch.Tensor,
+    gates: torch.Tensor,
+    cells: torch.Tensor,
+    recurrent: torch.Tensor,
+    cell=TorchCell,
+) -> torch.Tensor:
     """The gradient at the raw gates [N, T, B, 4H], step by step back in time."""
     n, steps, batch, four_h = gates.shape
     grad_gates = torch.empty_like(gates)
@@ -40,7 +47,9 @@ def recurrence_backward(grad_hidden: torch.Tensor, gates: torch.Tensor, cells: t
     recurrent_t = recurrent.transpose(1, 2)
     for t in reversed(range(steps)):
         c_before = cells[:, t - 1] if t > 0 else start
-        cell.backward(gates[:, t], cells[:, t], c_before, dh, grad_hidden[:, t], dc, grad_gates[:, t])
+        cell.backward(
+            gates[:, t], cells[:, t], c_before, dh, grad_hidden[:, t], dc, grad_gates[:, t]
+        )
         dh = torch.bmm(grad_gates[:, t], recurrent_t)
     return grad_gates
 
@@ -118,8 +127,9 @@ EAGER = Loops()
 
 
 class Recurrence(torch.autograd.Function):
-    """The hidden states [N, T, B, H] of N LSTMs (see recurrence_forward), with a hand-written backward
-    whose recurrent weights' gradient is one product over all steps; `loops` run the time loops."""
+    """The hidden states [N, T, B, H] of N LSTMs (see recurrence_forward), with a hand-written
+    backward whose recurrent weights' gradient is one product over all steps; `loops` run the time
+    loops."""
 
     @staticmethod
     def forward(ctx, projected, recurrent, loops: Loops):
@@ -133,10 +143,13 @@ class Recurrence(torch.autograd.Function):
     def backward(ctx, grad_hidden):
         gates, cells, hidden, recurrent = ctx.saved_tensors
         loops, steps = ctx.loops, ctx.steps
-        # contiguous: autograd hands the gradient in the layout of its use ([N, B, T, H], transposed)
+        # contiguous: autograd hands the gradient in the layout of its use ([N, B, T, H],
+        # transposed)
         grad_gates = loops.backward(loops.padded(grad_hidden.contiguous()), gates, cells, recurrent)
         # the recurrent weights' gradient at once: h_{t-1} of every step against every step's gates
         n, _, batch, units = hidden.shape
         before = torch.cat([hidden.new_zeros(n, 1, batch, units), hidden[:, :-1]], dim=1)
-        grad_recurrent = torch.bmm(before.reshape(n, -1, units).transpose(1, 2), grad_gates.reshape(n, -1, 4 * units))
+        grad_recurrent = torch.bmm(
+            before.reshape(n, -1, units).transpose(1, 2), grad_gates.reshape(n, -1, 4 * units)
+        )
         return grad_gates[:, :steps], grad_recurrent, None

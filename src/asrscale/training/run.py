@@ -36,10 +36,16 @@ class RunPaths:
     out: Path  # the run's folder
 
 
-def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None, cores: int | None,
-                      halving: Halving | None = None) -> None:  # fmt: skip
+def run_settings_file(
+    settings: dict,
+    paths: RunPaths,
+    calibration: Path | None,
+    cores: int | None,
+    halving: Halving | None = None,
+) -> None:
     """`asrscale train`: the run a settings file describes, in the world it names (a halved grid's
-    run: its part, `halving`). An error on one rank ends every rank, so that none is left waiting for it."""
+    run: its part, `halving`). An error on one rank ends every rank, so that none is left waiting
+    for it."""
     run = RunConfig.from_settings(settings)
     world = make_world(world_of(settings), run, calibration, cores)
     try:
@@ -53,16 +59,26 @@ def run_settings_file(settings: dict, paths: RunPaths, calibration: Path | None,
         raise
 
 
-def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConfig, calibration: Path | None,
-               cores: int | None = None) -> ops.World:  # fmt: skip
+def make_world(
+    settings: MPIWorldSettings | SimulatedWorldSettings,
+    run: RunConfig,
+    calibration: Path | None,
+    cores: int | None = None,
+) -> ops.World:
     """The world a run's settings name: its simulated cluster (computing with `cores` threads), or
     this rank's MPI world."""
     servers, device = algorithm_spec(run.algorithm).servers, run.train.device
     if isinstance(settings, MPIWorldSettings):
         from asrscale.worlds.mpi import MPIWorld
 
-        return MPIWorld(servers=servers, node_size=settings.node_size, timeout_s=settings.timeout_s, name=run.algorithm,
-                        transport=settings.transport, device=device)  # fmt: skip
+        return MPIWorld(
+            servers=servers,
+            node_size=settings.node_size,
+            timeout_s=settings.timeout_s,
+            name=run.algorithm,
+            transport=settings.transport,
+            device=device,
+        )
     from asrscale.costmodel.clock import CostModel, Hardware
     from asrscale.training.fused import fusers
     from asrscale.worlds.devices import resolve_device
@@ -71,14 +87,31 @@ def make_world(settings: MPIWorldSettings | SimulatedWorldSettings, run: RunConf
     if calibration is None:
         raise ValueError("a simulated run needs this machine's calibration: --calibration")
     profile = dict(settings.hardware)
-    costs = CostModel(Hardware.from_config(profile.pop("name"), profile), read_settings(calibration), seed=run.seed)
+    costs = CostModel(
+        Hardware.from_config(profile.pop("name"), profile),
+        read_settings(calibration),
+        seed=run.seed,
+    )
     fuse, place = settings.fuse_learners, resolve_device(device)
-    fused = fusers(place) if fuse == "on" or fuse == "auto" and place.type == "cuda" else None  # slower on a CPU
-    return SimWorld(settings.learners, costs, servers, settings.node_size, run.train.prefetch, run.algorithm,
-                    device, fused, cores)  # fmt: skip
+    fused = (
+        fusers(place) if fuse == "on" or fuse == "auto" and place.type == "cuda" else None
+    )  # slower on a CPU
+    return SimWorld(
+        settings.learners,
+        costs,
+        servers,
+        settings.node_size,
+        run.train.prefetch,
+        run.algorithm,
+        device,
+        fused,
+        cores,
+    )
 
 
-def train(run: RunConfig, paths: RunPaths, world: ops.World, halving: Halving | None = None) -> None:
+def train(
+    run: RunConfig, paths: RunPaths, world: ops.World, halving: Halving | None = None
+) -> None:
     """Have `world` carry out a run: each learner's loop, and the algorithm's server loop on a
     server rank. The MPI world runs this rank's program; a simulated world runs every rank's."""
     torch.set_num_threads(run.train.threads or world.threads_per_rank)
@@ -87,21 +120,41 @@ def train(run: RunConfig, paths: RunPaths, world: ops.World, halving: Halving | 
     # one copy of the data, shared by every learner a world runs in this process
     train_set = Subset(paths.train_data, paths.train_feats, paths.train_feats, run.cmvn, tokens)
     dev_set = Subset(paths.dev_data, paths.dev_feats, paths.train_feats, run.cmvn, tokens)
-    saved = Checkpoints(paths.out / "checkpoints", checkpoints.identity(run, world.description()),
-                        together=world.all_ranks_here)  # fmt: skip
+    saved = Checkpoints(
+        paths.out / "checkpoints",
+        checkpoints.identity(run, world.description()),
+        together=world.all_ranks_here,
+    )
     loader = batch_loader()
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread
-    prefetcher = functools.partial(Prefetcher, train_set, depth=world.batches_ahead(run.train.prefetch), loader=loader)
-    shared = RunContext(run, paths.out, paths.shards, train_set, dev_set, saved, prefetcher, world.description(),
-                        world.wall, world.evaluation_part, halving)  # fmt: skip
+    prefetcher = functools.partial(
+        Prefetcher, train_set, depth=world.batches_ahead(run.train.prefetch), loader=loader
+    )
+    shared = RunContext(
+        run,
+        paths.out,
+        paths.shards,
+        train_set,
+        dev_set,
+        saved,
+        prefetcher,
+        world.description(),
+        world.wall,
+        world.evaluation_part,
+        halving,
+    )
 
     def program(layout: ops.Layout, serving: bool, clock):
         with world.wall.measure("start"):
             torch.manual_seed(run.seed)
             model = build_model(run.model, run.features.dim, len(tokens)).to(world.device)
             name = f"{run.algorithm} {'server' if serving else 'rank'} {layout.rank}"
-            learner = Learner(model, make_optimizer(run.train.optimizer, run.train.momentum, model),
-                              run.train.clip_grad_norm, name)  # fmt: skip
+            learner = Learner(
+                model,
+                make_optimizer(run.train.optimizer, run.train.momentum, model),
+                run.train.clip_grad_norm,
+                name,
+            )
             algorithm = make_algorithm(run.algorithm, layout, run.options)
             if serving:
                 return _serve(algorithm, learner, saved, layout, paths.out)
@@ -123,4 +176,6 @@ def _serve(algorithm, learner: Learner, saved: Checkpoints, layout: ops.Layout, 
         saved.save(step, name, learner, algorithm, with_model=True)
 
     yield from algorithm.serve(learner, checkpoint, lambda: saved.roll_back(name, learner))
-    records.write_table(out / "server.tsv", "learner\tpulled\tapplied_at\tstaleness\tapplied", algorithm.records)
+    records.write_table(
+        out / "server.tsv", "learner\tpulled\tapplied_at\tstaleness\tapplied", algorithm.records
+    )

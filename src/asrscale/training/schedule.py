@@ -1,13 +1,13 @@
 """The learning rate: one rule for every algorithm, one function of the step and the schedule's
 factor.
 
-An update that combines P learners' minibatches (SSGD's averaged gradient; the average of P
-models each moved by its own gradient, as KAVG, MA, ADPSGD and H-ADPSGD make) moves the model
-as one step on a P-times larger batch would, so its rate is train.lr times `lr_scale` of P: P
-("linear", Goyal et al. 2017, for SGD), √P ("sqrt", the default, for Adam), or 1 ("none").
-ASGD's server applies each learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a
-linear warm-up from train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and
-multiplied by the schedule's factor, which each epoch's end sets (`Schedule`):
+An update that combines P learners' minibatches (SSGD's averaged gradient; the average of P models
+each moved by its own gradient, as KAVG, MA, ADPSGD and H-ADPSGD make) moves the model as one step
+on a P-times larger batch would, so its rate is train.lr times `lr_scale` of P: P ("linear", Goyal
+et al. 2017, for SGD), √P ("sqrt", the default, for Adam), or 1 ("none"). ASGD's server applies each
+learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a linear
+warm-up from train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and multiplied by
+the schedule's factor, which each epoch's end sets (`Schedule`):
 - "exponential": train.lr_decay to the power of the epochs done, for train.epochs epochs (su15's
   main schedule, 15 fixed epochs);
 - "newbob" (Kaldi nnet1's steps/nnet/train_scheduler.sh, which su15 ran beside it): the rate is
@@ -35,8 +35,9 @@ def lr_scale(rule: str, learners: int) -> float:
     return {"none": 1.0, "sqrt": math.sqrt(learners), "linear": float(learners)}[rule]
 
 
-def learning_rate(lr: float, scale: float, warmup_epochs: float, factor: float, step: int,
-                  steps_per_epoch: int) -> float:  # fmt: skip
+def learning_rate(
+    lr: float, scale: float, warmup_epochs: float, factor: float, step: int, steps_per_epoch: int
+) -> float:
     """The rate at global step `step` (from 1) of a run of `steps_per_epoch` steps an epoch, at
     the schedule's `factor` of its peak."""
     warmup_steps = warmup_epochs * steps_per_epoch
@@ -81,7 +82,10 @@ class Schedule:
             state["accepted_loss"] = dev_loss
         stop = None
         if state["halving"] and gain < self.newbob["stop"]:
-            stop = f"halving, an epoch gained {100 * gain:.2f}% at {state['factor']:.3g} of the peak rate"
+            stop = (
+                f"halving, an epoch gained {100 * gain:.2f}% at {state['factor']:.3g} of the "
+                "peak rate"
+            )
         if gain < self.newbob["start_halving"]:
             state["halving"] = True
         if state["halving"] and stop is None:

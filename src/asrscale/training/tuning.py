@@ -14,11 +14,11 @@ configuration's run at the tuning seed, and its other seeds train at its setting
 
 With study.tuning.halving, a grid is halved once, as a bracket of Hyperband's successive halving
 does (Li et al., "Hyperband: a novel bandit-based approach to hyperparameter optimization", JMLR
-2018): every grid run trains to the end of one epoch (its rung), the `keep` best so far by the
-same measure (and any the study also reports) go on to their last epoch, and the others stop there. A
-stopped run's outputs say so, and it is never chosen: the choice is among runs trained to their
-end. Each run's rung is its own training's first epochs, resumed from its checkpoint: a kept run
-ends with the model it would have had unhalved."""
+2018): every grid run trains to the end of one epoch (its rung), the `keep` best so far by the same
+measure (and any the study also reports) go on to their last epoch, and the others stop there. A
+stopped run's outputs say so, and it is never chosen: the choice is among runs trained to their end.
+Each run's rung is its own training's first epochs, resumed from its checkpoint: a kept run ends
+with the model it would have had unhalved."""
 
 import json
 import math
@@ -45,10 +45,17 @@ def _outcome(record: dict) -> dict:
     by = record["train"]["best_by"]
 
     def trained(value):
-        return value if value is not None and math.isfinite(value) and not record["diverged"] else None
+        return (
+            value if value is not None and math.isfinite(value) and not record["diverged"] else None
+        )
 
-    return {**{key: record["train"][key] for key in TUNED_SETTINGS}, "best_dev_loss": trained(record["best_dev_loss"]),
-            "by": by, "score": trained(record[f"best_{by}"]), "diverged": record["diverged"]}  # fmt: skip
+    return {
+        **{key: record["train"][key] for key in TUNED_SETTINGS},
+        "best_dev_loss": trained(record["best_dev_loss"]),
+        "by": by,
+        "score": trained(record[f"best_{by}"]),
+        "diverged": record["diverged"],
+    }
 
 
 def choose(points: list[dict]) -> dict:
@@ -56,33 +63,52 @@ def choose(points: list[dict]) -> dict:
     the grid's edge (the lowest or highest rate of its batch size and momentum), and the grid."""
     trained = [p for p in points if p["score"] is not None and not p.get("stopped_early")]
     if not trained:
-        runs = ", ".join(f"lr {p['lr']:g} (batch {p['batch_size']}): {p['diverged']}" for p in points)
-        raise UserError(f"tuning: every run of the grid diverged ({runs}): lower study.tuning.lr_factors or train.lr")
+        runs = ", ".join(
+            f"lr {p['lr']:g} (batch {p['batch_size']}): {p['diverged']}" for p in points
+        )
+        raise UserError(
+            f"tuning: every run of the grid diverged ({runs}): lower study.tuning.lr_factors or "
+            "train.lr"
+        )
     best = min(trained, key=lambda p: (p["score"], p["lr"]))
     line = ("batch_size", "momentum")  # the rates of the chosen point's batch size and momentum
     rates = sorted(p["lr"] for p in points if all(p[key] == best[key] for key in line))
     edge = {rates[0]: "lowest", rates[-1]: "highest"}.get(best["lr"])
-    return {"chosen": {key: best[key] for key in TUNED_SETTINGS}, "run": best["run"], "at_edge": edge,
-            "grid": [p | {"chosen": p is best} for p in points]}  # fmt: skip
+    return {
+        "chosen": {key: best[key] for key in TUNED_SETTINGS},
+        "run": best["run"],
+        "at_edge": edge,
+        "grid": [p | {"chosen": p is best} for p in points],
+    }
 
 
 def tune(runs: list[Path], out: Path) -> dict:
     """`asrscale tune`: a configuration's grid runs chosen among, written to `out`."""
     choice = choose([point(run) for run in runs])
     atomic_write_json(out, choice)
-    said = f", the {choice['at_edge']} rate of its grid: tuned at the edge" if choice["at_edge"] else ""
+    said = (
+        f", the {choice['at_edge']} rate of its grid: tuned at the edge"
+        if choice["at_edge"]
+        else ""
+    )
     chosen = choice["chosen"]
-    print(f"tuning: chose lr {chosen['lr']:g}, batch {chosen['batch_size']}, momentum {chosen['momentum']:g} "
-          f"({choice['run']}){said}")  # fmt: skip
+    print(
+        f"tuning: chose lr {chosen['lr']:g}, batch {chosen['batch_size']}, momentum "
+        f"{chosen['momentum']:g} "
+        f"({choice['run']}){said}"
+    )
     return choice
 
 
 def adopt(choice_file: Path, settings: Path, folder: Path) -> None:
     """The chosen grid run as the configuration's tuned run at the tuning seed: its outputs linked
-    into `folder` (trained once), after checking that it was trained with the tuned run's settings."""
+    into `folder` (trained once), after checking that it was trained with the tuned run's
+    settings."""
     chosen = Path(json.loads(choice_file.read_text())["run"])
     if json.loads((chosen / "settings.json").read_text()) != json.loads(settings.read_text()):
-        raise UserError(f"tuning: {chosen} was not trained with the settings of {settings}: rerun its tuning")
+        raise UserError(
+            f"tuning: {chosen} was not trained with the settings of {settings}: rerun its tuning"
+        )
     # every record the run wrote (the model, metrics and run.json, ASGD's server.tsv, ADPSGD's
     # exchanges.tsv, ...), not its settings (the tuned run's own, checked equal) or checkpoints
     link_outputs(chosen, folder)
@@ -114,21 +140,34 @@ class Halving:
             return None
         if folder in map(os.path.normpath, decided["stopped"]):
             return cls(decided["epoch"], rung=False)
-        raise UserError(f"{decision} decides nothing of {out}: it is another grid's; rerun this grid's halving")
+        raise UserError(
+            f"{decision} decides nothing of {out}: it is another grid's; rerun this grid's halving"
+        )
 
     def stop(self, progress) -> None:
         """The run stopped by its grid's decision (`records.Progress`)."""
-        progress.stopped = f"stopped after epoch {self.epoch} by successive halving (study.tuning.halving)"
+        progress.stopped = (
+            f"stopped after epoch {self.epoch} by successive halving (study.tuning.halving)"
+        )
         progress.stopped_by = "halving"
 
 
 def write_rung(out: Path, run, progress, epoch: int) -> None:
-    """A grid run at its rung (`rung.json`): its settings, and its best dev loss and TER and divergence so far."""
+    """A grid run at its rung (`rung.json`): its settings, and its best dev loss and TER and
+    divergence so far."""
     best = progress.best or {}
-    atomic_write_json(out / "rung.json", {"run": str(out), "epoch": epoch, "train": {key: getattr(run.train, key)
-                      for key in (*TUNED_SETTINGS, "best_by")}, "best_dev_loss": best.get("dev_loss"),
-                      "best_dev_ter": best.get("dev_ter"), "diverged": progress.diverged,
-                      "stopped": progress.stopped})  # fmt: skip
+    atomic_write_json(
+        out / "rung.json",
+        {
+            "run": str(out),
+            "epoch": epoch,
+            "train": {key: getattr(run.train, key) for key in (*TUNED_SETTINGS, "best_by")},
+            "best_dev_loss": best.get("dev_loss"),
+            "best_dev_ter": best.get("dev_ter"),
+            "diverged": progress.diverged,
+            "stopped": progress.stopped,
+        },
+    )
 
 
 def halve(settings: Path, rungs: list[Path], out: Path) -> dict:
@@ -138,12 +177,22 @@ def halve(settings: Path, rungs: list[Path], out: Path) -> dict:
     from asrscale.config.sections import HalvingStage, read_settings_of
 
     halving = read_settings_of(HalvingStage, settings)
-    points = [{"run": found["run"], **_outcome(found)} for found in map(json.loads, map(Path.read_text, rungs))]
+    points = [
+        {"run": found["run"], **_outcome(found)}
+        for found in map(json.loads, map(Path.read_text, rungs))
+    ]
     points.sort(key=lambda p: (math.inf if p["score"] is None else p["score"], p["lr"]))
     kept = [p["run"] for p in points[: halving.keep]]
-    decision = {"epoch": halving.epoch, "keep": halving.keep, "kept": kept,
-                "stopped": [p["run"] for p in points[halving.keep :]], "rungs": points}  # fmt: skip
+    decision = {
+        "epoch": halving.epoch,
+        "keep": halving.keep,
+        "kept": kept,
+        "stopped": [p["run"] for p in points[halving.keep :]],
+        "rungs": points,
+    }
     atomic_write_json(out, decision)
-    print(f"halving after epoch {halving.epoch}: {len(kept)} of {len(points)} go on; stopped: "
-          f"{', '.join(decision['stopped']) or 'none'}")  # fmt: skip
+    print(
+        f"halving after epoch {halving.epoch}: {len(kept)} of {len(points)} go on; stopped: "
+        f"{', '.join(decision['stopped']) or 'none'}"
+    )
     return decision

@@ -19,7 +19,9 @@ from asrscale.config import paths
 from asrscale.io import atomic_write_json, link_outputs
 from asrscale.provenance import cpu_model
 
-CALIBRATION_SETTINGS = "settings/calibrate.json"  # a study's, beside its calibration.json (paths.CALIBRATION)
+CALIBRATION_SETTINGS = (
+    "settings/calibrate.json"  # a study's, beside its calibration.json (paths.CALIBRATION)
+)
 RUN_DEPTH = paths.RUN.removeprefix(paths.STUDY).count("/")  # a run's folder below its study's
 
 
@@ -29,7 +31,9 @@ def _same_bytes(one: Path, other: Path) -> bool:
 
 def _studies(study: Path) -> list[Path]:
     """The corpus's other studies (`study`: results/<corpus>/studies/<name>), in order of name."""
-    return sorted(folder for folder in study.parent.iterdir() if folder.is_dir() and folder != study)
+    return sorted(
+        folder for folder in study.parent.iterdir() if folder.is_dir() and folder != study
+    )
 
 
 def twin_calibration(settings: Path, out: Path) -> Path | None:
@@ -49,18 +53,24 @@ def twin_calibration(settings: Path, out: Path) -> Path | None:
 
 def twin_run(out: Path, settings: Path, calibration: Path | None) -> Path | None:
     """Another study's finished run of the same settings (and calibration, where simulated) for the
-    run in `out` (results/<corpus>/studies/<name>/runs/<cluster>/<algorithm>/<variant>/P<n>/seed<s>),
-    or None."""
+    run in `out`
+    (results/<corpus>/studies/<name>/runs/<cluster>/<algorithm>/<variant>/P<n>/seed<s>), or None."""
     parts = Path(out).parts
-    if len(parts) < RUN_DEPTH + 2 or (parts[-RUN_DEPTH - 2], parts[-RUN_DEPTH]) != ("studies", "runs"):
+    if len(parts) < RUN_DEPTH + 2 or (parts[-RUN_DEPTH - 2], parts[-RUN_DEPTH]) != (
+        "studies",
+        "runs",
+    ):
         return None  # not a study's run folder (a run trained outside the workflow)
     for other in _studies(out.parents[RUN_DEPTH - 1]):
         if calibration is not None and not _same_bytes(other / calibration.name, calibration):
             continue
         for folder in sorted(other.glob("/".join("*" * RUN_DEPTH))):
             record = folder / "run.json"
-            if (_same_bytes(folder / "settings.json", settings) and record.is_file()
-                    and json.loads(record.read_text()).get("stopped_by") != "halving"):  # fmt: skip
+            if (
+                _same_bytes(folder / "settings.json", settings)
+                and record.is_file()
+                and json.loads(record.read_text()).get("stopped_by") != "halving"
+            ):
                 return folder
     return None
 

@@ -1,2 +1,3 @@
-"""The worlds that carry out learners' requests (`ops`): real MPI ranks (`mpi`) or a simulated cluster
-(`simulated`) on the cost model (`asrscale.costmodel.clock`), and the devices learners compute on."""
+"""The worlds that carry out learners' requests (`ops`): real MPI ranks (`mpi`) or a simulated
+cluster (`simulated`) on the cost model (`asrscale.costmodel.clock`), and the devices learners
+compute on."""

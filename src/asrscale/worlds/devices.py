@@ -23,12 +23,14 @@ def resolve_device(choice: str, index: int = 0) -> torch.device:
 
 
 def uses_gpu(choice: str) -> bool:
-    """Whether `train.device` puts learners on a GPU on this machine (asked without touching one)."""
+    """Whether `train.device` puts learners on a GPU on this machine (asked without touching
+    one)."""
     return choice != "cpu" and torch.cuda.is_available()
 
 
 def synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work, so that a host clock times it (a GPU runs asynchronously)."""
+    """Wait for the device's queued work, so that a host clock times it (a GPU runs
+    asynchronously)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

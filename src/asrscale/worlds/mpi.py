@@ -49,7 +49,9 @@ class _Responder:
     computation it has started. So averagings answered together chain as if made one after
     another, and the model the learner computes on may lag them, as lian18 allows."""
 
-    def __init__(self, world: "MPIWorld", group: str, tensors: list[torch.Tensor], peers: list[int]):
+    def __init__(
+        self, world: "MPIWorld", group: str, tensors: list[torch.Tensor], peers: list[int]
+    ):
         self.world, self.group, self.tensors, self.waiting = world, group, tensors, set(peers)
         self.lock, self.owed = threading.Lock(), torch.zeros_like(world.exchanged(flatten(tensors)))
         self.thread = threading.Thread(target=self._answer, daemon=True)
@@ -107,15 +109,19 @@ class _Buckets:
         self.bucket_of = {index: b for b, members in enumerate(self.buckets) for index in members}
         self.missing = [len(members) for members in self.buckets]
         self.launched: list[tuple[torch.Tensor, object]] = []
-        self.hooks = [parameter.register_post_accumulate_grad_hook(lambda _, index=index: self._in(index))
-                      for index, parameter in enumerate(request.parameters)]  # fmt: skip
+        self.hooks = [
+            parameter.register_post_accumulate_grad_hook(lambda _, index=index: self._in(index))
+            for index, parameter in enumerate(request.parameters)
+        ]
 
     def _in(self, index: int) -> None:
         self.missing[self.bucket_of[index]] -= 1
         self._launch_ready()
 
     def _launch_ready(self, every: bool = False) -> None:
-        while len(self.launched) < len(self.buckets) and (every or self.missing[len(self.launched)] == 0):
+        while len(self.launched) < len(self.buckets) and (
+            every or self.missing[len(self.launched)] == 0
+        ):
             members = self.buckets[len(self.launched)]
             flat = flatten([self.request.parameters[index].grad for index in members])
             self.launched.append((flat, self.world.start_allreduce(flat, self.request.group)))
@@ -162,13 +168,15 @@ def choose_transport(requested: str, gpus: list[str | None], mpi_cuda: bool | No
         return "torch" if own_gpus else "mpi"
     if requested == "torch" and on_gpus and not own_gpus:
         raise ConfigError(
-            f"mpi.transport is torch (NCCL between GPUs), but {len(gpus)} ranks share {len(set(gpus))} GPU(s), "
+            f"mpi.transport is torch (NCCL between GPUs), but {len(gpus)} ranks share "
+            f"{len(set(gpus))} GPU(s), "
             "and NCCL needs a GPU per rank: set mpi.transport to auto or mpi"
         )
     if requested == "cuda-aware-mpi" and any(g is not None for g in gpus) and mpi_cuda is False:
         library = MPI.Get_library_version().splitlines()[0].strip()
         raise ConfigError(
-            f"mpi.transport is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU buffers: "
+            f"mpi.transport is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU "
+            "buffers: "
             "set mpi.transport to auto or mpi"
         )
     return requested
@@ -187,9 +195,16 @@ class MPIWorld:
     `device` (train.device) places the rank: on a GPU, the machine's GPU of the rank's index among
     the ranks there; `transport` is agreed by every rank (`choose_transport`)."""
 
-    def __init__(self, mpi_comm=None, servers: int = 0, node_size: int | None = None,
-                 timeout_s: float | None = None, name: str = "asrscale", transport: str = "auto",
-                 device: str = "cpu"):  # fmt: skip
+    def __init__(
+        self,
+        mpi_comm=None,
+        servers: int = 0,
+        node_size: int | None = None,
+        timeout_s: float | None = None,
+        name: str = "asrscale",
+        transport: str = "auto",
+        device: str = "cpu",
+    ):
         world = mpi_comm or MPI.COMM_WORLD
         self.world, self.clock, self.wall = world, TimeSplit(), WallTimes()
         self.all_ranks_here = False  # each rank its own process
@@ -210,18 +225,27 @@ class MPIWorld:
         node.Bcast(node_index, root=0)  # the node's id: its leader's learner rank
         leader_ids = sorted(set(learners.allgather(int(node_index[0]))))
         self.layout = ops.Layout(
-            rank=learners.Get_rank(), size=self.size - servers, node=leader_ids.index(int(node_index[0])),
-            node_rank=node_rank, node_size=node.Get_size(), nodes=len(leader_ids), servers=servers,
-        )  # fmt: skip
+            rank=learners.Get_rank(),
+            size=self.size - servers,
+            node=leader_ids.index(int(node_index[0])),
+            node_rank=node_rank,
+            node_size=node.Get_size(),
+            nodes=len(leader_ids),
+            servers=servers,
+        )
 
         # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
         here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
         # which of the machine's GPUs is this rank's: SLURM's number for it where srun started this
         # very rank (mpiexec's ranks inherit the numbers of the shell they were started from)
-        started_by_srun = os.environ.get("SLURM_PROCID") == str(self.rank) and "SLURM_LOCALID" in os.environ
+        started_by_srun = (
+            os.environ.get("SLURM_PROCID") == str(self.rank) and "SLURM_LOCALID" in os.environ
+        )
         self.local_rank = int(os.environ["SLURM_LOCALID"]) if started_by_srun else here.Get_rank()
         cores = os.environ.get("SLURM_CPUS_PER_TASK")
-        self.threads_per_rank = int(cores) if cores else max(1, available_cores() // here.Get_size())
+        self.threads_per_rank = (
+            int(cores) if cores else max(1, available_cores() // here.Get_size())
+        )
         self.device = resolve_device(device, self.local_rank)
         gpus = world.allgather(gpu_identity(self.device))
         mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
@@ -241,8 +265,12 @@ class MPIWorld:
                 address = (socket.gethostname(), probe.getsockname()[1])
         address = self.world.bcast(address if self.rank == 0 else None, root=0)
         backend = "nccl" if self.device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method="tcp://{}:{}".format(*address), rank=self.rank,
-                                world_size=self.size)  # fmt: skip
+        dist.init_process_group(
+            backend,
+            init_method="tcp://{}:{}".format(*address),
+            rank=self.rank,
+            world_size=self.size,
+        )
         # messages (gossip, a server's) in a group of their own: threads that answer gossip use it
         # while the learner's own thread takes part in collectives
         groups = {"world": None, "messages": dist.new_group(list(range(self.size)))}
@@ -277,7 +305,12 @@ class MPIWorld:
         return prefetch
 
     def description(self) -> dict:
-        return {"kind": "mpi", "ranks": self.size, "nodes": self.layout.nodes, "transport": self.transport_name()}
+        return {
+            "kind": "mpi",
+            "ranks": self.size,
+            "nodes": self.layout.nodes,
+            "transport": self.transport_name(),
+        }
 
     def transport_name(self) -> str:
         """What the exchanges went by: mpi, cuda-aware-mpi, or torch.distributed's nccl or gloo."""
@@ -344,7 +377,9 @@ class MPIWorld:
                 mpi_transfer(group, buffer)
                 self._copy_back(buffer, flat)
             unflatten(flat, request.tensors)
-            self.wall.exchanged_bytes += 2 * flat.nbytes  # its share sent and received, as a ring allreduce moves it
+            self.wall.exchanged_bytes += (
+                2 * flat.nbytes
+            )  # its share sent and received, as a ring allreduce moves it
 
     def _copy_back(self, buffer, flat: torch.Tensor) -> None:
         """Into a GPU tensor, what MPI wrote into its host copy."""
@@ -353,12 +388,14 @@ class MPIWorld:
 
     # messages: gossip and a server's, over the transport; their envelopes by MPI under torch
     def on_device(self) -> None:
-        """A thread of this rank's that exchanges computes on the rank's GPU (threads start on GPU 0)."""
+        """A thread of this rank's that exchanges computes on the rank's GPU (threads start on GPU
+        0)."""
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 
     def exchanged(self, flat: torch.Tensor) -> torch.Tensor:
-        """Where a message's tensor travels from: where it is under torch and CUDA-aware MPI, the host under MPI."""
+        """Where a message's tensor travels from: where it is under torch and CUDA-aware MPI, the
+        host under MPI."""
         return flat.cpu() if self.transport == "mpi" else flat
 
     def _global(self, group: str, rank: int) -> int:
@@ -374,10 +411,16 @@ class MPIWorld:
             dist.send(flat, dst=self._global(group, to), group=self.torch_groups["messages"])
         self.wall.exchanged_bytes += flat.nbytes
 
-    def probe(self, group: str, source: int | None = None, tag: int | None = None) -> tuple[int, int]:
-        """Wait for a message of `group` from `source` with `tag` (None: any); its sender and tag."""
+    def probe(
+        self, group: str, source: int | None = None, tag: int | None = None
+    ) -> tuple[int, int]:
+        """Wait for a message of `group` from `source` with `tag` (None: any); its sender and
+        tag."""
         status = MPI.Status()
-        any_source, any_tag = MPI.ANY_SOURCE if source is None else source, MPI.ANY_TAG if tag is None else tag
+        any_source, any_tag = (
+            MPI.ANY_SOURCE if source is None else source,
+            MPI.ANY_TAG if tag is None else tag,
+        )
         self.groups[group].Probe(source=any_source, tag=any_tag, status=status)
         return status.Get_source(), status.Get_tag()
 
@@ -414,7 +457,9 @@ class MPIWorld:
         buckets = _Buckets(self, request)
         try:
             with self.clock.measure("compute"), self.wall.measure("arithmetic"):
-                loss = request.gradient.alone()  # buckets launched by its backward pass as they fill
+                loss = (
+                    request.gradient.alone()
+                )  # buckets launched by its backward pass as they fill
             with self.clock.measure("communication"), self.wall.measure("exchanges"):
                 buckets.wait()  # the rest, waits for slower learners included
         finally:
@@ -427,15 +472,19 @@ class MPIWorld:
         if self.torch_groups is not None:
             return dist.all_reduce(flat, group=self.torch_groups[group], async_op=True)
         buffer = self._buffer(flat)
-        return _Summing(self.groups[group].Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM),
-                        lambda: self._copy_back(buffer, flat))  # fmt: skip
+        return _Summing(
+            self.groups[group].Iallreduce(MPI.IN_PLACE, buffer, op=MPI.SUM),
+            lambda: self._copy_back(buffer, flat),
+        )
 
     @execute.register
     def _(self, request: ops.Broadcast):
         def torch_broadcast(group, flat):
             dist.broadcast(flat, group=group, group_src=request.root)
 
-        self._through_one_buffer(request, lambda group, buffer: group.Bcast(buffer, root=request.root), torch_broadcast)
+        self._through_one_buffer(
+            request, lambda group, buffer: group.Bcast(buffer, root=request.root), torch_broadcast
+        )
 
     @execute.register
     def _(self, request: ops.Barrier):
@@ -512,5 +561,7 @@ class MPIWorld:
     def abort(self, code: int = 1) -> None:
         """End every rank: one rank's error must not leave the others waiting forever."""
         if self.size > 1:
-            time.sleep(1)  # let the launcher forward this rank's last words before Abort kills the ranks
+            time.sleep(
+                1
+            )  # let the launcher forward this rank's last words before Abort kills the ranks
             self.world.Abort(code)

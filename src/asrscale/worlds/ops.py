@@ -1,10 +1,9 @@
 """What a learner asks of its world: the one way algorithms communicate and spend time.
 
-An algorithm's step is a generator: it yields these requests and receives their results. The
-MPI world (`asrscale.worlds.mpi.MPIWorld`) carries them out on real ranks with mpi4py; a simulated
-world (`asrscale.worlds.simulated.SimWorld`) carries out the same requests for P learners in one process
-against a modelled clock.
-So each algorithm has one implementation, whichever world runs it.
+An algorithm's step is a generator: it yields these requests and receives their results. The MPI
+world (`asrscale.worlds.mpi.MPIWorld`) carries them out on real ranks with mpi4py; a simulated world
+(`asrscale.worlds.simulated.SimWorld`) carries out the same requests for P learners in one process
+against a modelled clock. So each algorithm has one implementation, whichever world runs it.
 
 Groups: "world" is every rank, "learners" every rank but servers, "node" the learners of one
 node, "leaders" one learner per node (the node's rank 0).
@@ -89,7 +88,11 @@ def in_parts(program):
             request = program.send(result)
         except StopIteration as done:
             return done.value
-        result = (yield from request.parts()) if isinstance(request, AveragedGradient) else (yield request)
+        result = (
+            (yield from request.parts())
+            if isinstance(request, AveragedGradient)
+            else (yield request)
+        )
 
 
 @dataclass
@@ -276,7 +279,8 @@ class World(Protocol):
     device: torch.device  # where this process's learners compute
     threads_per_rank: int  # torch threads a learner may use
     label: str  # names the world (and this rank) in error messages
-    wall: WallTimes  # where this process's wall time went, by phase (measured by the world and the trainer)
+    # where this process's wall time went, by phase (measured by the world and the trainer)
+    wall: WallTimes
     all_ranks_here: bool  # whether every rank of the run lives in this process (a simulated world)
 
     def launch(self, program: Callable[[Layout, bool, object], Generator]) -> None:

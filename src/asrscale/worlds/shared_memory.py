@@ -28,7 +28,8 @@ def fnv1a(text: str) -> int:
 
 
 def segment_id(job_id: str, step: int) -> str:
-    """The id in the names of job step `job_id`.`step`'s segments: the hash of its PMI key-value space."""
+    """The id in the names of job step `job_id`.`step`'s segments: the hash of its PMI key-value
+    space."""
     return f"{fnv1a(f'{job_id}.{step}'):x}"
 
 
@@ -51,9 +52,10 @@ def stale_segments(job_id: str, folder: Path = SHARED_MEMORY) -> list[Path]:
     """The segments in `folder` of job `job_id`'s steps that no process maps: a killed attempt's."""
     ids = {segment_id(job_id, step) for step in range(STEPS)}
     candidates = [
-        path for path in sorted(folder.glob("mpich_*"))
+        path
+        for path in sorted(folder.glob("mpich_*"))
         if (match := SEGMENT.fullmatch(path.name)) and match.group(1) in ids
-    ]  # fmt: skip
+    ]
     in_use = mapped() if candidates else set()
     return [path for path in candidates if path not in in_use]
 

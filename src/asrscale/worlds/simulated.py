@@ -33,7 +33,9 @@ def _nbytes(tensors: list[torch.Tensor]) -> int:
 class _Rank:
     """One simulated rank: its program, virtual time and the state of its modelled data loader."""
 
-    def __init__(self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int, nic: int):
+    def __init__(
+        self, rank: int, layout: ops.Layout, serving: bool, node: int, machine: int, nic: int
+    ):
         # `node` groups learners for the algorithm (the layout); `machine` is where the rank runs
         # on the modelled hardware, `nic` the machine's network card it uses: links and shared
         # cores go by machine
@@ -50,7 +52,10 @@ class _Rank:
 
     @property
     def name(self) -> str:
-        return f"{'server' if self.serving else 'rank'} {self.rank if self.serving else self.layout.rank}"
+        return (
+            f"{'server' if self.serving else 'rank'} "
+            f"{self.rank if self.serving else self.layout.rank}"
+        )
 
 
 @dataclass
@@ -76,9 +81,18 @@ class SimWorld:
     `cores` threads (the job's; by default every core the process may run on): its clock is
     modelled, not measured."""
 
-    def __init__(self, learners: int, costs: CostModel, servers: int = 0, node_size: int | None = None,
-                 prefetch: int = 4, name: str = "asrscale", device: str = "cpu", fusers: dict | None = None,
-                 cores: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        learners: int,
+        costs: CostModel,
+        servers: int = 0,
+        node_size: int | None = None,
+        prefetch: int = 4,
+        name: str = "asrscale",
+        device: str = "cpu",
+        fusers: dict | None = None,
+        cores: int | None = None,
+    ):
         if learners < 1:
             raise ValueError(f"a simulated world needs at least one learner, not {learners}")
         self.costs, self.prefetch, self.name, self.wall = costs, prefetch, name, WallTimes()
@@ -88,7 +102,9 @@ class SimWorld:
         # (deferred: by rank, at most one a rank)
         self.fusers, self._deferred = fusers or {}, {}
         self.label = f"{name}: {learners} simulated learners on {costs.hardware.name}"
-        self.threads_per_rank = cores or available_cores()  # one rank computes at a time, on the job's cores
+        self.threads_per_rank = (
+            cores or available_cores()
+        )  # one rank computes at a time, on the job's cores
         per_machine = costs.hardware.learners_per_node
         per_node = node_size or per_machine
         nodes = -(-learners // per_node)
@@ -99,9 +115,15 @@ class SimWorld:
             node = 0 if serving else learner // per_node
             machine, on_machine = (0, rank) if serving else divmod(learner, per_machine)
             node_size = min(per_node, learners - node * per_node)
-            layout = ops.Layout(rank=rank if serving else learner, size=learners, node=node,
-                                node_rank=0 if serving else learner % per_node, node_size=node_size, nodes=nodes,
-                                servers=servers)  # fmt: skip
+            layout = ops.Layout(
+                rank=rank if serving else learner,
+                size=learners,
+                node=node,
+                node_rank=0 if serving else learner % per_node,
+                node_size=node_size,
+                nodes=nodes,
+                servers=servers,
+            )
             nic = on_machine % costs.hardware.nics_per_node
             self.ranks.append(_Rank(rank, layout, serving, node, machine, nic))
         self.sharing = [sum(r.machine == rank.machine for r in self.ranks) for rank in self.ranks]
@@ -135,7 +157,12 @@ class SimWorld:
 
     def description(self) -> dict:
         servers = sum(r.serving for r in self.ranks)
-        return {"kind": "simulated", "ranks": len(self.ranks), "servers": servers, **self.costs.description()}
+        return {
+            "kind": "simulated",
+            "ranks": len(self.ranks),
+            "servers": servers,
+            **self.costs.description(),
+        }
 
     def abort(self, code: int = 1) -> None:
         """Nothing else to end: every simulated rank lives in this process."""
@@ -161,7 +188,9 @@ class SimWorld:
             self.execute(request, rank)
         stuck = [f"{r.name} in {type(r.blocked_in).__name__}" for r in self.ranks if not r.done]
         if stuck:
-            raise RuntimeError(f"{self.name}: simulated ranks wait forever (deadlock): {'; '.join(stuck)}")
+            raise RuntimeError(
+                f"{self.name}: simulated ranks wait forever (deadlock): {'; '.join(stuck)}"
+            )
 
     def _resume(self, rank: _Rank, at: float, result=None) -> None:
         rank.time, rank.result, rank.blocked_in = at, result, None
@@ -227,7 +256,9 @@ class SimWorld:
         if self.prefetch == 0:  # the learner builds its batch itself, once its loader is free
             ready = max(rank.time, self._free.get(loader, 0.0)) + load
         else:
-            room = rank.taken[0] if len(rank.taken) == self.prefetch else 0.0  # the queue holds `prefetch`
+            room = (
+                rank.taken[0] if len(rank.taken) == self.prefetch else 0.0
+            )  # the queue holds `prefetch`
             ready = max(self._free.get(loader, 0.0), room) + load
             if len(rank.taken) == self.prefetch:
                 rank.taken.popleft()
@@ -248,7 +279,8 @@ class SimWorld:
         if arrived and type(arrived[0][1]) is not type(request):
             other = arrived[0]
             raise RuntimeError(
-                f"{self.name}: {rank.name} entered {type(request).__name__} on group {request.group!r} while "
+                f"{self.name}: {rank.name} entered {type(request).__name__} on group "
+                f"{request.group!r} while "
                 f"{other[0].name} is in {type(other[1]).__name__}: the ranks' programs disagree"
             )
         arrived.append((rank, request))
@@ -268,21 +300,27 @@ class SimWorld:
         first, size, last = requests[0], len(arrived), max(r.time for r in ranks)
         results, category = [None] * size, "communication"
         if isinstance(first, ops.Allreduce):
-            with torch.no_grad():  # tensor by tensor, as the learners' own: no flat copies of 64 models
+            with (
+                torch.no_grad()
+            ):  # tensor by tensor, as the learners' own: no flat copies of 64 models
                 total = [t.detach().clone() for t in first.tensors]
                 for q in requests[1:]:
                     torch._foreach_add_(total, q.tensors)
                 torch._foreach_div_(total, size)
                 for q in requests:
                     torch._foreach_copy_(q.tensors, total)
-            seconds = self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+            seconds = (
+                self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+            )
         elif isinstance(first, ops.Broadcast):
             root = requests[first.root]
             with torch.no_grad():
                 for q in requests:
                     if q is not root:
                         torch._foreach_copy_(q.tensors, root.tensors)
-            seconds = self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+            seconds = (
+                self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+            )
         else:
             seconds, category = (self.costs.small_s(size, same_node) if size > 1 else 0.0), "idle"
             if isinstance(first, ops.Reduce):
@@ -323,7 +361,10 @@ class SimWorld:
         same = sender.machine == receiver.machine
         ports = self._ports(sender, same, ("out",)) + self._ports(receiver, same, ("in",))
         staging = self.costs.staging_s(nbytes)
-        return self._occupy(ports, posted + staging, self.costs.point_to_point_s(nbytes, same)) + staging
+        return (
+            self._occupy(ports, posted + staging, self.costs.point_to_point_s(nbytes, same))
+            + staging
+        )
 
     @execute.register
     def _(self, request: ops.Wait, rank: _Rank):
@@ -339,7 +380,9 @@ class SimWorld:
         _, members = self._group(rank, request.group)
         peer, gossip = members[request.peer], _Gossip(request.receive)
         deferred = self._deferred.get(peer.rank)
-        if isinstance(deferred, ops.Gradient):  # what it computes on, fixed as it is: it may wait on
+        if isinstance(
+            deferred, ops.Gradient
+        ):  # what it computes on, fixed as it is: it may wait on
             deferred.job = deferred.job.fixed()
         elif deferred is not None:  # its update, before it is averaged
             self._carry_out_deferred(peer)
@@ -350,7 +393,9 @@ class SimWorld:
         self._resume(rank, rank.time, gossip)
 
     @torch.no_grad()
-    def _answer(self, peer: _Rank, asking: _Rank, sent: list[torch.Tensor], gossip: _Gossip, at: float) -> None:
+    def _answer(
+        self, peer: _Rank, asking: _Rank, sent: list[torch.Tensor], gossip: _Gossip, at: float
+    ) -> None:
         """The peer answers with its tensors as they are, and takes the average for itself: the
         simulator runs requests in virtual-time order, so what it has computed so far is done.
         The asking learner's tensors are read where they are: it waits for the answer before it
@@ -374,7 +419,11 @@ class SimWorld:
     @execute.register
     def _(self, request: ops.Serve, rank: _Rank):
         _, members = self._group(rank, request.group)
-        rank.served, rank.expecting, rank.notified = request.tensors, {members[p].rank for p in request.peers}, {}
+        rank.served, rank.expecting, rank.notified = (
+            request.tensors,
+            {members[p].rank for p in request.peers},
+            {},
+        )
         early, rank.early = rank.early, []
         for asking, sent, gossip in early:
             self._answer(rank, asking, sent, gossip, rank.time)
@@ -384,7 +433,9 @@ class SimWorld:
     def _(self, request: ops.Notify, rank: _Rank):
         _, members = self._group(rank, request.group)
         for peer in (members[p] for p in request.peers):
-            peer.notified[rank.rank] = rank.time + self.costs.point_to_point_s(0, peer.machine == rank.machine)
+            peer.notified[rank.rank] = rank.time + self.costs.point_to_point_s(
+                0, peer.machine == rank.machine
+            )
             if isinstance(peer.blocked_in, ops.StopServing):
                 self._stop_serving(peer)
         self._resume(rank, rank.time)
@@ -407,7 +458,11 @@ class SimWorld:
         receiver = self.ranks[request.to]
         waiting = self._receiving.get(receiver.rank)
         rank.blocked_in = request
-        if waiting and waiting[1].source in (None, rank.rank) and waiting[1].tag in (None, request.tag):
+        if (
+            waiting
+            and waiting[1].source in (None, rank.rank)
+            and waiting[1].tag in (None, request.tag)
+        ):
             del self._receiving[receiver.rank]
             self._deliver(rank, request, rank.time, receiver, waiting[1])
         else:
@@ -416,7 +471,9 @@ class SimWorld:
     @execute.register
     def _(self, request: ops.Receive, rank: _Rank):
         mail = self._mail.get(rank.rank, [])
-        matching = [m for m in mail if request.source in (None, m[1]) and request.tag in (None, m[3].tag)]
+        matching = [
+            m for m in mail if request.source in (None, m[1]) and request.tag in (None, m[3].tag)
+        ]
         rank.blocked_in = request
         if matching:
             first = min(matching, key=lambda m: (m[0], m[1]))  # the earliest sender in virtual time
@@ -425,12 +482,20 @@ class SimWorld:
         else:
             self._receiving[rank.rank] = (rank, request)
 
-    def _deliver(self, sender: _Rank, send: ops.Send, sent_at: float, receiver: _Rank, receive: ops.Receive):
+    def _deliver(
+        self, sender: _Rank, send: ops.Send, sent_at: float, receiver: _Rank, receive: ops.Receive
+    ):
         sent, expected = [t.shape for t in send.tensors], [t.shape for t in receive.tensors]
         if sent != expected:
-            raise RuntimeError(f"{self.name}: {sender.name} sent tensors of shapes {sent}, {receiver.name} expects "
-                               f"{expected}")  # fmt: skip
-        with self.wall.measure("exchanges"), torch.no_grad():  # tensor by tensor: no flat copy, any device each
+            raise RuntimeError(
+                f"{self.name}: {sender.name} sent tensors of shapes {sent}, {receiver.name} "
+                "expects "
+                f"{expected}"
+            )
+        with (
+            self.wall.measure("exchanges"),
+            torch.no_grad(),
+        ):  # tensor by tensor: no flat copy, any device each
             torch._foreach_copy_(receive.tensors, send.tensors)
         nbytes = _nbytes(send.tensors)
         ends, staging = (

@@ -13,9 +13,12 @@ class TimeSplit:
     """Accumulates seconds per category; `idle` is whatever the interval spent outside the others
     (barriers, logging, checkpoints), so the four always add up to the wall time.
 
-    `now` reads the clock: real time in the MPI world, the learner's virtual time in a simulation."""
+    `now` reads the clock: real time in the MPI world, the learner's virtual time in a
+    simulation."""
 
-    def __init__(self, now: Callable[[], float] = time.perf_counter, categories: tuple[str, ...] = CATEGORIES):
+    def __init__(
+        self, now: Callable[[], float] = time.perf_counter, categories: tuple[str, ...] = CATEGORIES
+    ):
         self.now, self.categories = now, categories
         self.reset()
 
@@ -50,11 +53,21 @@ class WallTimes(TimeSplit):
     world (a simulated world's learners share this process): how much a run costs beyond its
     learners' arithmetic. Phases do not nest."""
 
-    PHASES = ("start", "arithmetic", "exchanges", "evaluation", "checkpoints", "batches", "consensus")
+    PHASES = (
+        "start",
+        "arithmetic",
+        "exchanges",
+        "evaluation",
+        "checkpoints",
+        "batches",
+        "consensus",
+    )
 
     def __init__(self):
         super().__init__(time.perf_counter, self.PHASES)
-        self.exchanged_bytes = 0  # what real ranks' exchanges sent and received (a simulated world's are modelled)
+        self.exchanged_bytes = (
+            0  # what real ranks' exchanges sent and received (a simulated world's are modelled)
+        )
 
     def summary(self) -> dict[str, float]:
         """Seconds by phase since the start, the rest as "other", and the "total"."""

@@ -19,7 +19,9 @@ class Entry:
     end: float | None = None  # None: to the end of the recording
     recording: str | None = None  # a segment's recording id; None: the utterance is the recording
     text_where: str | None = None  # "file:line" of its transcript, when not `where`
-    feats: str | None = None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
+    feats: str | None = (
+        None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
+    )
 
 
 def not_a_folder(path: Path, what: str) -> str | None:
@@ -30,7 +32,8 @@ def not_a_folder(path: Path, what: str) -> str | None:
 
 
 def not_a_listing(path: Path) -> str | None:
-    """Why `path` cannot list utterances: it does not exist, is a folder or is empty; None where it can."""
+    """Why `path` cannot list utterances: it does not exist, is a folder or is empty; None where it
+    can."""
     if not path.exists():
         return "does not exist"
     if not path.is_file():

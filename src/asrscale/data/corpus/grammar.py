@@ -16,33 +16,87 @@ from importlib import resources
 PRONOUNS = "i you we they he she".split()
 OBJECT_PRONOUNS = {"i": "me", "you": "you", "we": "us", "they": "them", "he": "him", "she": "her"}
 NAMES = (
-    "alice bob carol david emma frank grace henry isabel jack karen louis maria nathan olivia peter "
+    "alice bob carol david emma frank grace henry isabel jack karen louis maria nathan olivia "
+    "peter "
     "rachel simon tina victor wendy oscar paula quentin ruth steven ursula walter yvonne zach"
 ).split()
 DETERMINERS = "the the the a my your our their his her this that every another some one no".split()
 AUXILIARIES = (
-    "will", "can", "should", "might", "could", "would", "must", "may", "did", "never", "always", "often",
-    "usually", "sometimes", "really", "will not", "cannot", "did not", "want to", "have to", "need to",
-)  # fmt: skip
-PREPOSITIONS = "in on at near with for from under behind after before without into about beside over".split()
+    "will",
+    "can",
+    "should",
+    "might",
+    "could",
+    "would",
+    "must",
+    "may",
+    "did",
+    "never",
+    "always",
+    "often",
+    "usually",
+    "sometimes",
+    "really",
+    "will not",
+    "cannot",
+    "did not",
+    "want to",
+    "have to",
+    "need to",
+)
+PREPOSITIONS = (
+    "in on at near with for from under behind after before without into about beside over".split()
+)
 TIMES = (
-    "today", "tomorrow", "tonight", "yesterday", "this morning", "this evening", "next week", "last week",
-    "next year", "on monday", "on tuesday", "on wednesday", "on thursday", "on friday", "on saturday",
-    "on sunday", "in january", "in april", "in june", "in october", "at noon", "at midnight", "later",
-    "soon", "again", "right now",
-)  # fmt: skip
-OPENERS = "i think|i guess|you know|well|actually|maybe|honestly|so|and then|i heard that".split("|")
+    "today",
+    "tomorrow",
+    "tonight",
+    "yesterday",
+    "this morning",
+    "this evening",
+    "next week",
+    "last week",
+    "next year",
+    "on monday",
+    "on tuesday",
+    "on wednesday",
+    "on thursday",
+    "on friday",
+    "on saturday",
+    "on sunday",
+    "in january",
+    "in april",
+    "in june",
+    "in october",
+    "at noon",
+    "at midnight",
+    "later",
+    "soon",
+    "again",
+    "right now",
+)
+OPENERS = "i think|i guess|you know|well|actually|maybe|honestly|so|and then|i heard that".split(
+    "|"
+)
 QUESTIONS = "what|where|why|when|how|who".split("|")
 DIGITS = "zero one two three four five six seven eight nine".split()
 NUMBERS = DIGITS + "ten eleven twelve fifteen twenty thirty forty fifty hundred".split()
 VOWELS = "aeiou"
-FORM_WORDS = "did do will can should could is was please let us try to not the meet me at".split()  # of `_forms`
+FORM_WORDS = (
+    "did do will can should could is was please let us try to not the meet me at".split()
+)  # of `_forms`
 
 
 def _words(name: str) -> list[str]:
     """A wonderwords list, kept to words of 3 to 10 lower-case letters."""
     text = resources.files("wonderwords.assets").joinpath(f"{name}.txt").read_text()
-    return sorted({w for w in text.split() if w.isascii() and w.isalpha() and w.islower() and 3 <= len(w) <= 10})
+    return sorted(
+        {
+            w
+            for w in text.split()
+            if w.isascii() and w.isalpha() and w.islower() and 3 <= len(w) <= 10
+        }
+    )
 
 
 class Grammar:
@@ -52,7 +106,11 @@ class Grammar:
     def __init__(self, seed: int, vocabulary: int):
         rng = random.Random(seed)
         profane = set(_words("profanitylist"))
-        sizes = {"nounlist": vocabulary * 3 // 5, "verblist": vocabulary // 5, "adjectivelist": vocabulary // 5}
+        sizes = {
+            "nounlist": vocabulary * 3 // 5,
+            "verblist": vocabulary // 5,
+            "adjectivelist": vocabulary // 5,
+        }
         self.lists = {}
         for name, size in sizes.items():
             words = [w for w in _words(name) if w not in profane]
@@ -61,8 +119,20 @@ class Grammar:
 
     def words(self) -> set[str]:
         """Every word a sentence can hold."""
-        phrases = (PRONOUNS, OBJECT_PRONOUNS.values(), NAMES, DETERMINERS, AUXILIARIES, PREPOSITIONS, TIMES, OPENERS,
-                   QUESTIONS, NUMBERS, FORM_WORDS, *self.lists.values())  # fmt: skip
+        phrases = (
+            PRONOUNS,
+            OBJECT_PRONOUNS.values(),
+            NAMES,
+            DETERMINERS,
+            AUXILIARIES,
+            PREPOSITIONS,
+            TIMES,
+            OPENERS,
+            QUESTIONS,
+            NUMBERS,
+            FORM_WORDS,
+            *self.lists.values(),
+        )
         return {word for words in phrases for phrase in words for word in phrase.split()} | {"an"}
 
     def _pick(self, rng: random.Random, name: str) -> str:
@@ -70,14 +140,22 @@ class Grammar:
 
     def _noun_phrase(self, rng: random.Random) -> str:
         determiner = rng.choice(DETERMINERS)
-        words = ([self._pick(rng, "adjectivelist")] if rng.random() < 0.4 else []) + [self._pick(rng, "nounlist")]
+        words = ([self._pick(rng, "adjectivelist")] if rng.random() < 0.4 else []) + [
+            self._pick(rng, "nounlist")
+        ]
         if determiner == "a" and words[0][0] in VOWELS:
             determiner = "an"
         return " ".join([determiner, *words])
 
     def _subject(self, rng: random.Random) -> str:
         kind = rng.random()
-        return rng.choice(PRONOUNS) if kind < 0.5 else rng.choice(NAMES) if kind < 0.65 else self._noun_phrase(rng)
+        return (
+            rng.choice(PRONOUNS)
+            if kind < 0.5
+            else rng.choice(NAMES)
+            if kind < 0.65
+            else self._noun_phrase(rng)
+        )
 
     def _object(self, rng: random.Random) -> str:
         kind = rng.random()
@@ -98,17 +176,47 @@ class Grammar:
     def _forms(self):
         """Each kind of sentence, with its weight."""
         return (
-            (6, lambda rng: f"{self._subject(rng)} {rng.choice(AUXILIARIES)} {self._predicate(rng)}"),
-            (2, lambda rng: f"{rng.choice(OPENERS)} {self._subject(rng)} {rng.choice(AUXILIARIES)} "
-                            f"{self._predicate(rng)}"),
-            (2, lambda rng: f"{rng.choice(('did', 'do', 'will', 'can', 'should', 'could'))} "
-                            f"{rng.choice(PRONOUNS)} {self._predicate(rng)}"),
-            (2, lambda rng: f"{rng.choice(QUESTIONS)} {rng.choice(('is', 'was'))} {self._noun_phrase(rng)}"),
-            (2, lambda rng: f"{rng.choice(('please', 'let us', 'try to', 'do not'))} {self._predicate(rng)}"),
-            (1, lambda rng: f"the {self._pick(rng, 'nounlist')} is {self._pick(rng, 'adjectivelist')}"),
+            (
+                6,
+                lambda rng: (
+                    f"{self._subject(rng)} {rng.choice(AUXILIARIES)} {self._predicate(rng)}"
+                ),
+            ),
+            (
+                2,
+                lambda rng: (
+                    f"{rng.choice(OPENERS)} {self._subject(rng)} {rng.choice(AUXILIARIES)} "
+                    f"{self._predicate(rng)}"
+                ),
+            ),
+            (
+                2,
+                lambda rng: (
+                    f"{rng.choice(('did', 'do', 'will', 'can', 'should', 'could'))} "
+                    f"{rng.choice(PRONOUNS)} {self._predicate(rng)}"
+                ),
+            ),
+            (
+                2,
+                lambda rng: (
+                    f"{rng.choice(QUESTIONS)} {rng.choice(('is', 'was'))} {self._noun_phrase(rng)}"
+                ),
+            ),
+            (
+                2,
+                lambda rng: (
+                    f"{rng.choice(('please', 'let us', 'try to', 'do not'))} {self._predicate(rng)}"
+                ),
+            ),
+            (
+                1,
+                lambda rng: (
+                    f"the {self._pick(rng, 'nounlist')} is {self._pick(rng, 'adjectivelist')}"
+                ),
+            ),
             (1, lambda rng: " ".join(rng.choice(DIGITS) for _ in range(rng.randint(3, 7)))),
             (1, lambda rng: f"meet me at {rng.choice(NUMBERS)} {rng.choice(TIMES)}"),
-        )  # fmt: skip
+        )
 
     def sentence(self, rng: random.Random) -> str:
         """One sentence, in lower case."""

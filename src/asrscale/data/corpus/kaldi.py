@@ -17,7 +17,8 @@ def kaldi_listings(folder: Path) -> list[Path]:
 
 
 def kaldi_problem(folder: Path) -> str | None:
-    """Why `folder` is not a Kaldi data dir that lists utterances (its wav.scp and text); None where it is one."""
+    """Why `folder` is not a Kaldi data dir that lists utterances (its wav.scp and text); None where
+    it is one."""
     if problem := not_a_folder(folder, "a Kaldi data directory"):
         return problem
     for required in ("wav.scp", "text"):
@@ -28,7 +29,8 @@ def kaldi_problem(folder: Path) -> str | None:
 
 def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
     """The utterances of a Kaldi data dir (`kaldi_problem` says it is one). Relative audio paths are
-    taken from the data dir; without utt2spk each utterance is its own speaker (Kaldi's convention)."""
+    taken from the data dir; without utt2spk each utterance is its own speaker (Kaldi's
+    convention)."""
     wav, text = read_listing(folder / "wav.scp", skipped), read_listing(folder / "text", skipped)
     speakers = read_listing(folder / "utt2spk", skipped) if (folder / "utt2spk").is_file() else {}
     feats = read_listing(folder / "feats.scp", skipped) if (folder / "feats.scp").is_file() else {}
@@ -39,12 +41,17 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
             try:
                 recording, start, end = fields[0], float(fields[1]), float(fields[2])
             except (IndexError, ValueError):
-                skipped.add(utt, where, f"expected '<utt> <recording> <start> <end>', not {value!r}")
+                skipped.add(
+                    utt, where, f"expected '<utt> <recording> <start> <end>', not {value!r}"
+                )
                 continue
             if recording not in wav:
                 skipped.add(utt, where, f"recording {recording!r} is not in {folder / 'wav.scp'}")
                 continue
-            audio[utt], segments[utt] = (wav[recording][0], where), (recording, start, None if end < 0 else end)
+            audio[utt], segments[utt] = (
+                (wav[recording][0], where),
+                (recording, start, None if end < 0 else end),
+            )
     else:
         audio = wav
 
@@ -53,7 +60,11 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
         if utt in skipped:
             continue
         if utt not in text and utt not in audio:
-            skipped.add(utt, speakers[utt][1], f"has a speaker but neither audio nor a transcript in {folder}")
+            skipped.add(
+                utt,
+                speakers[utt][1],
+                f"has a speaker but neither audio nor a transcript in {folder}",
+            )
         elif utt not in text:
             skipped.add(utt, audio[utt][1], f"has audio but no transcript in {folder / 'text'}")
         elif utt not in audio:
@@ -68,6 +79,17 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
             transcript, text_where = text[utt]
             matrix = feats.get(utt, (None,))[0]
             entries.append(
-                Entry(utt, spec, transcript, speaker, audio[utt][1], start, end, recording, text_where, matrix)
+                Entry(
+                    utt,
+                    spec,
+                    transcript,
+                    speaker,
+                    audio[utt][1],
+                    start,
+                    end,
+                    recording,
+                    text_where,
+                    matrix,
+                )
             )
     return entries

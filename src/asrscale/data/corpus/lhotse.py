@@ -34,8 +34,13 @@ def _audio(recording: dict, manifest: Path) -> str:
     sources = recording.get("sources")
     if not isinstance(sources, list) or len(sources) != 1 or not isinstance(sources[0], dict):
         raise ValueError("a recording needs exactly one source (one per channel is not supported)")
-    if any(not isinstance(t, dict) or t.get("name") != "Resample" for t in recording.get("transforms") or []):
-        raise ValueError("transforms other than Resample (speed perturbation, ...) are not supported")
+    if any(
+        not isinstance(t, dict) or t.get("name") != "Resample"
+        for t in recording.get("transforms") or []
+    ):
+        raise ValueError(
+            "transforms other than Resample (speed perturbation, ...) are not supported"
+        )
     kind, where = sources[0].get("type"), _text(sources[0], "source")
     if kind == "command":
         return f"{where} |"
@@ -61,7 +66,9 @@ def _recordings(path: Path, skipped: Skipped) -> tuple[dict[str, tuple[dict, str
     return found, duplicated
 
 
-def _entry(supervision: dict, where: str, recording: dict, manifest: Path, offset: float = 0.0) -> Entry:
+def _entry(
+    supervision: dict, where: str, recording: dict, manifest: Path, offset: float = 0.0
+) -> Entry:
     """The utterance of one supervision (its times `offset` into the recording, for a cut's)."""
     start = offset + _number(supervision, "start")
     end = start + _number(supervision, "duration")
@@ -71,8 +78,16 @@ def _entry(supervision: dict, where: str, recording: dict, manifest: Path, offse
     speaker = supervision.get("speaker") or supervision["id"]
     if not isinstance(speaker, str):
         raise ValueError("speaker is not a string")
-    return Entry(supervision["id"], _audio(recording, manifest), text or "", speaker, where, start, end,
-                 _text(recording, "id"))  # fmt: skip
+    return Entry(
+        supervision["id"],
+        _audio(recording, manifest),
+        text or "",
+        speaker,
+        where,
+        start,
+        end,
+        _text(recording, "id"),
+    )
 
 
 def _recordings_manifest(supervisions: Path) -> Path:
@@ -91,7 +106,10 @@ def lhotse_problem(path: Path) -> str | None:
     if problem := not_a_listing(path):
         return problem
     if "supervisions" not in path.name and "cuts" not in path.name:
-        return "is not a lhotse manifest: a lhotse source is a supervisions or a cuts manifest (its name says which)"
+        return (
+            "is not a lhotse manifest: a lhotse source is a supervisions or a cuts manifest "
+            "(its name says which)"
+        )
     recordings = _recordings_manifest(path)
     if "cuts" not in path.name and (problem := not_a_listing(recordings)):
         return f"is a supervisions manifest whose recordings manifest {recordings} {problem}"
@@ -112,9 +130,15 @@ def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
             continue
         recording_id = row.get("recording_id")
         if recording_id in duplicated:
-            skipped.add(row["id"], where, f"its recording {recording_id!r} is listed twice, {duplicated[recording_id]}")
+            skipped.add(
+                row["id"],
+                where,
+                f"its recording {recording_id!r} is listed twice, {duplicated[recording_id]}",
+            )
         elif not isinstance(recording_id, str) or recording_id not in recordings:
-            skipped.add(row["id"], where, f"its recording {recording_id!r} is not in {recordings_path}")
+            skipped.add(
+                row["id"], where, f"its recording {recording_id!r} is not in {recordings_path}"
+            )
         else:
             try:
                 entries.append(_entry(row, where, recordings[recording_id][0], path))
@@ -129,11 +153,21 @@ def _from_cuts(path: Path, skipped: Skipped) -> list[Entry]:
         supervisions = cut.get("supervisions")
         recording = cut.get("recording")
         if not isinstance(supervisions, list) or not isinstance(recording, dict):
-            skipped.add(f"{path.name}:{where.rsplit(':', 1)[1]}", where, "a cut needs its recording and supervisions")
+            skipped.add(
+                f"{path.name}:{where.rsplit(':', 1)[1]}",
+                where,
+                "a cut needs its recording and supervisions",
+            )
             continue
         for supervision in supervisions:
-            if not isinstance(supervision, dict) or not isinstance(supervision.get("id"), str) or not supervision["id"]:
-                skipped.add(f"{path.name}:{where.rsplit(':', 1)[1]}", where, "a supervision with no id")
+            if (
+                not isinstance(supervision, dict)
+                or not isinstance(supervision.get("id"), str)
+                or not supervision["id"]
+            ):
+                skipped.add(
+                    f"{path.name}:{where.rsplit(':', 1)[1]}", where, "a supervision with no id"
+                )
                 continue
             try:
                 entries.append(_entry(supervision, where, recording, path, _number(cut, "start")))

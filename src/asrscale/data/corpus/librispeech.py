@@ -20,7 +20,10 @@ def librispeech_problem(folder: Path) -> str | None:
     if transcript is None:
         return "holds no <speaker>/<chapter>/*.trans.txt: not a LibriSpeech directory"
     if next(transcript.parent.glob("*.flac"), None) is None:
-        return f"is not a LibriSpeech directory: no audio (*.flac) beside {transcript.relative_to(folder)}"
+        return (
+            "is not a LibriSpeech directory: no audio (*.flac) beside "
+            f"{transcript.relative_to(folder)}"
+        )
     return None
 
 

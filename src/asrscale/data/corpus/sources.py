@@ -2,14 +2,13 @@
 happens to bad input.
 
 An importer (one module per format, registered in `formats.py`) reads one format into `Entry`s
-(`entry.py`), each naming the file and line it came from. `import_subset` gathers the entries of one subset (train,
-dev or test) from any number of sources and writes the data dir the rest of the workflow reads,
-after the checks every format needs: unique ids, a transcript that is valid UTF-8 and not empty
-after normalisation, audio that exists with a readable header, the configured channel, a
-segment inside its recording. A bad utterance is left out and written with its reason to
-`skipped.tsv`, or stops the run, as `corpus.bad_input` says; more than `max_fraction` of a
-subset bad stops it too (the report is written first).
-"""
+(`entry.py`), each naming the file and line it came from. `import_subset` gathers the entries of one
+subset (train, dev or test) from any number of sources and writes the data dir the rest of the
+workflow reads, after the checks every format needs: unique ids, a transcript that is valid UTF-8
+and not empty after normalisation, audio that exists with a readable header, the configured channel,
+a segment inside its recording. A bad utterance is left out and written with its reason to
+`skipped.tsv`, or stops the run, as `corpus.bad_input` says; more than `max_fraction` of a subset
+bad stops it too (the report is written first)."""
 
 import math
 import re
@@ -34,7 +33,9 @@ def normalise(text: str, settings: TextNormalisation) -> str:
     if settings.lowercase:
         text = text.lower()
     if settings.punctuation == "strip":
-        text = "".join(" " if unicodedata.category(c).startswith("P") and c != "'" else c for c in text)
+        text = "".join(
+            " " if unicodedata.category(c).startswith("P") and c != "'" else c for c in text
+        )
         text = re.sub(r"(?<!\w)'|'(?!\w)", " ", text)
     return " ".join(text.split())
 
@@ -53,7 +54,8 @@ def probe(spec: str) -> soundfile._SoundFileInfo:
 
 
 def _features_duration(entry: Entry, features: FeatureConfig) -> float:
-    """Seconds of a Kaldi feature matrix (features.kind "kaldi"), checked against features.kaldi_dim."""
+    """Seconds of a Kaldi feature matrix (features.kind "kaldi"), checked against
+    features.kaldi_dim."""
     if entry.feats is None:
         raise BadInput("no feats.scp entry (features.kind is 'kaldi')")
     try:
@@ -61,7 +63,9 @@ def _features_duration(entry: Entry, features: FeatureConfig) -> float:
     except Exception as error:  # kaldiio raises many kinds for a bad ark
         raise BadInput(f"features {entry.feats} are not readable: {error}") from None
     if matrix.ndim != 2 or matrix.shape[1] != features.dim or not len(matrix):
-        raise BadInput(f"features {entry.feats} are {matrix.shape}; features.kaldi_dim is {features.dim}")
+        raise BadInput(
+            f"features {entry.feats} are {matrix.shape}; features.kaldi_dim is {features.dim}"
+        )
     return len(matrix) * features.shift_ms / 1000
 
 
@@ -76,14 +80,21 @@ def _audio_duration(entry: Entry, features: FeatureConfig, headers: dict, rates:
     if isinstance(info, BadInput):
         raise info
     if info.channels <= features.channel:
-        raise BadInput(f"audio {entry.audio} has {info.channels} channel(s); features.channel is {features.channel}")
+        raise BadInput(
+            f"audio {entry.audio} has {info.channels} channel(s); features.channel is "
+            f"{features.channel}"
+        )
     if info.samplerate != features.sample_rate:
         rates.add(info.samplerate)
     if not 0 <= entry.start < math.inf or entry.end is not None and not math.isfinite(entry.end):
-        raise BadInput(f"segment from {entry.start:g} s to {entry.end} s: expected finite times, start >= 0")
+        raise BadInput(
+            f"segment from {entry.start:g} s to {entry.end} s: expected finite times, start >= 0"
+        )
     end = info.duration if entry.end is None else entry.end
     if end > info.duration + 0.01:
-        raise BadInput(f"segment ends at {end:g} s, after the end of its recording ({info.duration:.2f} s)")
+        raise BadInput(
+            f"segment ends at {end:g} s, after the end of its recording ({info.duration:.2f} s)"
+        )
     if end - entry.start <= 0:
         raise BadInput(f"empty segment ({entry.start:g} s to {end:g} s)")
     return end - entry.start
@@ -101,11 +112,21 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
         if entry.utt in skipped:
             continue
         ids = {"utterance": entry.utt, "speaker": entry.speaker, "recording": entry.recording}
-        if bad := [f"{kind} {v!r}" for kind, v in ids.items() if v is not None and not KALDI_ID.fullmatch(v)]:
-            skipped.add(entry.utt, entry.where, f"{', '.join(bad)}: an id must be one word (no spaces)")
+        if bad := [
+            f"{kind} {v!r}"
+            for kind, v in ids.items()
+            if v is not None and not KALDI_ID.fullmatch(v)
+        ]:
+            skipped.add(
+                entry.utt, entry.where, f"{', '.join(bad)}: an id must be one word (no spaces)"
+            )
             continue
         if counts[entry.utt] > 1:
-            skipped.add(entry.utt, entry.where, f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)")
+            skipped.add(
+                entry.utt,
+                entry.where,
+                f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)",
+            )
             continue
         text = normalise(entry.text, settings.text)
         if not text:
@@ -117,7 +138,9 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
             else:
                 duration = _audio_duration(entry, features, headers, rates)
         except BadInput as error:
-            skipped.add(entry.utt, entry.where, str(error), "" if features.kind == "kaldi" else entry.audio)
+            skipped.add(
+                entry.utt, entry.where, str(error), "" if features.kind == "kaldi" else entry.audio
+            )
             continue
         if features.kind == "kaldi":
             data.add(entry.utt, None, text, entry.speaker, duration, feats=entry.feats)
@@ -126,19 +149,27 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
             segment = (entry.recording or entry.utt, entry.start, entry.end) if segmented else None
             try:
                 data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
-            except ValueError as error:  # an utterance id that is another's recording, with other audio
+            except (
+                ValueError
+            ) as error:  # an utterance id that is another's recording, with other audio
                 skipped.add(entry.utt, entry.where, str(error))
     for rate in sorted(rates):
-        print(f"note: some audio is at {rate} Hz; it is resampled to {features.sample_rate} Hz when features are made")
+        print(
+            f"note: some audio is at {rate} Hz; it is resampled to {features.sample_rate} Hz when "
+            "features are made"
+        )
     return data
 
 
 def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> DataDir:
     """Import one subset from its sources (each {format, path, prefix}) into the data dir `out`;
-    `settings.speakers`, where given, keeps each source's first speakers alone (by id: a quick try)."""
+    `settings.speakers`, where given, keeps each source's first speakers alone (by id: a quick
+    try)."""
     out = Path(out)
     # the watch list sits beside the data dir, which a rerun replaces
-    skipped = Skipped(settings.bad_input, out / "skipped.tsv", "import", out.with_name(f"{out.name}.watch"))
+    skipped = Skipped(
+        settings.bad_input, out / "skipped.tsv", "import", out.with_name(f"{out.name}.watch")
+    )
     entries = []
     for index, source in enumerate(sources):
         path, prefix = Path(source["path"]), source.get("prefix", "")
@@ -151,8 +182,15 @@ def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> D
         # recordings are known only inside their source: numbered, two sources' never clash
         number = f"@{index}" if len(sources) > 1 else ""
         if prefix or number:
-            found = [replace(e, utt=prefix + e.utt, speaker=prefix + e.speaker,
-                             recording=e.recording and prefix + e.recording + number) for e in found]  # fmt: skip
+            found = [
+                replace(
+                    e,
+                    utt=prefix + e.utt,
+                    speaker=prefix + e.speaker,
+                    recording=e.recording and prefix + e.recording + number,
+                )
+                for e in found
+            ]
         entries += found
     total = len({e.utt for e in entries} | set(skipped.rows))
     data = build_data_dir(entries, settings, skipped)

@@ -24,7 +24,16 @@ from asrscale.data.corpus.speakers import speaker_id
 from asrscale.data.datadir import DataDir
 from asrscale.errors import UserError
 
-ACCENTS = ("en", "en-us", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd", "en-us-nyc")
+ACCENTS = (
+    "en",
+    "en-us",
+    "en-gb-scotland",
+    "en-gb-x-rp",
+    "en-029",
+    "en-gb-x-gbclan",
+    "en-gb-x-gbcwmd",
+    "en-us-nyc",
+)
 SUBSETS = ("train", "dev", "test")
 
 
@@ -50,14 +59,20 @@ def plan(config: SyntheticConfig) -> list[Utterance]:
     variants = variant_names()
     rng.shuffle(variants)
     n_dev, n_test = config.held_out_variants["dev"], config.held_out_variants["test"]
-    pools = {"test": variants[:n_test], "dev": variants[n_test : n_test + n_dev], "train": variants[n_test + n_dev :]}
+    pools = {
+        "test": variants[:n_test],
+        "dev": variants[n_test : n_test + n_dev],
+        "train": variants[n_test + n_dev :],
+    }
     utterances = []
     for subset in SUBSETS:
         for index in range(config.utterances[subset]):
             if index % config.utterances_per_speaker == 0:
                 variant, accent = rng.choice(pools[subset]), rng.choice(ACCENTS)
                 rate, pitch = rng.randint(*config.rate_wpm), rng.randint(*config.pitch)
-                speaker = speaker_id(subset, variant, accent, rate, pitch, index // config.utterances_per_speaker)
+                speaker = speaker_id(
+                    subset, variant, accent, rate, pitch, index // config.utterances_per_speaker
+                )
             utterances.append(
                 Utterance(
                     utt=f"{speaker}-{index:06d}",
@@ -69,12 +84,14 @@ def plan(config: SyntheticConfig) -> list[Utterance]:
                     text=_sentence(grammar, rng, subset, training),
                     snr_db=rng.uniform(*config.snr_db),
                     seed=rng.getrandbits(32),
-                )  # fmt: skip
+                )
             )
     return utterances
 
 
-def _sentence(grammar: Grammar, rng: random.Random, subset: str, training: set[str], tries: int = 1000) -> str:
+def _sentence(
+    grammar: Grammar, rng: random.Random, subset: str, training: set[str], tries: int = 1000
+) -> str:
     """A sentence of `subset`: a training one is remembered, a dev or test one is never one of those
     (the training subset is planned first)."""
     for _ in range(tries):
@@ -84,21 +101,28 @@ def _sentence(grammar: Grammar, rng: random.Random, subset: str, training: set[s
             return text
         if text not in training:
             return text
-    raise UserError(f"corpus.builtin: no {subset} sentence outside the training ones in {tries} tries; "
-                    "raise corpus.builtin.vocabulary")  # fmt: skip
+    raise UserError(
+        f"corpus.builtin: no {subset} sentence outside the training ones in {tries} tries; "
+        "raise corpus.builtin.vocabulary"
+    )
 
 
 def add_noise(speech: np.ndarray, snr_db: float, rng: np.random.Generator) -> np.ndarray:
     """Speech plus a random mix of white and low-frequency (brown-like) noise at `snr_db`."""
     white = rng.standard_normal(len(speech))
     brown = lfilter([1.0], [1.0, -0.98], rng.standard_normal(len(speech)))
-    noise = rng.uniform(0, 1) * white / white.std() + rng.uniform(0, 1) * brown / (brown.std() + 1e-9)
+    noise = rng.uniform(0, 1) * white / white.std() + rng.uniform(0, 1) * brown / (
+        brown.std() + 1e-9
+    )
     speech_power, noise_power = np.mean(speech**2) + 1e-12, np.mean(noise**2) + 1e-12
     return speech + noise * np.sqrt(speech_power / noise_power / 10 ** (snr_db / 10))
 
 
-def synthesise_part(config: SyntheticConfig, part: int, parts: int, out: Path) -> dict[str, DataDir]:
-    """Synthesise every `parts`-th utterance starting at `part`; audio under `out`, one DataDir per subset.
+def synthesise_part(
+    config: SyntheticConfig, part: int, parts: int, out: Path
+) -> dict[str, DataDir]:
+    """Synthesise every `parts`-th utterance starting at `part`; audio under `out`, one DataDir per
+    subset.
 
     Reproducible when called once in a fresh process (as the workflow's jobs do)."""
     espeak = Espeak()
@@ -107,7 +131,9 @@ def synthesise_part(config: SyntheticConfig, part: int, parts: int, out: Path) -
         rng = np.random.default_rng(u.seed)
         samples = espeak.speak(u.text, u.voice, u.rate, u.pitch, u.seed).astype(np.float64) / 32768
         samples = resample(samples, config.sample_rate, espeak.sample_rate)
-        lead, trail = (np.zeros(int(rng.uniform(0.02, 0.15) * config.sample_rate)) for _ in range(2))
+        lead, trail = (
+            np.zeros(int(rng.uniform(0.02, 0.15) * config.sample_rate)) for _ in range(2)
+        )
         audio = add_noise(np.concatenate([lead, samples, trail]), u.snr_db, rng)
         audio *= rng.uniform(0.3, 0.9) / (np.abs(audio).max() + 1e-9)
         path = out / u.subset / f"{u.utt}.wav"

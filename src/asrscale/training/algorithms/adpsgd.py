@@ -27,7 +27,11 @@ from asrscale.worlds import ops
 
 
 def distances(size: int, graph: str) -> list[int]:
-    return [1] if graph == "ring" else [2**k - 1 for k in range(1, size.bit_length() + 1) if 2**k - 1 < size]
+    return (
+        [1]
+        if graph == "ring"
+        else [2**k - 1 for k in range(1, size.bit_length() + 1) if 2**k - 1 < size]
+    )
 
 
 def neighbours(rank: int, size: int, graph: str) -> list[int]:
@@ -49,7 +53,11 @@ class DecentralizedSGD(Averaging):
 
     def __init__(self, layout, graph: str, averages: str):
         super().__init__(layout, averages)
-        self.graph, self.steps, self._serving = graph, 0, False  # (serving is the world's: not checkpointed)
+        self.graph, self.steps, self._serving = (
+            graph,
+            0,
+            False,
+        )  # (serving is the world's: not checkpointed)
 
     def _vertex(self, layout) -> tuple[int | None, int]:
         return layout.rank, layout.size

@@ -45,10 +45,15 @@ class AsynchronousSGD(Algorithm):
     # the learners' side
     def _request(self, learner, kind: int, lr: float = 0.0, payload=None, into=None):
         """Send a request to the server (a gradient's with its rate); except DONE, receive the
-        server's model into `into` (the learner's own model, whose version it then holds, unless given)."""
+        server's model into `into` (the learner's own model, whose version it then holds, unless
+        given)."""
         like = learner.parameters[0]
         meta = header(like, kind, self.version, lr)
-        yield ops.Send([*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta], SERVER, tag=kind)
+        yield ops.Send(
+            [*(payload or [torch.zeros_like(p) for p in learner.parameters]), meta],
+            SERVER,
+            tag=kind,
+        )
         if kind != DONE:
             reply = header(like, 0)
             yield ops.Receive([*(into or learner.state), reply], SERVER, tag=MODEL)
@@ -90,7 +95,9 @@ class AsynchronousSGD(Algorithm):
         if self.layout.rank == 0:
             like = learner.parameters[0]
             meta = header(like, kind, self.version, value)
-            yield ops.Send([*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=kind)
+            yield ops.Send(
+                [*(torch.zeros_like(p) for p in learner.parameters), meta], SERVER, tag=kind
+            )
             yield ops.Receive([header(like, 0)], SERVER, tag=answer)
 
     # the server's side
@@ -123,9 +130,16 @@ class AsynchronousSGD(Algorithm):
                 if applied:
                     for parameter, gradient in zip(learner.parameters, gradients):
                         parameter.grad = gradient.clone()
-                    yield from learner.update(value / (1 + staleness) if self.staleness_lr else value)
+                    yield from learner.update(
+                        value / (1 + staleness) if self.staleness_lr else value
+                    )
                     self.version += 1
                     if self.version >= MAX_VERSION:
-                        raise ValueError(f"asgd: over {MAX_VERSION} server updates; a float32 header counts no further")
-                self.records.append((source - self.layout.servers, pulled, self.version, staleness, applied))
+                        raise ValueError(
+                            f"asgd: over {MAX_VERSION} server updates; a float32 header counts no "
+                            "further"
+                        )
+                self.records.append(
+                    (source - self.layout.servers, pulled, self.version, staleness, applied)
+                )
             yield ops.Send([*learner.state, header(meta, self.version)], source, tag=MODEL)

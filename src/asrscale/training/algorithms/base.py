@@ -66,8 +66,9 @@ class Algorithm:
         return learner.state
 
     def serve(self, learner, checkpoint, roll_back):
-        """The program of a server rank (algorithms whose table entry has servers); `checkpoint(step)` saves
-        the server's state, `roll_back()` takes its model back to the last accepted epoch's."""
+        """The program of a server rank (algorithms whose table entry has servers);
+        `checkpoint(step)` saves the server's state, `roll_back()` takes its model back to the last
+        accepted epoch's."""
         raise NotImplementedError(f"{self.name} has no server role")
 
     def checkpoint(self, learner, step: int):
@@ -82,9 +83,21 @@ class Algorithm:
     def state_dict(self) -> dict:
         """What a resumed run needs to go on as if never stopped: the counters and records an
         algorithm keeps (its plain attributes)."""
-        plain = (int, float, bool, str, list, tuple, type(None))  # not the layout, buffers or NG-SGD
+        plain = (
+            int,
+            float,
+            bool,
+            str,
+            list,
+            tuple,
+            type(None),
+        )  # not the layout, buffers or NG-SGD
         private = ("_", "exchanges")  # the trainer checkpoints the exchanges itself
-        return {k: v for k, v in vars(self).items() if not k.startswith(private) and isinstance(v, plain)}
+        return {
+            k: v
+            for k, v in vars(self).items()
+            if not k.startswith(private) and isinstance(v, plain)
+        }
 
     def load_state_dict(self, state: dict) -> None:
         vars(self).update(state)
@@ -95,10 +108,10 @@ class Algorithm:
 
 
 class Averaging(Algorithm):
-    """An algorithm whose learners hold different models between averagings: the model it
-    evaluates and saves is their average. `averages` says what an averaging makes common: the
-    model and the optimizer's state (the study's one policy, 3× the model's bytes under Adam), or
-    the model's weights alone, as the studies averaged (each learner keeps its own optimizer state)."""
+    """An algorithm whose learners hold different models between averagings: the model it evaluates
+    and saves is their average. `averages` says what an averaging makes common: the model and the
+    optimizer's state (the study's one policy, 3× the model's bytes under Adam), or the model's
+    weights alone, as the studies averaged (each learner keeps its own optimizer state)."""
 
     def __init__(self, layout: ops.Layout, averages: str):
         super().__init__(layout)
@@ -133,7 +146,9 @@ class PeriodicAveraging(Averaging):
         """One local step done: average the models if it ends a period."""
         self.local_steps += 1
         if self.local_steps % self.period == 0:
-            yield ops.Barrier("learners")  # waiting for slower learners is idle time, not communication
+            yield ops.Barrier(
+                "learners"
+            )  # waiting for slower learners is idle time, not communication
             if self.reduce == "allreduce":
                 yield ops.Allreduce(self.shared(learner), "learners")
             else:
@@ -161,4 +176,7 @@ class PeriodicAveraging(Averaging):
             yield ops.Receive(shared, first, tag=AVERAGED)
 
 
-AVERAGE, AVERAGED = 101, 102  # the tags of a model sent to be averaged, and of the average sent back
+AVERAGE, AVERAGED = (
+    101,
+    102,
+)  # the tags of a model sent to be averaged, and of the average sent back

@@ -55,12 +55,22 @@ class BlockwiseModelUpdateFiltering(KStepAveraging):
 
     name = "bmuf"
 
-    def __init__(self, layout, period: int, block_momentum: float | None, block_lr: float, nesterov: bool,
-                 restart_momentum: bool, averages: str):  # fmt: skip
+    def __init__(
+        self,
+        layout,
+        period: int,
+        block_momentum: float | None,
+        block_lr: float,
+        nesterov: bool,
+        restart_momentum: bool,
+        averages: str,
+    ):
         super().__init__(layout, period, "fixed", layout.size, 0.0, averages)
         self.block_momentum = 1 - 1 / layout.size if block_momentum is None else block_momentum
         self.block_lr, self.nesterov, self.restart_momentum = block_lr, nesterov, restart_momentum
-        self.rate_factor = (1 - self.block_momentum) / block_lr  # the filter's gain taken out (see the module)
+        self.rate_factor = (
+            1 - self.block_momentum
+        ) / block_lr  # the filter's gain taken out (see the module)
         self._start: list[torch.Tensor] = []  # W_g: the block's start, the same on every learner
         self._momentum: list[torch.Tensor] = []  # G
 
@@ -78,10 +88,14 @@ class BlockwiseModelUpdateFiltering(KStepAveraging):
         """The learner's averaged model W̄ becomes the next block's start (see the module)."""
         weights, eta, zeta = _weights(learner), self.block_momentum, self.block_lr
         device = weights[0].device  # a resumed run's start and momentum were read onto the CPU
-        self._start, self._momentum = ([t.to(device) for t in held] for held in (self._start, self._momentum))
+        self._start, self._momentum = (
+            [t.to(device) for t in held] for held in (self._start, self._momentum)
+        )
         for average, start, momentum in zip(weights, self._start, self._momentum):
             delta = average - start
-            correction = (zeta - 1) * delta if self.nesterov else eta * momentum + (zeta - 1) * delta
+            correction = (
+                (zeta - 1) * delta if self.nesterov else eta * momentum + (zeta - 1) * delta
+            )
             momentum.mul_(eta).add_(delta, alpha=zeta)
             average.add_(correction)  # W
             if self.nesterov:

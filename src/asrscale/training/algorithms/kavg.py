@@ -24,8 +24,15 @@ from asrscale.training.algorithms.base import PeriodicAveraging
 class KStepAveraging(PeriodicAveraging):
     name = "kavg"
 
-    def __init__(self, layout, period: int, period_policy: str, reference_learners: int, plateau: float,
-                 averages: str):  # fmt: skip
+    def __init__(
+        self,
+        layout,
+        period: int,
+        period_policy: str,
+        reference_learners: int,
+        plateau: float,
+        averages: str,
+    ):
         super().__init__(layout, averages)
         self.period_policy, self.plateau = period_policy, plateau
         self.period = period
@@ -40,7 +47,11 @@ class KStepAveraging(PeriodicAveraging):
         return loss
 
     def end_epoch(self, learner, dev_loss):
-        improved = (self.last_dev_loss - dev_loss) / abs(self.last_dev_loss) if math.isfinite(self.last_dev_loss) else 1
+        improved = (
+            (self.last_dev_loss - dev_loss) / abs(self.last_dev_loss)
+            if math.isfinite(self.last_dev_loss)
+            else 1
+        )
         if self.period_policy == "plateau" and improved < self.plateau:
             self.period = max(1, self.period // 2)
         self.last_dev_loss = dev_loss

@@ -27,8 +27,15 @@ from asrscale.worlds import ops
 class ModelAveraging(PeriodicAveraging):
     name = "ma"
 
-    def __init__(self, layout, frames_per_job: int, natural_gradient: bool, max_param_change: float, averages: str,
-                 reduce: str):  # fmt: skip
+    def __init__(
+        self,
+        layout,
+        frames_per_job: int,
+        natural_gradient: bool,
+        max_param_change: float,
+        averages: str,
+        reduce: str,
+    ):
         super().__init__(layout, averages)
         self.reduce = reduce
         self.frames_per_job, self.natural_gradient = frames_per_job, natural_gradient
@@ -49,7 +56,9 @@ class ModelAveraging(PeriodicAveraging):
         loss = yield from learner.backward(batch, recorder)
         if recorder is not None:
             preconditioner = self.preconditioner
-            yield ops.Precondition(lambda: preconditioner.precondition(recorder), (preconditioner, recorder))
+            yield ops.Precondition(
+                lambda: preconditioner.precondition(recorder), (preconditioner, recorder)
+            )
             # its per-frame statistics are a minibatch's size times the model's width: not kept
             # while this learner waits (64 simulated MA learners kept 15 GB of them)
             recorder = None
