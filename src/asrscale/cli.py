@@ -444,6 +444,27 @@ def print_decidable(decides):
             print(f"  {name}: {row.why_not}")
 
 
+def backtest(args):
+    from asrscale.analysis.convergence import BOUND_FACTOR, EXCEEDANCES, NOISE
+    from asrscale.analysis.records import backtest_records
+
+    found = backtest_records(args.records)
+    print(f"{found['curves']} curves in {len(args.records)} records")
+    for measure, noise in found["noise"].items():
+        print(
+            f"{measure}: one epoch's noise {100 * noise:.2f}% (in use {100 * NOISE[measure]:.2f}%)"
+        )
+    for name in ("in_use", "smallest"):
+        test = found[name]
+        print(
+            f"bound factor {test.factor:g} ({name.replace('_', ' ')}): {test.exceedances} "
+            f"exceedances in {test.cuts} cut points ({100 * test.share:.2f}%; at most "
+            f"{100 * EXCEEDANCES:g}%)"
+        )
+    if found["smallest"].factor != BOUND_FACTOR:
+        raise UserError(f"the bound's constant in use ({BOUND_FACTOR:g}) is not the back-test's")
+
+
 def screenshot(args):
     from asrscale.analysis.screenshot import capture
 
@@ -750,6 +771,11 @@ COMMANDS = [
                 },
             ),
         ],
+    ),
+    (
+        backtest,
+        "the convergence rule's noise and bound measured again on recorded studies",
+        [("records", {"type": Path, "nargs": "+", "help": "records/<study> folders"})],
     ),
     (
         rerender,

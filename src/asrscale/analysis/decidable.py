@@ -65,7 +65,6 @@ def planned_runs(study: Study, training_utterances: int) -> pd.DataFrame:
                 "converged_by": "schedule",
                 "diverged": "",
                 "stopped": "",
-                "last_epoch_gain": 0.0,
                 "epochs": train["epochs"],
                 "updates": steps * train["epochs"],
                 "schedule": train["schedule"],

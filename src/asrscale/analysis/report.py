@@ -17,17 +17,14 @@ from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import MEASURES, configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
+from asrscale.analysis import halves
 from asrscale.analysis.measures import beyond_p, diverged, trained
 from asrscale.analysis.tables import Tables, load
 from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)
-NOT_CONVERGED = {
-    "budget": "stopped by its budget",
-    "untrained": "does not transcribe",
-    "diverged": "diverged",
-}
+NOT_CONVERGED = {**halves.NOT_CONVERGED, "diverged": "diverged"}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
 STUDIES_SCALE = (
     "the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of "

@@ -522,8 +522,7 @@ class Study(Grids):
             for tuned in self.tunings()
         ]
         rule = {
-            key: self.config["report"][key]
-            for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")
+            key: self.config["report"][key] for key in ("target_dev_loss", "plateau_max_dev_ter")
         }
         return {
             "runs": reported,
