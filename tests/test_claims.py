@@ -475,8 +475,8 @@ def test_larger_batch_needs_adpsgd_to_match_seq_at_three_times_ssgds_edge():
 
 def test_a_batch_stopped_before_it_transcribed_does_not_converge_a_budget_decides_nothing():
     """SSGD at a global batch of 512 whose one seed newbob ended on CTC's first plateau has failed
-    to converge there, as one that diverged has; a seed stopped by its budget with no bound known leaves its batch undecided, and SSGD's edge
-    could lie there."""
+    to converge there, as one that diverged has; a seed stopped by its budget with no bound known
+    leaves its batch undecided, and SSGD's edge could lie there."""
     ssgd = sweep("ssgd", "train.batch_size", (8, 1, 0.20), (32, 1, 0.20), (32, 2, 1.0), learners=16)
     adpsgd = sweep("adpsgd", "train.batch_size", (8, 1, 0.20), (96, 1, 0.201), learners=16)
     plateau = ssgd.assign(converged=ssgd.wer < 1, converged_by=["schedule"] * 6 + ["untrained"] * 3)
@@ -499,9 +499,10 @@ def convergence_of(
     schedule: str = "newbob",
     ters: dict | None = None,
 ) -> pd.DataFrame:
-    """The convergence of runs whose epochs had these dev losses (their rates, each epoch's or one for
-    all, a share of a peak of 1; dev TERs of their best models; what stopped each); with `ters`, the runs named there
-    had these dev TERs an epoch and chose their models by them (train.best_by: dev_ter)."""
+    """The convergence of runs whose epochs had these dev losses (their rates, each epoch's or one
+    for all, a share of a peak of 1; dev TERs of their best models; what stopped each); with
+    `ters`, the runs named there had these dev TERs an epoch and chose their models by them
+    (train.best_by: dev_ter)."""
     ters = ters or {}
     table = pd.DataFrame(
         [
@@ -1396,3 +1397,17 @@ def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
         "batch 32); at 1.24 M "
         "parameters on 10.4 hours of speech"
     )
+
+
+def test_a_system_decoded_at_its_lm_grids_edge_says_so_beside_how_it_was_trained():
+    how = {"optimizer": "sgd", "tuning": "tuned", "lr": 0.3, "momentum": 0.9}
+    table = runs(SEQ, ("kavg", 4, 1, 0.22, 3.9)).assign(**how, lm_grid="inside")
+    table.loc[table.algorithm == "kavg", "lm_grid"] = [
+        "at the edge (its lowest word bonus)"
+    ] * 2 + ["inside"]
+    said = row(table, "KAVG with 4").accuracy_measured
+    assert (
+        "global batch 128; decoded at its LM grid's edge in 2 of 3 seeds: its lowest word bonus)"
+        in said
+    )
+    assert "global batch 32)" in said  # SEQ inside its grid

@@ -16,6 +16,7 @@ from asrscale.analysis.halves import (
     Half,
     Rule,
     better,
+    blocked,
     combine,
     compare,
     matches,
@@ -23,7 +24,6 @@ from asrscale.analysis.halves import (
     speed_interval,
     together,
     unequal_epochs,
-    blocked,
     worse,
 )
 

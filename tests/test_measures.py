@@ -17,6 +17,7 @@ from asrscale.analysis.measures import (
     discount_diverged,
     diverged,
     learner_hours,
+    lm_grid,
     mean_spread,
     modelled_against_measured,
     target_of,
@@ -602,3 +603,16 @@ def test_a_same_epochs_speedup_is_beyond_p_only_above_p_by_more_than_beyond_p():
     assert not beyond_p(4.0, 4) and not beyond_p(4.19, 4) and not beyond_p(4 * (1 + BEYOND_P), 4)
     assert beyond_p(4.21, 4) and beyond_p(9.0, 4)
     assert beyond_p(2.0, 1) and not beyond_p(1.05, 1)
+
+
+def test_a_runs_lm_weight_and_word_bonus_at_their_grids_edge_are_named():
+    """As tuning's rates: a choice at the lowest or highest value of its grid may be short of a
+    better one beyond it; a grid of one value has no edge."""
+    table = pd.DataFrame({"lm_weight": [1.0, 4.0, 0.5], "word_bonus": [-2.0, -6.0, 0.0]})
+    found = lm_grid(table, [0.5, 1.0, 4.0], [-6.0, -2.0, 0.0, 2.0])
+    assert found.tolist() == [
+        "inside",
+        "at the edge (its highest LM weight, its lowest word bonus)",
+        "at the edge (its lowest LM weight)",
+    ]
+    assert lm_grid(table.iloc[:1], [1.0], [-2.0]).tolist() == ["one value"]

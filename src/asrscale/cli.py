@@ -334,7 +334,7 @@ def replay_published(args):
 def plan(args):
     from snakemake.utils import update_config
 
-    from asrscale.analysis.decidable import decidable
+    from asrscale.analysis.decidable import decidable, recorded_gains, under_trained_risks
     from asrscale.config.files import read_config_file
     from asrscale.config.study import Study
     from asrscale.costmodel.plan import plan as price
@@ -416,6 +416,17 @@ def plan(args):
         f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})"
     )
     print_decidable(decidable(study, size.utterances))
+    records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
+    print_risks(under_trained_risks(study, size.utterances, recorded_gains(records)))
+
+
+def print_risks(risks: list[str]) -> None:
+    """Where the planned study may end under-trained (asrscale.analysis.decidable)."""
+    if risks:
+        print(
+            "\nit may leave its runs under-trained (by its schedule, and by the recorded studies):"
+        )
+        print("\n".join(f"  {risk}" for risk in risks))
 
 
 def amount(value: float, decimals: int = 0) -> str:

@@ -151,19 +151,31 @@ def _wers(runs: pd.DataFrame) -> str:
 def _trained_so(runs: pd.DataFrame) -> str:
     """How a system was trained, as its table says (where it does): its optimizer (with its
     momentum, in tables since it was gathered), its rate and how that was chosen (study.tuning: its
-    grid, in tables since it was said), its global batch, and under a fixed schedule its epochs (two
-    sides may train different budgets: studies/bmuf-longer.yaml), so a verdict says what it rests
-    on."""
+    grid, in tables since it was said), its global batch, under a fixed schedule its epochs (two
+    sides may train different budgets: studies/bmuf-longer.yaml), and where dev chose its LM weight
+    or word bonus at its grid's edge, so that a verdict says what it rests on."""
     if not {"optimizer", "lr", "tuning"} <= set(runs.columns) or runs.empty:
         return ""
     first = runs.iloc[0]
     momentum = f" momentum {first.momentum:g}" if pd.notna(first.get("momentum")) else ""
-    fixed = f", {runs.epochs.max()} epochs" if first.get("schedule") == "exponential" else ""
+    fixed = f", {runs.epochs.max()} epochs" if first.get("schedule") in FIXED_EPOCHS else ""
     return (
         f" ({first.optimizer}{momentum}, lr {first.lr:g} {first.tuning}, global batch "
-        f"{first.global_batch:,.0f}"
-        f"{fixed})"
+        f"{first.global_batch:,.0f}{fixed}{_decoded_at_edge(runs)})"
     )
+
+
+FIXED_EPOCHS = ("cosine", "exponential")  # the schedules of the same epochs for every run
+
+
+def _decoded_at_edge(runs: pd.DataFrame) -> str:
+    """Where dev chose a run's LM weight or word bonus at its grid's edge (`lm_grid`), in words."""
+    edges = runs.get("lm_grid", pd.Series(dtype=str)).fillna("")
+    edges = edges[edges.str.startswith("at the edge")]
+    if edges.empty:
+        return ""
+    where = ", ".join(sorted(set(edges.str.removeprefix("at the edge (").str.rstrip(")"))))
+    return f"; decoded at its LM grid's edge in {len(edges)} of {len(runs)} seeds: {where}"
 
 
 def _scale(runs: pd.DataFrame) -> str:
@@ -581,7 +593,10 @@ def _undecided_edge(states: dict[int, tuple[str, str, str]], edge: int | None) -
         return None
     reason = "under-trained" if any(r == "under-trained" for _, r in open_) else open_[0][1]
     batches = ", ".join(f"{b:,.0f}" for b, _ in open_)
-    why = f"SSGD's match with SEQ is not decided at a global batch of {batches}: its edge could lie there"
+    why = (
+        f"SSGD's match with SEQ is not decided at a global batch of {batches}: its edge could lie "
+        "there"
+    )
     return Half(NOT_DECIDED, why, "", reason)
 
 

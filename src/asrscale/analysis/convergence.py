@@ -27,6 +27,12 @@ EXCEEDANCES = 0.01
 NOISE_EPOCHS = 30
 
 
+def near_tie(measure: str) -> float:
+    """How close two runs' dev scores (relative) are within the dev set's noise: two standard
+    deviations of the difference of two epochs' measures."""
+    return 2 * np.sqrt(2) * NOISE[measure]
+
+
 def plateau(measure: str) -> float:
     """The mean gain an epoch below which a curve is flat: two epochs' noise over the window."""
     return 2 * NOISE[measure] / WINDOW

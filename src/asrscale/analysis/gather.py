@@ -329,6 +329,7 @@ def tuning_table(tunings: list[dict]) -> pd.DataFrame:
         "stopped_early",
         "chosen",
         "at_edge",
+        "rung_score",
     ]
     rows = [
         {key: tuning[key] for key in ("algorithm", "learners", "world")}

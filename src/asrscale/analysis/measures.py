@@ -289,13 +289,42 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
 
 def assess(table: pd.DataFrame, epochs: pd.DataFrame, rule: dict, band) -> pd.DataFrame:
     """Every judgement of the runs that rests on a rule of the analysis rather than on training:
-    convergence (`rule`: report.plateau and plateau_max_dev_ter), times to the target
+    convergence (`rule`: report.plateau_max_dev_ter), times to the target
     (report.target_dev_loss), diverged runs discounted, speedups with their bands (`band`:
     asrscale.costmodel.fitted.Band). The gathered table and a study's record alike: a report
-    assesses its runs again, so that a record is read by the rules of the day."""
+    assesses its runs again, so that a record is read by the rules of the day. Where `rule` holds
+    the decoder's grid (decode.lm_weights, word_bonuses), each run's choice on it (`lm_grid`)."""
     table = convergence(table, epochs, rule["plateau_max_dev_ter"])
+    if "lm_weights" in rule and "lm_weight" in table:
+        table = table.assign(lm_grid=lm_grid(table, rule["lm_weights"], rule["word_bonuses"]))
     table = time_to_target(table, epochs, rule["target_dev_loss"])
     return add_speedups(discount_diverged(table), band)
+
+
+def lm_grid(table: pd.DataFrame, lm_weights: list, word_bonuses: list) -> pd.Series:
+    """Each run's LM weight and word bonus on the grid dev chose them from, as tuning's rates are
+    said (asrscale.training.tuning): "inside", or "at the edge (...)" naming each setting chosen at
+    its grid's lowest or highest value (a better one may lie beyond), or "one value" where a grid
+    has no other."""
+
+    def said(weight: float, bonus: float) -> str:
+        edges = [
+            f"its {end} {name}"
+            for name, value, grid in (
+                ("LM weight", weight, lm_weights),
+                ("word bonus", bonus, word_bonuses),
+            )
+            if len(grid) > 1
+            for end, at in (("lowest", min(grid)), ("highest", max(grid)))
+            if value == at
+        ]
+        if edges:
+            return f"at the edge ({', '.join(edges)})"
+        return "inside" if len(lm_weights) > 1 or len(word_bonuses) > 1 else "one value"
+
+    return pd.Series(
+        [said(w, b) for w, b in zip(table.lm_weight, table.word_bonus)], index=table.index
+    )
 
 
 def beyond_p(speedup: float, learners: int) -> bool:

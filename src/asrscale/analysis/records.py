@@ -106,11 +106,17 @@ def rerender(record: Path, out: Path, figures: Path) -> None:
         )
 
 
+def record_config(record: Path) -> dict:
+    """The study's configuration its record was made with."""
+    return json.loads((record / "record.json").read_text())["report"]["config"]
+
+
 def reassessed(record: Path, config: dict) -> pd.DataFrame:
     """A record's runs assessed again (asrscale.analysis.measures.assess: convergence, targets,
     speedups) by the study's report settings and today's rules, from its epochs: a rule of analysis
     changed since the study ran applies to it."""
     rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau_max_dev_ter")}
+    rule |= {key: config["decode"][key] for key in ("lm_weights", "word_bonuses")}
     return assess(_runs(record, config), _epochs(record), rule, Band.fitted())
 
 
@@ -134,8 +140,7 @@ def recorded_curves(records: list[Path]) -> pd.DataFrame:
     learners and seed."""
     rows, seen = [], set()
     for record in records:
-        config = json.loads((record / "record.json").read_text())["report"]["config"]
-        runs = _runs(record, config).drop_duplicates("run").set_index("run")
+        runs = _runs(record, record_config(record)).drop_duplicates("run").set_index("run")
         for run, curve in curves_of(runs.reset_index(), _epochs(record)).items():
             key = (curve.measure, curve.values.round(6).tobytes(), curve.rates.round(6).tobytes())
             if key in seen:
@@ -160,7 +165,7 @@ def seq_tails(records: list[Path], measure: str) -> list[np.ndarray]:
     found = {}
     for record in records:
         epochs = _epochs(record).drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
-        for run, mine in epochs[epochs.algorithm == "seq"].groupby("run"):
+        for _, mine in epochs[epochs.algorithm == "seq"].groupby("run"):
             if len(mine) >= NOISE_EPOCHS:
                 values = mine[measure].to_numpy(float)
                 found[values.round(6).tobytes()] = values

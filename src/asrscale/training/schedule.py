@@ -109,3 +109,13 @@ def cosine(epoch: int, epochs: int, final: float) -> float:
         return 1.0
     done = min(epoch - 1, epochs - 1) / (epochs - 1)
     return final + (1 - final) * (1 + math.cos(math.pi * done)) / 2
+
+
+def last_factor(train: dict) -> float | None:
+    """The share of the peak rate a fixed-epoch schedule runs its last epoch at, from a run's train
+    settings (None under newbob, which stops by its own rule)."""
+    if train["schedule"] == "cosine":
+        return cosine(train["epochs"], train["epochs"], train["lr_final"])
+    if train["schedule"] == "exponential":
+        return train["lr_decay"] ** (train["epochs"] - 1)
+    return None
