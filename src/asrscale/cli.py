@@ -476,6 +476,13 @@ def backtest(args):
         raise UserError(f"the bound's constant in use ({BOUND_FACTOR:g}) is not the back-test's")
 
 
+def results(args):
+    from asrscale.analysis.summary import render
+    from asrscale.io import atomic_write_text
+
+    atomic_write_text(args.out, render(args.records))
+
+
 def screenshot(args):
     from asrscale.analysis.screenshot import capture
 
@@ -787,6 +794,14 @@ COMMANDS = [
         backtest,
         "the convergence rule's noise and bound measured again on recorded studies",
         [("records", {"type": Path, "nargs": "+", "help": "records/<study> folders"})],
+    ),
+    (
+        results,
+        "RESULTS.md: what the recorded studies decide today (records/index.yaml)",
+        [
+            ("--records", {"type": Path, "default": Path("records"), "help": "default: records"}),
+            ("--out", {"type": Path, "default": Path("RESULTS.md"), "help": "default: RESULTS.md"}),
+        ],
     ),
     (
         rerender,

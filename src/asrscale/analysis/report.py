@@ -13,9 +13,9 @@ import pandas as pd
 from markupsafe import Markup
 
 from asrscale.analysis import halves
-from asrscale.analysis.convergence import near_tie
 from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
+from asrscale.analysis.convergence import near_tie
 from asrscale.analysis.figures import MEASURES, configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
