@@ -69,7 +69,9 @@ def verdicts_of(page: str) -> dict[str, str]:
 @pytest.mark.parametrize("record", sorted(VERDICTS))
 def test_a_recorded_study_rerenders_with_the_verdicts_its_record_states(record, tmp_path):
     rerender(ROOT / "records" / record, tmp_path / "page.html", tmp_path / "figures")
-    found = verdicts_of((tmp_path / "page.html").read_text())
+    page = (tmp_path / "page.html").read_text()
+    assert page.index('<h2 id="answer">') < page.index("<h2>At a glance</h2>")  # it opens with it
+    found = verdicts_of(page)
     for claim, verdict in VERDICTS[record].items():
         assert found[claim].startswith(verdict), (claim, found[claim])
 
