@@ -53,7 +53,7 @@ rule decode:
     log:
         f"logs/{paths.run_job('decode')}.log",
     benchmark:
-        f"benchmarks/{paths.run_job('decode')}.tsv"
+        f"logs/benchmarks/{paths.run_job('decode')}.tsv"
     conda:
         "../../envs/train.yaml"
     resources:

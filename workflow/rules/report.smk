@@ -67,8 +67,9 @@ rule report:
         " --out {output.html} > {log} 2>&1"
 
 
-# A study's record, to keep in the repository (not made by `all`: `snakemake ... record`);
-# `asrscale rerender --record records/<study>` makes its report again from it.
+# A study's record (not made by `all`: `snakemake ... record`), written beside the study's results;
+# copy it to records/<study> to keep it in the repository (records/index.yaml lists the kept ones).
+# `asrscale rerender --record <folder>` makes its report again from it.
 rule record:
     input:
         settings=fill(
@@ -82,7 +83,7 @@ rule record:
         published=paths.PUBLISHED_SPEEDUPS,
         skipped=skipped_reports(),
     output:
-        directory(f"records/{STUDY.name}"),
+        directory(f"results/{STUDY.corpus}/studies/{STUDY.name}/record"),
     log:
         f"logs/{STUDY.corpus}/record/{STUDY.name}.log",
     conda:
