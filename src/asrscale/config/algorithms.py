@@ -39,6 +39,8 @@ class AlgorithmSpec:
     #: with all its learners in one node, exactly this algorithm's computation, so a study trains
     #: that one and reports its run for this algorithm too (tests/test_sim.py checks it)
     in_one_node_is: str | None = None
+    #: the options a tuned study may grid beside the rates: option -> its list in study.tuning
+    grids: dict = field(default_factory=dict)
     #: whether an update combines every learner's minibatch (directly, or by averaging models that
     #: each took a step): the learning rate then follows P (asrscale.training.schedule), and the
     #: global batch is P times a learner's
@@ -196,6 +198,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                 **AVERAGES,
             },
             alone_is_seq=True,
+            grids={"block_momentum": "block_momenta", "block_lr": "block_lrs"},
         ),
         AlgorithmSpec(
             "ma",
@@ -236,6 +239,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         ),
     )
 }
+
+
+#: every option some algorithm's grid may tune (a grid run's record names its value)
+GRIDDED = tuple(dict.fromkeys(option for spec in ALGORITHMS.values() for option in spec.grids))
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

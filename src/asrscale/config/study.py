@@ -73,6 +73,7 @@ class Study(Grids):
         self.hardware = self.config["study"]["hardware"]
         self._check(check_paths)
         self._check_momenta()
+        self._check_option_grids()
         self._check_halving()
 
     def _check(self, check_paths: bool) -> None:
@@ -353,13 +354,14 @@ class Study(Grids):
     def run_settings(self, run: Run, chosen: dict | None = None) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
         seed, the train (every algorithm the study's own), model and features settings, with the
-        variant's changes (a tuned run's: the train settings its grid `chosen`; without them, as
-        configured), and its world."""
+        variant's changes (a tuned run's: the train settings and options its grid `chosen`;
+        without them, as configured), and its world."""
         config = self.config
         options = copy.deepcopy(self._options(run.algorithm))
         train = {**config["train"], **self._train_of.get(run.algorithm, {})}
-        if run.variant == TUNED:
-            train.update(chosen or {})
+        if run.variant == TUNED:  # the train settings its grid chose, and the options (BMUF's η)
+            for key, value in (chosen or {}).items():
+                (options if key in algorithm_spec(run.algorithm).grids else train)[key] = value
         elif run.variant != "default":
             for change in re.split(r",(?=[a-z_.]+=)", run.variant):
                 setting, value = change.split("=", 1)
