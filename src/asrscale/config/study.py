@@ -46,6 +46,20 @@ def arpa_problem(path: Path) -> str | None:
     return None
 
 
+def value_in_variant(value) -> str:
+    """A sweep's value as its variant's folder names it: JSON, but a word (an option's choice, as
+    learner_momentum's "kept") as it is, its quotes kept out of the paths the shell is given."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def value_of_variant(text: str):
+    """A variant's value (`value_in_variant`): JSON, else the word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 
@@ -54,7 +68,7 @@ TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 class Run:
     world: str  # "simulated" or "mpi"
     algorithm: str
-    variant: str  # "default", or "<setting>=<value as JSON>"
+    variant: str  # "default", or "<setting>=<value as JSON, a word as it is>"
     learners: int
     seed: int
 
@@ -327,7 +341,7 @@ class Study(Grids):
         return (
             "default"
             if value == self._in_effect(algorithm, setting)
-            else f"{setting}={json.dumps(value)}"
+            else f"{setting}={value_in_variant(value)}"
         )
 
     def _in_effect(self, algorithm: str, setting: str):
@@ -366,9 +380,9 @@ class Study(Grids):
             for change in re.split(r",(?=[a-z_.]+=)", run.variant):
                 setting, value = change.split("=", 1)
                 if setting.startswith("train."):
-                    train[setting.removeprefix("train.")] = json.loads(value)
+                    train[setting.removeprefix("train.")] = value_of_variant(value)
                 else:
-                    options[setting] = json.loads(value)
+                    options[setting] = value_of_variant(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
             world_settings = {
