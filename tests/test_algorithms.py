@@ -1,3 +1,4 @@
+import itertools
 from types import SimpleNamespace
 
 import pytest
@@ -501,19 +502,21 @@ def test_a_blocks_averaging_restarts_each_learners_momentum_unless_it_is_kept(
 ):
     """CNTK's block-momentum learner resets its learners' SGD momentum after each aggregation: so
     do KAVG and BMUF where `learner_momentum` is "restarted" or "corrected" (SGD's velocity, Adam's
-    first moment; Adam's second, a scale, is kept), and not where it is "kept"."""
-    for treatment in ("kept", "restarted", "corrected"):
+    first moment; Adam's second, a scale, is kept), and not where it is "kept", nor where a lone
+    learner averages with no one (P = 1 is SEQ)."""
+    for learners, treatment in itertools.product((2, 1), ("kept", "restarted", "corrected")):
         model = nn.Linear(3, 2)
         learner = Learner(model, make_optimizer(optimizer, 0.9, model), 5.0, "0")
         for state in learner.optimizer.state.values():
             for key in restarted + kept:
                 state[key].fill_(1.0)
-        algorithm = make_algorithm(name, Layout(0, 1), {"learner_momentum": treatment})
+        options = {"learner_momentum": treatment}
+        algorithm = make_algorithm(name, Layout(0, learners), options)
         if name == "bmuf":
             algorithm._new_block(learner)
         algorithm.block_steps = 3
         algorithm.after_averaging(learner)
-        left = 1.0 if treatment == "kept" else 0.0
+        left = 1.0 if treatment == "kept" or learners == 1 else 0.0
         assert algorithm.block_steps == 0
         for state in learner.optimizer.state.values():
             assert all(bool((state[key] == left).all()) for key in restarted)

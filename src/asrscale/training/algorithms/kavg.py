@@ -22,6 +22,7 @@ The learners' optimizer momentum across averagings (`learner_momentum`):
   divided by 1 − μ^t (`Learner.momentum_correction`), so that no momentum crosses an averaging and
   a block still moves as far as with the momentum kept: over K steps of a steady gradient g,
   K·lr·g, where "restarted" moves lr·g·Σ(1 − μ^t), 0.9·lr·g at K = 4 and μ = 0.9.
+A lone learner averages with no one: its momentum is kept, whatever the setting (P = 1 is SEQ).
 BMUF (bmuf.py) is this class with a filter over each averaging: KAVG at BMUF's K and
 `learner_momentum` is the arm that differs from it by the filter alone.
 """
@@ -46,7 +47,7 @@ class KStepAveraging(PeriodicAveraging):
     ):
         super().__init__(layout, averages)
         self.period_policy, self.plateau = period_policy, plateau
-        self.learner_momentum = learner_momentum
+        self.learner_momentum = learner_momentum if layout.size > 1 else "kept"
         self.period = period
         if period_policy == "by_learners":
             self.period = max(1, round(period * reference_learners / layout.size))
