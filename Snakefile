@@ -29,3 +29,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         f"reports/{STUDY.name}.html",
+        STUDY.at(paths.RESULTS),
+

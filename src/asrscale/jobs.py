@@ -24,3 +24,28 @@ def on_gpus(config: dict) -> bool:
     """Whether the study's learners train on GPUs where there are any (train.device): on SLURM its
     training, calibration and decoding jobs then ask for them."""
     return config["train"]["device"] != "cpu"
+
+
+#: the rules whose jobs ask for a GPU where the study trains on GPUs (workflow/rules/)
+GPU_RULES = ("train", "train_rung", "calibrate", "log_probs")
+
+
+def partition_warning(set_resources: dict, default_partition: str | None) -> str | None:
+    """Which GPU jobs would miss the GPU partition: a SLURM profile's `set-resources` (rule ->
+    resources) give some GPU rules a partition and leave others on another one, or on the default
+    one (`default_partition`, the CPU stages'); None where all agree."""
+    partitions = {
+        rule: (set_resources.get(rule) or {}).get("slurm_partition") or default_partition or ""
+        for rule in GPU_RULES
+    }
+    named = [partition for partition in partitions.values() if partition]
+    gpu = max(set(named), key=named.count) if named else ""
+    left = [rule for rule, partition in partitions.items() if partition != gpu]
+    if not left:
+        return None
+    return (
+        f"GPU jobs of {', '.join(left)} go to "
+        f"{' and '.join(sorted({repr(partitions[r]) if partitions[r] else 'the default partition' for r in left}))}"
+        f", the other GPU jobs to {gpu!r}: set slurm_partition for every GPU rule under "
+        "set-resources (slurm/config.yaml names it once, &gpu)"
+    )

@@ -1,33 +1,58 @@
 import functools
 import json
+import logging
 import math
 import os
+import shutil
 import sys
 from dataclasses import replace
 
 from asrscale import jobs
 from asrscale.config import paths
+from asrscale.config.files import named_in_files
 from asrscale.config.study import TUNED, Study
 from asrscale.data.corpus.formats import listings
+from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_json, atomic_write_text
+from snakemake.logging import LogEvent, logger
 
 
 envvars:
     "PATH",
 
 
-# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
+# Rules call `python -m asrscale` and `mpiexec`: Python first from the environment that runs
 # Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it). A prefix
-# of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
-# any command of a pipeline does (training's output goes through tee).
+# in front of it), the package from this repository (a conda env does not install it). mpiexec is
+# the site's where PATH has one outside that environment (its `module load`), the mpich extra's
+# only where none other is found: mpi4py loads the site's MPI where the extra is not installed
+# (docs/slurm.md). A prefix of one's own replaces Snakemake's bash strict mode, so it is restated:
+# with it a job fails when any command of a pipeline does (training's output goes through tee).
 shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+ENVIRONMENT_BIN = Path(sys.executable).parent
+SITE_MPIEXEC = shutil.which(
+    "mpiexec",
+    path=os.pathsep.join(
+        folder
+        for folder in os.environ["PATH"].split(os.pathsep)
+        if folder and Path(folder).absolute() != ENVIRONMENT_BIN.absolute()
+    ),
+)
+os.environ["PATH"] = f"{ENVIRONMENT_BIN}{os.pathsep}{os.environ['PATH']}"
 
 # The rules read the configuration only through the study it resolves to (src/asrscale/config/):
-# every key checked and every default filled in, once, before any job starts. Every path is a
-# template of asrscale.config.paths, its fields the rules' wildcards.
-STUDY = Study(config)
+# every key checked and every default filled in, once, before any job starts; a wrong key named
+# with the file and line that set it. Every path is a template of asrscale.config.paths, its
+# fields the rules' wildcards.
+def study_of(config):
+    files = ["config.yaml", *workflow.overwrite_configfiles]
+    try:
+        return Study(config)
+    except ConfigError as error:
+        raise named_in_files(error, files) from None
+
+
+STUDY = study_of(config)
 
 
 wildcard_constraints:
