@@ -442,7 +442,11 @@ def check(args):
         warning = jobs.on_gpus(study.config) and jobs.partition_warning(
             by_rule, defaults.get("slurm_partition")
         )
-        print(f"warning: {path}: {warning}" if warning else f"{path}: every GPU job's partition agrees")
+        print(
+            f"warning: {path}: {warning}"
+            if warning
+            else f"{path}: every GPU job's partition agrees"
+        )
 
 
 def amount(value: float, decimals: int = 0) -> str:
@@ -501,7 +505,9 @@ def results(args):
     from asrscale.io import atomic_write_text
 
     settings = read_settings_of(ReportStage, args.settings)
-    atomic_write_text(args.out, results_markdown(load(args.tables), settings.config, settings.title))
+    atomic_write_text(
+        args.out, results_markdown(load(args.tables), settings.config, settings.title)
+    )
 
 
 def record(args):
@@ -655,7 +661,11 @@ COMMANDS = [
             *paths("log-probs", "lm"),
             (
                 "--test-sets",
-                {"nargs": "+", "required": True, "help": "the test sets' names (test, test-<name>)"},
+                {
+                    "nargs": "+",
+                    "required": True,
+                    "help": "the test sets' names (test, test-<name>)",
+                },
             ),
             ("--processes", {"type": int, "default": 1, "help": "the beam search's processes"}),
             (

@@ -43,9 +43,11 @@ def partition_warning(set_resources: dict, default_partition: str | None) -> str
     left = [rule for rule, partition in partitions.items() if partition != gpu]
     if not left:
         return None
+    elsewhere = sorted(
+        {repr(partitions[rule]) if partitions[rule] else "the default" for rule in left}
+    )
     return (
-        f"GPU jobs of {', '.join(left)} go to "
-        f"{' and '.join(sorted({repr(partitions[r]) if partitions[r] else 'the default partition' for r in left}))}"
-        f", the other GPU jobs to {gpu!r}: set slurm_partition for every GPU rule under "
-        "set-resources (slurm/config.yaml names it once, &gpu)"
+        f"GPU jobs of {', '.join(left)} go to {' and '.join(elsewhere)} partition, the other GPU "
+        f"jobs to {gpu!r}: set slurm_partition for every GPU rule under set-resources "
+        "(slurm/config.yaml names it once, &gpu)"
     )

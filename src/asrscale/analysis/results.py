@@ -30,7 +30,11 @@ def _interval(found) -> str:
 def _speedup(row: pd.Series) -> str:
     if row.algorithm == "seq" or row.speedup != row.speedup:
         return "–"
-    band = f" ({row.speedup_low:.2f}-{row.speedup_high:.2f})" if row.speedup_high > row.speedup_low else ""
+    band = (
+        f" ({row.speedup_low:.2f}-{row.speedup_high:.2f})"
+        if row.speedup_high > row.speedup_low
+        else ""
+    )
     return f"{row.speedup:.2f}×{band}"
 
 

@@ -31,7 +31,9 @@ def _mark_of(path: Path, key: tuple) -> yaml.Mark | None:
                 return None
             key_node, node = found[-1]
             mark = key_node.start_mark
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
             node = node.value[part]
             mark = node.start_mark
         else:
@@ -40,7 +42,7 @@ def _mark_of(path: Path, key: tuple) -> yaml.Mark | None:
 
 
 def where_set(files: list[Path | str], key: tuple) -> str | None:
-    """"<file>, line <n>, column <m>" of the last of `files` (each over the ones before, as
+    """ "<file>, line <n>, column <m>" of the last of `files` (each over the ones before, as
     Snakemake merges them) that sets `key`; None where none does."""
     for path in reversed([Path(file) for file in files]):
         if path.is_file() and (mark := _mark_of(path, tuple(key))) is not None:

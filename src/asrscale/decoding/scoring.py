@@ -77,7 +77,12 @@ def by_speaker(speakers: list[str], references: list[str], decodes: dict[str, li
         cells = [speaker, str(utterances), str(words)]
         for errors in found.values():
             rate = f"{100 * errors.total / words:.2f}"
-            cells += [str(errors.substitutions), str(errors.deletions), str(errors.insertions), rate]
+            cells += [
+                str(errors.substitutions),
+                str(errors.deletions),
+                str(errors.insertions),
+                rate,
+            ]
         lines.append("\t".join(cells))
     return "\n".join(lines) + "\n"
 
