@@ -16,6 +16,7 @@ from asrscale.analysis.halves import (
     Half,
     Rule,
     better,
+    blocked,
     combine,
     compare,
     matches,
@@ -23,7 +24,6 @@ from asrscale.analysis.halves import (
     speed_interval,
     together,
     unequal_epochs,
-    untrained,
     worse,
 )
 
@@ -220,35 +220,22 @@ def test_halves_together_say_each_half_and_the_reason_of_the_outcome_they_share(
     assert (failed.outcome, failed.reason, failed.measured) == (NOT_REPRODUCED, "", "MA P=16")
 
 
-def test_untrained_names_each_group_that_diverged_before_any_stopped_by_its_budget():
+def test_blocked_names_each_group_that_diverged_and_a_run_still_gaining_blocks_nothing():
     converged = pd.DataFrame({"seed": [1], "converged": [True], "diverged": [""]})
     late = pd.DataFrame(
-        {
-            "seed": [2],
-            "converged": [False],
-            "diverged": [""],
-            "converged_by": ["budget"],
-            "updates": [312.4],
-            "stopped": ["its 6 epochs done"],
-            "last_epoch_gain": [0.066],
-        }
+        {"seed": [2], "converged": [False], "diverged": [""], "converged_by": ["budget"]}
     )
     gone = pd.DataFrame(
         {"seed": [1, 2], "converged": [False, True], "diverged": ["epoch 2: not finite", ""]}
     )
-    assert untrained(("SEQ", converged)) is None
-    budget = untrained(("SEQ", converged), ("KAVG P=4", late))
-    assert (budget.outcome, budget.reason) == (NOT_DECIDED, "under-trained")
-    assert budget.why == (
-        "KAVG P=4 seed 2 stopped by its budget after 312 updates a learner (its 6 epochs done; its "
-        "last epoch 6.60% below the best before): train longer (more epochs or data)"
-    )
-    diverged = untrained(("KAVG P=4", late), ("ASGD P=4", gone))
-    assert diverged == Half(
+    assert blocked(("SEQ", converged)) is None
+    assert blocked(("SEQ", converged), ("KAVG P=4", late)) is None
+    assert blocked(("KAVG P=4", late), ("ASGD P=4", gone)) == Half(
         NOT_DECIDED, "ASGD P=4 diverged in 1 of 2 runs: a lower rate", reason="diverged"
     )
-    blank = untrained(("SEQ", late.assign(converged_by="untrained")))
-    assert "its best model does not transcribe" in blank.why
+    assert blocked(("ASGD P=4", gone), ("MA P=4", gone.iloc[:1])).why == (
+        "ASGD P=4 diverged in 1 of 2 runs; MA P=4 diverged in 1 of 1 runs: a lower rate"
+    )
 
 
 def test_each_rule_is_its_side_threshold_margin_and_words():
@@ -449,8 +436,8 @@ def test_a_configuration_tuned_at_its_grids_edge_decides_nothing_after_one_that_
         }
     )
     inside = converged.assign(tuning="tuned")
-    assert untrained(("SEQ", inside), ("KAVG P=4", inside.assign(tuning="not tuned"))) is None
-    edge = untrained(
+    assert blocked(("SEQ", inside), ("KAVG P=4", inside.assign(tuning="not tuned"))) is None
+    edge = blocked(
         ("SEQ", inside),
         ("KAVG P=4", converged),
         ("ASGD P=4", converged.assign(tuning="tuned at the edge (its lowest rate)")),
@@ -462,15 +449,9 @@ def test_a_configuration_tuned_at_its_grids_edge_decides_nothing_after_one_that_
         reason="tuned at the edge",
     )
     gone = converged.assign(diverged=["epoch 2: not finite", ""])
-    assert untrained(("KAVG P=4", gone)).reason == "diverged"
-    late = inside.assign(
-        converged=False,
-        converged_by="budget",
-        updates=9.0,
-        stopped="its 6 epochs done",
-        last_epoch_gain=0.1,
-    )
-    assert untrained(("KAVG P=4", converged), ("SEQ", late)).reason == "tuned at the edge"
+    assert blocked(("KAVG P=4", gone)).reason == "diverged"
+    still = inside.assign(converged=False, converged_by="budget")
+    assert blocked(("KAVG P=4", converged), ("SEQ", still)).reason == "tuned at the edge"
 
 
 def test_newbobs_stop_compares_runs_only_where_their_epochs_hold_alike_updates():
@@ -488,7 +469,7 @@ def test_newbobs_stop_compares_runs_only_where_their_epochs_hold_alike_updates()
         }
     )
     wide = seq.assign(updates=[624.0, 702.0], epochs=[16, 18])
-    unequal = untrained(("SEQ", seq), ("H-ADPSGD P=64", wide))
+    unequal = blocked(("SEQ", seq), ("H-ADPSGD P=64", wide))
     assert unequal == Half(
         NOT_DECIDED,
         "newbob decides at each epoch's end, and these runs' epochs hold unequal "
@@ -497,44 +478,95 @@ def test_newbobs_stop_compares_runs_only_where_their_epochs_hold_alike_updates()
         reason="newbob's epochs unequal",
     )
     assert (
-        untrained(
+        blocked(
             ("SEQ", seq.assign(schedule="exponential")),
             ("H-ADPSGD P=64", wide.assign(schedule="exponential")),
         )
         is None
     )
     assert (
-        untrained(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[2_000.0 * 10] * 2))) is None
+        blocked(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[2_000.0 * 10] * 2))) is None
     )  # exactly 1.25×
-    assert untrained(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[1_999.0 * 10] * 2))).reason == (
+    assert blocked(("SEQ", seq), ("KAVG P=4", seq.assign(updates=[1_999.0 * 10] * 2))).reason == (
         "newbob's epochs unequal"
     )
     assert unequal_epochs(("SEQ", seq)) == ""
 
 
-def test_untrained_says_every_group_and_run_in_full_joined_by_semicolons():
-    late = pd.DataFrame(
-        {
-            "seed": [1, 2],
-            "converged": [False, False],
-            "diverged": ["", ""],
-            "converged_by": ["budget", "untrained"],
-            "updates": [100.0, 200.0],
-            "stopped": "its 6 epochs done",
-            "last_epoch_gain": [0.05, 0.001],
-        }
+def late(seeds: int = 3, bound: float = 0.06, converged: int = 0, why: str = "unfinished"):
+    """A system's runs, `converged` of its `seeds` converged, the others bounded at `bound`."""
+    done = [True] * converged + [False] * (seeds - converged)
+    return system("x", seeds).assign(
+        converged=done,
+        converged_by=["plateau" if d else why for d in done],
+        gain_bound=[0.0 if d else bound for d in done],
     )
-    assert untrained(("KAVG P=4", late)).why == (
-        "KAVG P=4 seed 1 stopped by its budget after 100 updates a learner (its 6 epochs done; its "
-        "last epoch 5.00% "
-        "below the best before); KAVG P=4 seed 2 stopped by its budget after 200 updates a learner "
-        "(its best model "
-        "does not transcribe; its last epoch 0.10% below the best before): train longer (more "
-        "epochs or data)"
+
+
+def test_a_systems_bound_is_the_mean_of_its_seeds_a_converged_seed_zero_and_unknown_unbounded():
+    assert halves.bound_of(late(3, 0.06)) == pytest.approx(0.06)
+    assert halves.bound_of(late(3, 0.06, converged=1)) == pytest.approx(0.04)
+    assert halves.bound_of(late(3, 0.06, converged=3)) == 0.0
+    assert halves.bound_of(late(3, 0.06).drop(columns="gain_bound")) == 1.0
+    assert halves.bound_of(late(3, 5.0)) == 1.0
+    assert halves.bound_of(system("a")) == 0.0  # a table without convergence: as decided
+
+
+def test_the_interval_moves_each_end_by_its_sides_bound_towards_a_flip():
+    """d's interval +20% to +40%: the system 10% better at most moves the low end to
+    1.2 × 0.9 − 1 = +8%, the reference 20% better the high end to 1.4 / 0.8 − 1 = +75%."""
+    moved = halves.shifted(interval(0.20, 0.40), 0.10, 0.20)
+    assert (moved.low, moved.high) == pytest.approx((0.08, 0.75))
+    assert halves.shifted(interval(0.2, 0.4), 0.0, 1.0).high == np.inf
+
+
+@pytest.mark.parametrize(
+    "rule, low, high, gains, outcome, words",
+    [
+        # ASGD +37% to +58% behind a converged SEQ, bounded at 6%: still worse beyond the margin
+        (worse(), 0.37, 0.58, (0.06, 0.0), REPRODUCED, "lies above +3.0%"),
+        # bounded at 40%: it could reach −18%, which spans the margin
+        (worse(), 0.37, 0.58, (0.40, 0.0), NOT_DECIDED, "could reach -17.8% to +58.0%"),
+        # a converged reference: more training of the system only lowers its WER
+        (matches(), -0.05, 0.02, (0.30, 0.0), REPRODUCED, "more training of A could only"),
+        # the reference unconverged could still gain: +2% / (1 − 0.02) = +4.1%
+        (matches(), -0.05, 0.02, (0.0, 0.02), NOT_DECIDED, "could reach -5.0% to +4.1%"),
+        # not matching by far: the reference's bound cannot help the system
+        (matches(), 0.20, 0.30, (0.05, 0.5), NOT_REPRODUCED, "lies above +3.0%"),
+        # worse beyond the margin against an unconverged reference: its gains only widen the gap
+        (worse(), 0.37, 0.58, (0.0, 0.30), REPRODUCED, "more training of B could only"),
+        # not worse, the reference unconverged: 1.02 / 0.7 − 1 = +45.7% could flip it
+        (worse(), -0.10, 0.02, (0.0, 0.30), NOT_DECIDED, "could reach -10.0% to +45.7%"),
+    ],
+)
+def test_an_unconverged_side_is_decided_on_the_interval_its_bound_leaves(
+    monkeypatch, rule, low, high, gains, outcome, words
+):
+    """Every outcome of `settle`: decided as measured, decided because the end that decides does
+    not move (the unconverged side could only strengthen it), not decided: under-trained."""
+    found = Interval(
+        (low + high) / 2, low, high, 800, 40, (3, 3), {"speakers": 0.01, "seeds": 0.01}
     )
-    gone = pd.DataFrame({"seed": [1], "converged": [False], "diverged": ["epoch 2: not finite"]})
-    assert untrained(("ASGD P=4", gone), ("MA P=4", gone)).why == (
-        "ASGD P=4 diverged in 1 of 1 runs; MA P=4 diverged in 1 of 1 runs: a lower rate"
+    monkeypatch.setattr(halves, "relative_difference", lambda *args: found)
+    system_a, system_b = (
+        late(3, gains[0], converged=3 * (not gains[0])),
+        late(3, gains[1], converged=3 * (not gains[1])),
+    )
+    half = compare(pd.DataFrame(), system_a, system_b, rule, "B", "A")
+    assert half.outcome == outcome
+    assert words in half.why
+    if outcome == NOT_DECIDED:
+        assert half.reason == "under-trained"
+    unconverged = [name for name, gain in zip("AB", gains) if gain]
+    for name in unconverged:
+        assert f"{name} has not converged in 3 of 3 seeds" in half.why
+
+
+def test_an_unconverged_system_says_its_seeds_why_and_bound():
+    runs = late(3, 0.062, converged=1).assign(converged_by=["plateau", "unfinished", "budget"])
+    assert halves.unconverged("ASGD P=4", runs, 0.0413) == (
+        "ASGD P=4 has not converged in 2 of 3 seeds (its budget ran out while it still gained, its "
+        "schedule stopped above 2% of its peak rate); what it could still gain is bounded at 4.1%"
     )
 
 

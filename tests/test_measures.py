@@ -17,6 +17,7 @@ from asrscale.analysis.measures import (
     discount_diverged,
     diverged,
     learner_hours,
+    lm_grid,
     mean_spread,
     modelled_against_measured,
     target_of,
@@ -442,65 +443,76 @@ def test_the_simulators_validation_compares_time_an_epoch():
     assert pairs.epoch_s_measured.tolist() == [10.0] and pairs.time_ratio.tolist() == [2.0]
 
 
-def convergence_of(losses: dict, schedule: str = "exponential", **columns) -> pd.DataFrame:
-    """Runs under `schedule` whose epochs had these dev losses (10 updates each, at a rate of 1 of a
-    peak of 1 unless `columns` say otherwise), judged with a plateau of 1/4 and a dev TER below
-    0.5."""
+def convergence_of(curves: dict, schedule: str = "cosine", **columns) -> pd.DataFrame:
+    """Runs under `schedule` whose epochs had these (dev losses, rates) (10 updates each, a peak
+    rate of 1 unless `columns` say otherwise), judged with a dev TER bound of 0.5."""
     runs = pd.DataFrame(
         {
-            "run": list(losses),
+            "run": list(curves),
             "schedule": schedule,
             "stopped_by": "budget",
             "peak_lr": 1.0,
             "best_dev_ter": 0.2,
         }
     ).assign(**columns)
-    epochs = pd.concat([epochs_of(run, loss).assign(lr=1.0) for run, loss in losses.items()])
-    return convergence(runs, epochs, plateau=0.25, plateau_max_dev_ter=0.5).set_index("run")
-
-
-def test_a_runs_last_epoch_gain_updates_and_rate_worked_by_hand():
-    """One epoch: no gain to judge (infinite); 1.0 then 0.9: a gain of 0.1; a last rate of 0.2 at a
-    peak of 4: 0.05 of it."""
-    found = convergence_of({"one": [1.0], "two": [1.0, 0.9]}, peak_lr=[1.0, 4.0])
-    assert found.last_epoch_gain.one == float("inf") and found.last_epoch_gain.two == pytest.approx(
-        0.1
+    epochs = pd.concat(
+        [epochs_of(run, losses).assign(lr=rates) for run, (losses, rates) in curves.items()]
     )
-    assert found.updates.tolist() == [10, 20]
-    rated = convergence(
-        pd.DataFrame(
-            {
-                "run": ["r"],
-                "schedule": "exponential",
-                "stopped_by": "budget",
-                "peak_lr": 4.0,
-                "best_dev_ter": 0.2,
-            }
-        ),
-        epochs_of("r", [1.0, 0.9]).assign(lr=[0.4, 0.2]),
-        plateau=0.25,
-        plateau_max_dev_ter=0.5,
-    )
-    assert rated.last_rate.tolist() == [0.05] and rated.converged_by.tolist() == [
-        "budget"
-    ]  # below RATE_FLOOR
+    return convergence(runs, epochs, plateau_max_dev_ter=0.5).set_index("run")
 
 
-def test_a_plateau_is_a_gain_below_the_threshold_at_a_live_rate_and_a_ter_below_its_bound():
-    """Gains of 1/4 (at the plateau: not flat) and 1/5 (flat); a rate of exactly RATE_FLOOR still
-    moves a run; a best dev TER of exactly the bound does not transcribe."""
+HALVING = [1.0, 0.5, 0.25, 0.125, 0.0625]
+
+
+def test_a_runs_recent_gain_updates_last_rate_and_bound_worked_by_hand():
+    """One epoch: no gain to judge (infinite). 1.0, 0.9, ..., 0.6 at rates halving to 1/16: its
+    best-so-far gained (0.9 − 0.6) / 0.9 over its last 3 epochs, 1/9 an epoch; per unit of the
+    rate spent in them (1/4 + 1/8 + 1/16) 0.762; the halving continued for ever spends 1/16 more:
+    bounded at 3 × 0.762 × 1/16 + 2 × 0.34% (the dev loss's noise). Unfinished: 1/16 of its peak
+    rate is above 2%."""
     found = convergence_of(
-        {"edge": [1.0, 0.75], "flat": [1.0, 0.8], "slow": [1.0, 0.8], "mute": [1.0, 0.8]},
-        peak_lr=[1.0, 1.0, 10.0, 1.0],
+        {"one": ([1.0], [1.0]), "five": ([1.0, 0.9, 0.8, 0.7, 0.6], HALVING)}, peak_lr=[1.0, 2.0]
+    )
+    assert found.recent_gain.one == float("inf")
+    assert found.recent_gain.five == pytest.approx(0.3 / 0.9 / 3)
+    assert found.updates.tolist() == [10, 50]
+    assert found.last_rate.five == pytest.approx(0.0625 / 2)
+    per_rate = 0.3 / 0.9 / (0.25 + 0.125 + 0.0625)
+    assert found.gain_bound.five == pytest.approx(3 * per_rate * 0.0625 + 2 * 0.0034)
+    assert found.converged_by.five == "unfinished" and not found.converged.five
+
+
+def test_a_run_converges_where_its_schedule_finished_and_its_curve_is_flat_and_it_transcribes():
+    """Finished at exactly 2% of the peak and flat: converged, its bound 0. Stopped at 4%: still
+    to anneal. Finished but gaining 1% an epoch (above 0.23%, two epochs' noise of the dev loss
+    over 3): its budget ran out while it gained. Flat and finished at a best dev TER of exactly
+    the bound: does not transcribe. newbob converges by its own stop, else by nothing."""
+    flat = [1.0, 0.5, 0.5, 0.5, 0.5]
+    falling = [1.0, 0.5, 0.495, 0.49, 0.485]
+    found = convergence_of(
+        {
+            "flat": (flat, [1, 0.5, 0.2, 0.05, 0.02]),
+            "annealing": (flat, [1, 0.5, 0.2, 0.08, 0.04]),
+            "falling": (falling, [1, 0.5, 0.2, 0.05, 0.02]),
+            "mute": (flat, [1, 0.5, 0.2, 0.05, 0.02]),
+        },
         best_dev_ter=[0.2, 0.2, 0.2, 0.5],
     )
     assert found.converged_by.to_dict() == {
-        "edge": "budget",
         "flat": "plateau",
-        "slow": "plateau",
+        "annealing": "unfinished",
+        "falling": "budget",
         "mute": "untrained",
     }
-    assert found.converged.tolist() == [False, True, True, False]
+    assert found.converged.tolist() == [True, False, False, False]
+    assert found.gain_bound.flat == 0.0 and found.gain_bound.falling > 2 * 0.0034
+    newbob = convergence_of(
+        {"stopped": (flat, HALVING), "late": (flat, HALVING)},
+        schedule="newbob",
+        stopped_by=["schedule", "budget"],
+    )
+    assert newbob.converged_by.tolist() == ["schedule", "budget"]
+    assert newbob.converged.tolist() == [True, False]
 
 
 def test_an_epoch_recorded_twice_counts_once_as_it_was_first_recorded():
@@ -524,15 +536,15 @@ def test_an_epoch_recorded_twice_counts_once_as_it_was_first_recorded():
             "best_dev_loss": 0.99,
         }
     )
-    assert convergence(runs, epochs, 0.25, 0.5).updates.tolist() == [20]
+    assert convergence(runs, epochs, 0.5).updates.tolist() == [20]
     found = time_to_target(runs, epochs, 0.95)
     assert found.updates_to_target.isna().all() and found.target_dev_loss.tolist() == [0.95]
 
 
 def test_convergence_reads_the_epochs_by_their_columns_whatever_their_index_is_named():
     """Epochs indexed by a column they also hold (their time) are judged as any: the index is
-    dropped, not put back as a column that would clash with its own (1.0 then 0.9: 20 updates, a
-    gain of 0.1)."""
+    dropped, not put back as a column that would clash with its own (1.0 then 0.9: 20 updates, too
+    few epochs for a recent gain)."""
     epochs = epochs_of("r", [1.0, 0.9]).assign(lr=1.0).set_index("time_s", drop=False)
     runs = pd.DataFrame(
         {
@@ -543,8 +555,8 @@ def test_convergence_reads_the_epochs_by_their_columns_whatever_their_index_is_n
             "best_dev_ter": 0.2,
         }
     )
-    found = convergence(runs, epochs, plateau=0.25, plateau_max_dev_ter=0.5)
-    assert found.updates.tolist() == [20] and found.last_epoch_gain.tolist() == pytest.approx([0.1])
+    found = convergence(runs, epochs, plateau_max_dev_ter=0.5)
+    assert found.updates.tolist() == [20] and found.recent_gain.tolist() == [float("inf")]
 
 
 def test_a_diverged_run_has_nan_results_even_in_a_column_of_python_objects():
@@ -591,3 +603,16 @@ def test_a_same_epochs_speedup_is_beyond_p_only_above_p_by_more_than_beyond_p():
     assert not beyond_p(4.0, 4) and not beyond_p(4.19, 4) and not beyond_p(4 * (1 + BEYOND_P), 4)
     assert beyond_p(4.21, 4) and beyond_p(9.0, 4)
     assert beyond_p(2.0, 1) and not beyond_p(1.05, 1)
+
+
+def test_a_runs_lm_weight_and_word_bonus_at_their_grids_edge_are_named():
+    """As tuning's rates: a choice at the lowest or highest value of its grid may be short of a
+    better one beyond it; a grid of one value has no edge."""
+    table = pd.DataFrame({"lm_weight": [1.0, 4.0, 0.5], "word_bonus": [-2.0, -6.0, 0.0]})
+    found = lm_grid(table, [0.5, 1.0, 4.0], [-6.0, -2.0, 0.0, 2.0])
+    assert found.tolist() == [
+        "inside",
+        "at the edge (its highest LM weight, its lowest word bonus)",
+        "at the edge (its lowest LM weight)",
+    ]
+    assert lm_grid(table.iloc[:1], [1.0], [-2.0]).tolist() == ["one value"]

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from asrscale.analysis.claims import CLAIMS, STUDIES
-from asrscale.analysis.decidable import decidable
+from asrscale.analysis.convergence import FINISHED
+from asrscale.analysis.decidable import decidable, under_trained_risks
 from asrscale.cli import main
 from asrscale.config.study import Study
 from asrscale.costmodel.fitted import Band
@@ -21,6 +22,7 @@ from asrscale.costmodel.plan import (
     subset_size,
 )
 from asrscale.errors import ConfigError
+from asrscale.training.schedule import last_factor
 from conftest import ROOT
 
 
@@ -271,3 +273,48 @@ def test_a_halved_grids_runs_are_priced_for_their_share_of_its_epochs():
     grid = table.variant.str.startswith("train.lr=")
     assert grid.sum() == 3 * 9 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 9)
     assert (table[~grid].variant == "tuned").all() and table[~grid].epochs.eq(6).all()
+
+
+@pytest.mark.parametrize("study", sorted(STUDIES))
+def test_every_study_that_decides_an_accuracy_half_finishes_its_schedule(study):
+    """A run whose schedule stops above 2% of its peak rate cannot converge (docs/studies.md):
+    every study the report sends a reader to anneals its fixed epochs to 2% or less."""
+    study = study_of("config.yaml", f"studies/{study}.yaml")
+    assert under_trained_risks(study, 8000) == []
+    for run in study.runs():
+        last = last_factor(study.run_settings(study.trained_as(run))["train"])
+        assert last is None or last <= FINISHED
+
+
+def test_a_plan_warns_of_a_schedule_that_stops_early_and_of_runs_whose_likes_were_steep():
+    """claims-at-4 with its record's schedule (x0.9 an epoch for 20: 13.5% at the last) cannot
+    converge; KAVG at 4 planned for 1,250 updates, where its recorded likes had flattened, is not
+    warned of; planned for 300, where they were still gaining several % an epoch, it is."""
+    config = config_of("config.yaml", "studies/claims-at-4.yaml")
+    config["train"] |= {"schedule": "exponential", "lr_decay": 0.9}
+    old = under_trained_risks(Study(config, check_paths=False), 8000)
+    assert any(
+        risk.startswith("kavg at 4: its schedule stops at 13.5% of its peak rate") for risk in old
+    )
+    recorded = pd.DataFrame(
+        {
+            "study": "claims-at-4",
+            "run": ["a"] * 3 + ["b"] * 3,
+            "algorithm": "kavg",
+            "global_batch": 128,
+            "updates": [250, 500, 1250] * 2,
+            "gain": [0.05, 0.03, 0.001] * 2,
+            "plateau": 0.002,
+        }
+    )
+    study = study_of("config.yaml", "studies/claims-at-4.yaml")
+    assert not [r for r in under_trained_risks(study, 8000, recorded) if r.startswith("kavg")]
+    short = study_of("config.yaml", "studies/claims-at-4.yaml")
+    short.config["train"]["epochs"] = 5  # 62 updates a learner an epoch at 4 × 32: 310
+    risks = [r for r in under_trained_risks(short, 8000, recorded) if r.startswith("kavg")]
+    assert risks == [
+        "kavg at 4 (global batch 128, 315 updates a learner): 2 recorded runs like it "
+        "(claims-at-4) were still gaining 5.00% an epoch (their median) after as many updates, 5 "
+        "times the plateau or more: it may end under-trained (more epochs, or a larger corpus)"
+    ]
+    assert under_trained_risks(short, 8000, recorded.assign(algorithm="ma")) == []

@@ -4,6 +4,7 @@ gains are small, and stops once they are negligible (no floor on the rate, as in
 run trained by it: rejected epochs rolled back, its best model kept, what stopped it recorded."""
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from asrscale.errors import ConfigError
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.run import train
-from asrscale.training.schedule import Decision, Schedule, learning_rate, lr_scale
+from asrscale.training.schedule import Decision, Schedule, cosine, learning_rate, lr_scale
 from asrscale.worlds.ops import Layout
 from asrscale.worlds.simulated import SimWorld
 from conftest import CALIBRATION, GPU, run_config, run_paths
@@ -22,8 +23,13 @@ from conftest import CALIBRATION, GPU, run_config, run_paths
 NEWBOB = {"start_halving": 0.01, "stop": 0.001, "halving": 0.5}
 
 
-def decisions(kind: str, losses: list[float], lr_decay: float = 0.6) -> list[tuple]:
-    schedule, state = Schedule(kind, lr_decay, NEWBOB), Schedule.start()
+def decisions(
+    kind: str, losses: list[float], lr_decay: float = 0.6, epochs: int = 20, lr_final: float = 0.01
+) -> list[tuple]:
+    train = SimpleNamespace(
+        schedule=kind, lr_decay=lr_decay, newbob=NEWBOB, epochs=epochs, lr_final=lr_final
+    )
+    schedule, state = Schedule(train), Schedule.start()
     return [
         (d.accepted, d.factor, d.stop)
         for d in (schedule.after_epoch(state, loss) for loss in losses)
@@ -39,6 +45,18 @@ def test_the_rate_warms_up_to_its_peak_then_follows_the_schedules_factor():
     assert all(
         accepted and stop is None for accepted, _, stop in decisions("exponential", [3, 2, 4])
     )
+
+
+def test_the_cosine_schedule_anneals_from_the_peak_to_its_final_share_at_the_last_epoch():
+    """Five epochs to 1%: factors 1, (1 + cos(π/4))/2, 1/2, (1 + cos(3π/4))/2 of the way, then
+    1%, each with 1% of the peak kept below it; every epoch accepted, no stop of its own."""
+    found = decisions("cosine", [5, 4, 3, 2, 1], epochs=5)
+    factors = [1.0] + [factor for _, factor, _ in found][:4]
+    half = [1.0, (1 + 2**-0.5) / 2, 0.5, (1 - 2**-0.5) / 2, 0.0]
+    assert factors == pytest.approx([0.01 + 0.99 * h for h in half])
+    assert factors[-1] == pytest.approx(0.01)
+    assert all(accepted and stop is None for accepted, _, stop in found)
+    assert cosine(1, 1, 0.01) == 1.0 and cosine(9, 5, 0.01) == pytest.approx(0.01)
 
 
 def test_newbob_holds_the_rate_while_it_improves_and_halves_once_the_gains_are_small():

@@ -332,7 +332,7 @@ def replay_published(args):
 def plan(args):
     from snakemake.utils import update_config
 
-    from asrscale.analysis.decidable import decidable
+    from asrscale.analysis.decidable import decidable, recorded_gains, under_trained_risks
     from asrscale.config.files import read_config_file
     from asrscale.config.study import Study
     from asrscale.costmodel.plan import plan as price
@@ -414,6 +414,17 @@ def plan(args):
         f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})"
     )
     print_decidable(decidable(study, size.utterances))
+    records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
+    print_risks(under_trained_risks(study, size.utterances, recorded_gains(records)))
+
+
+def print_risks(risks: list[str]) -> None:
+    """Where the planned study may end under-trained (asrscale.analysis.decidable)."""
+    if risks:
+        print(
+            "\nit may leave its runs under-trained (by its schedule, and by the recorded studies):"
+        )
+        print("\n".join(f"  {risk}" for risk in risks))
 
 
 def check(args):
@@ -473,6 +484,27 @@ def print_decidable(decides):
     for name, row in zip(named, decides.itertuples()):
         if not row.can_decide:
             print(f"  {name}: {row.why_not}")
+
+
+def backtest(args):
+    from asrscale.analysis.convergence import BOUND_FACTOR, EXCEEDANCES, NOISE
+    from asrscale.analysis.records import backtest_records
+
+    found = backtest_records(args.records)
+    print(f"{found['curves']} curves in {len(args.records)} records")
+    for measure, noise in found["noise"].items():
+        print(
+            f"{measure}: one epoch's noise {100 * noise:.2f}% (in use {100 * NOISE[measure]:.2f}%)"
+        )
+    for name in ("in_use", "smallest"):
+        test = found[name]
+        print(
+            f"bound factor {test.factor:g} ({name.replace('_', ' ')}): {test.exceedances} "
+            f"exceedances in {test.cuts} cut points ({100 * test.share:.2f}%; at most "
+            f"{100 * EXCEEDANCES:g}%)"
+        )
+    if found["smallest"].factor != BOUND_FACTOR:
+        raise UserError(f"the bound's constant in use ({BOUND_FACTOR:g}) is not the back-test's")
 
 
 def screenshot(args):
@@ -831,6 +863,11 @@ COMMANDS = [
                 },
             ),
         ],
+    ),
+    (
+        backtest,
+        "the convergence rule's noise and bound measured again on recorded studies",
+        [("records", {"type": Path, "nargs": "+", "help": "records/<study> folders"})],
     ),
     (
         rerender,

@@ -28,16 +28,18 @@ from asrscale.analysis.halves import (
     SPEED_MARGIN,
     Half,
     better,
+    blocked,
+    bound_of,
     combine,
     compare,
     matches,
     missing,
     reaches,
+    shifted,
     speed_interval,
     testable_speed,
     together,
     too_few_seeds,
-    untrained,
     worse,
 )
 from asrscale.analysis.measures import baseline, diverged, mean_spread, runs_of
@@ -149,19 +151,31 @@ def _wers(runs: pd.DataFrame) -> str:
 def _trained_so(runs: pd.DataFrame) -> str:
     """How a system was trained, as its table says (where it does): its optimizer (with its
     momentum, in tables since it was gathered), its rate and how that was chosen (study.tuning: its
-    grid, in tables since it was said), its global batch, and under a fixed schedule its epochs (two
-    sides may train different budgets: studies/bmuf-longer.yaml), so a verdict says what it rests
-    on."""
+    grid, in tables since it was said), its global batch, under a fixed schedule its epochs (two
+    sides may train different budgets: studies/bmuf-longer.yaml), and where dev chose its LM weight
+    or word bonus at its grid's edge, so that a verdict says what it rests on."""
     if not {"optimizer", "lr", "tuning"} <= set(runs.columns) or runs.empty:
         return ""
     first = runs.iloc[0]
     momentum = f" momentum {first.momentum:g}" if pd.notna(first.get("momentum")) else ""
-    fixed = f", {runs.epochs.max()} epochs" if first.get("schedule") == "exponential" else ""
+    fixed = f", {runs.epochs.max()} epochs" if first.get("schedule") in FIXED_EPOCHS else ""
     return (
         f" ({first.optimizer}{momentum}, lr {first.lr:g} {first.tuning}, global batch "
-        f"{first.global_batch:,.0f}"
-        f"{fixed})"
+        f"{first.global_batch:,.0f}{fixed}{_decoded_at_edge(runs)})"
     )
+
+
+FIXED_EPOCHS = ("cosine", "exponential")  # the schedules of the same epochs for every run
+
+
+def _decoded_at_edge(runs: pd.DataFrame) -> str:
+    """Where dev chose a run's LM weight or word bonus at its grid's edge (`lm_grid`), in words."""
+    edges = runs.get("lm_grid", pd.Series(dtype=str)).fillna("")
+    edges = edges[edges.str.startswith("at the edge")]
+    if edges.empty:
+        return ""
+    where = ", ".join(sorted(set(edges.str.removeprefix("at the edge (").str.rstrip(")"))))
+    return f"; decoded at its LM grid's edge in {len(edges)} of {len(runs)} seeds: {where}"
 
 
 def _scale(runs: pd.DataFrame) -> str:
@@ -182,25 +196,25 @@ def _said(half: Half, measured: str) -> Half:
 def _against(
     ev: Evidence, runs: pd.DataFrame, name: str, reference: pd.DataFrame, reference_name: str, rule
 ) -> Half:
-    """An accuracy half of `runs` against `reference` by `rule`, on converged runs only; against
-    SEQ, with the gap split by the SSGD control (`_control`)."""
+    """An accuracy half of `runs` against `reference` by `rule` (asrscale.analysis.halves.compare:
+    a side that has not converged by its bound); against SEQ, with the gap split by the SSGD
+    control (`_control`)."""
     said = (
         f"{name} {_wers(runs)}{_trained_so(runs)}; {reference_name} "
         f"{_wers(reference)}{_trained_so(reference)}"
         f"{_scale(runs)}"
     )
-    late = untrained((reference_name, reference), (name, runs))
-    if (
-        late and late.reason == "under-trained"
-    ):  # what the runs measured all the same, decided on by nothing
+    late = blocked((reference_name, reference), (name, runs))
+    if late and late.reason != "diverged":  # what the runs measured, decided on by nothing
         found = relative_difference(ev.utterances, runs.run, reference.run)
         said += (
             f"; as measured, not decided on: WER {found.describe()} relative to "
-            f"{reference_name}'s, over "
-            f"{found.rests_on()}"
+            f"{reference_name}'s, over {found.rests_on()}"
         )
-    half = _said(late or compare(ev.utterances, runs, reference, rule, reference_name, name), said)
-    if reference_name != "SEQ" or late or (runs.algorithm == "ssgd").all():
+    if late:
+        return _said(late, said)
+    half = _said(compare(ev.utterances, runs, reference, rule, reference_name, name), said)
+    if reference_name != "SEQ" or (runs.algorithm == "ssgd").all():
         return half
     return dataclasses.replace(
         half, measured=f"{half.measured}; {_control(ev, runs, name, reference)}"
@@ -228,15 +242,20 @@ def _control(ev: Evidence, runs: pd.DataFrame, name: str, seq: pd.DataFrame) -> 
             f"no control ({at}): the gap is not split into the global batch's share and "
             f"{name}'s own"
         )
-    if diverged(control).any() or not control.converged.all():
-        return f"the control ({at}) did not converge: the gap is not split"
+    if diverged(control).any():
+        return f"the control ({at}) diverged: the gap is not split"
     by_batch = relative_difference(ev.utterances, control.run, seq.run)
     own = relative_difference(ev.utterances, runs.run, control.run)
+    late = [
+        f"{side} in {int((~group.converged).sum())} of {len(group)} seeds"
+        for side, group in (("SSGD", control), (name, runs), ("SEQ", seq))
+        if not group.converged.all()
+    ]
+    caveat = f"; as measured: not converged, {', '.join(late)}" if late else ""
     return (
         f"the gap split by the control ({at}): the global batch's share {by_batch.describe()} "
-        "(SSGD against "
-        f"SEQ, over {by_batch.rests_on()}), {name}'s own {own.describe()} (against SSGD, over "
-        f"{own.rests_on()})"
+        f"(SSGD against SEQ, over {by_batch.rests_on()}), {name}'s own {own.describe()} (against "
+        f"SSGD, over {own.rests_on()}){caveat}"
     )
 
 
@@ -423,7 +442,7 @@ def _optimal_period(ev: Evidence) -> Half:
         return missing("needs a sweep of ma frames_per_job over 3 or more values (study.sweeps)")
     values = sorted(swept.value.unique())
     groups = {v: swept[swept.value == v] for v in values}
-    late = untrained(*((f"MA at {v} frames per job", group) for v, group in groups.items()))
+    late = blocked(*((f"MA at {v} frames per job", group) for v, group in groups.items()))
     measured = f"MA P={swept.learners.iloc[0]}, WER by frames per job: "
     if late:
         return _said(late, measured.rstrip(": "))
@@ -432,34 +451,30 @@ def _optimal_period(ev: Evidence) -> Half:
     rule = better(f"lower at {best}")
 
     def against(value) -> Interval:
-        return relative_difference(ev.utterances, groups[best].run, groups[value].run)
+        found = relative_difference(ev.utterances, groups[best].run, groups[value].run)
+        return shifted(found, bound_of(groups[best]), bound_of(groups[value]))
 
     short = too_few_seeds({f"MA at {v}": len(group) for v, group in groups.items()})
     if short:
         return Half(NOT_DECIDED, short, measured, f"needs {ACCURACY_SEEDS} seeds")
+    still = not all(group.converged.all() for group in groups.values())
+    beyond = " beyond the interval" + (" moved by the runs' bounds" if still else "")
+    reason = "under-trained" if still else "the interval spans the threshold"
     if best not in (values[0], values[-1]):
         ends = [rule.outcome(against(end)) for end in (values[0], values[-1])]
         if all(outcome == REPRODUCED for outcome in ends):
             return Half(
                 REPRODUCED, f"the inner value {best} is more accurate than both ends", measured
             )
-        return Half(
-            NOT_DECIDED,
-            f"the inner value {best} is not more accurate than both ends beyond the interval",
-            measured,
-            "the interval spans the threshold",
-        )
+        why = f"the inner value {best} is not more accurate than both ends{beyond}"
+        return Half(NOT_DECIDED, why, measured, reason)
     inner = [rule.outcome(against(v)) for v in values[1:-1]]
     if all(outcome == REPRODUCED for outcome in inner):
         return Half(
             NOT_REPRODUCED, f"the end {best} is more accurate than every inner value", measured
         )
-    return Half(
-        NOT_DECIDED,
-        f"the end {best} is not more accurate than every inner value beyond the interval",
-        measured,
-        "the interval spans the threshold",
-    )
+    why = f"the end {best} is not more accurate than every inner value{beyond}"
+    return Half(NOT_DECIDED, why, measured, reason)
 
 
 def _overlap_saving(ev: Evidence) -> Half:
@@ -548,23 +563,49 @@ def _failed(runs: pd.DataFrame) -> pd.Series:
 
 def _batch_states(
     ev: Evidence, swept: pd.DataFrame, seq: pd.DataFrame
-) -> dict[int, tuple[str, str]]:
+) -> dict[int, tuple[str, str, str]]:
     """Each global batch of a sweep: NOT_REPRODUCED where a run failed to converge (`_failed`,
-    said beside it), else whether its runs match SEQ's accuracy."""
+    said beside it), else whether its runs match SEQ's accuracy (a run still gaining by its bound:
+    asrscale.analysis.halves.compare), with the reason of a batch not decided."""
     states = {}
     for batch, group in swept.groupby("global_batch"):
         if (failed := _failed(group).sum()) > 0:
-            states[batch] = (NOT_REPRODUCED, f" ({failed} of {len(group)} runs did not converge)")
+            note = f" ({failed} of {len(group)} runs did not converge)"
+            states[batch] = (NOT_REPRODUCED, note, "")
         else:
-            states[batch] = (compare(ev.utterances, group, seq, matches()).outcome, "")
+            half = compare(ev.utterances, group, seq, matches())
+            states[batch] = (half.outcome, "", half.reason)
     return states
+
+
+def _undecided_edge(states: dict[int, tuple[str, str, str]], edge: int | None) -> Half | None:
+    """A half not decided where a batch above SSGD's edge (`edge`: the largest batch at which it
+    matches SEQ, None where none does) and below its first loss is itself not decided: the edge
+    could lie there."""
+    losses = [b for b, (state, *_) in states.items() if state == NOT_REPRODUCED]
+    first_loss = min((b for b in losses if edge is None or b > edge), default=float("inf"))
+    open_ = [
+        (b, reason)
+        for b, (state, _, reason) in states.items()
+        if state == NOT_DECIDED and (edge is None or b > edge) and b < first_loss
+    ]
+    if not open_:
+        return None
+    reason = "under-trained" if any(r == "under-trained" for _, r in open_) else open_[0][1]
+    batches = ", ".join(f"{b:,.0f}" for b, _ in open_)
+    why = (
+        f"SSGD's match with SEQ is not decided at a global batch of {batches}: its edge could lie "
+        "there"
+    )
+    return Half(NOT_DECIDED, why, "", reason)
 
 
 def _larger_batch(ev: Evidence) -> Half:
     """zhang19b: ADPSGD matches SEQ's accuracy at 3× the largest global batch at which SSGD does,
     where SSGD does not at a larger batch swept. A swept run that did not converge at its batch
-    (`_failed`) is a loss of SEQ's accuracy there, the claim's very "does not converge"; one stopped
-    by its budget leaves the half undecided."""
+    (`_failed`) is a loss of SEQ's accuracy there, the claim's very "does not converge"; one still
+    gaining is judged by its bound, and a batch it leaves undecided where SSGD's edge could lie
+    leaves the half undecided."""
     ssgd, adpsgd = (
         _swept(ev.points, "ssgd", "train.batch_size"),
         _swept(ev.points, "adpsgd", "train.batch_size"),
@@ -580,7 +621,7 @@ def _larger_batch(ev: Evidence) -> Half:
             "global, "
             f"over many learners), not {fewest}"
         )
-    late = untrained(
+    late = blocked(
         ("SEQ", seq),
         *(
             (f"{name} at global batch {b}", g[~_failed(g)])
@@ -593,10 +634,12 @@ def _larger_batch(ev: Evidence) -> Half:
     states = {"SSGD": _batch_states(ev, ssgd, seq), "ADPSGD": _batch_states(ev, adpsgd, seq)}
     measured = "; ".join(
         f"{name} by global batch, against SEQ's accuracy: "
-        + ", ".join(f"{b}: {state}{note}" for b, (state, note) in found.items())
+        + ", ".join(f"{b}: {state}{note}" for b, (state, note, _) in found.items())
         for name, found in states.items()
     )
-    holds = [b for b, (state, _) in states["SSGD"].items() if state == REPRODUCED]
+    holds = [b for b, (state, *_) in states["SSGD"].items() if state == REPRODUCED]
+    if undecided := _undecided_edge(states["SSGD"], max(holds, default=None)):
+        return dataclasses.replace(undecided, measured=measured)
     if not holds:
         return Half(
             NOT_TESTABLE,
@@ -605,7 +648,7 @@ def _larger_batch(ev: Evidence) -> Half:
             "the sweep has no edge",
         )
     edge = max(holds)
-    if not any(state == NOT_REPRODUCED for b, (state, _) in states["SSGD"].items() if b > edge):
+    if not any(state == NOT_REPRODUCED for b, (state, *_) in states["SSGD"].items() if b > edge):
         return Half(
             NOT_TESTABLE,
             f"SSGD is not shown to lose SEQ's accuracy above {edge}: sweep larger batches",
@@ -620,11 +663,9 @@ def _larger_batch(ev: Evidence) -> Half:
             measured,
             "the sweep has no edge",
         )
-    state, note = states["ADPSGD"][min(beyond)]
+    state, note, reason = states["ADPSGD"][min(beyond)]
     why = f"SSGD matches SEQ up to a global batch of {edge}; ADPSGD at {min(beyond)}: {state}{note}"
-    return Half(
-        state, why, measured, "" if state != NOT_DECIDED else "the interval spans the threshold"
-    )
+    return Half(state, why, measured, reason)
 
 
 def verdicts(

@@ -8,11 +8,13 @@ any other half can, if its runs converge and its interval is narrow enough.
 """
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from asrscale.analysis.claims import verdicts
+from asrscale.analysis.convergence import FINISHED, plateau
 from asrscale.analysis.halves import (
     ACCURACY_SEEDS,
     NOT_DECIDED,
@@ -20,7 +22,10 @@ from asrscale.analysis.halves import (
     NOT_TESTABLE,
     SPEED_SEEDS,
 )
+from asrscale.analysis.measures import curves_of, trained
+from asrscale.analysis.records import reassessed, record_config
 from asrscale.config.study import TUNED, Study
+from asrscale.training.schedule import last_factor
 
 #: the reasons of a half that the study's configuration fixes, whatever its runs measure (a sweep
 #: with no edge, say, is not: it depends on the accuracies measured)
@@ -65,8 +70,8 @@ def planned_runs(study: Study, training_utterances: int) -> pd.DataFrame:
                 "converged_by": "schedule",
                 "diverged": "",
                 "stopped": "",
-                "last_epoch_gain": 0.0,
                 "epochs": train["epochs"],
+                "last_rate": last_factor(train),
                 "updates": steps * train["epochs"],
                 "schedule": train["schedule"],
                 "best_dev_loss": 1.0,
@@ -154,4 +159,88 @@ def decidable(study: Study, training_utterances: int) -> pd.DataFrame:
                     "why_not": why,
                 }
             )
+    return pd.DataFrame(rows)
+
+
+#: a recorded run is like a planned one where it is the same algorithm at a global batch within
+#: this factor of the planned one's
+LIKE_BATCH = 2.0
+#: a curve gaining this many times its measure's plateau an epoch is still steep: a schedule
+#: annealed from there is unlikely to flatten it
+STEEP = 5
+
+
+def under_trained_risks(
+    study: Study, training_utterances: int, recorded: pd.DataFrame | None = None
+) -> list[str]:
+    """Where the study's design is likely to leave its runs under-trained, each in words: a
+    fixed-epoch schedule that stops above `convergence.FINISHED` of its peak rate (its runs cannot
+    converge: docs/studies.md), and a configuration whose recorded likes (`recorded`:
+    `recorded_gains` of records/) were still steep after as many updates a learner as it plans: a
+    warning from their curves, not a verdict."""
+    table = planned_runs(study, training_utterances)
+    said = [
+        f"{run.algorithm} at {run.learners}: its schedule stops at {100 * run.last_rate:.1f}% of "
+        f"its peak rate, above {100 * FINISHED:g}%: its runs cannot converge (train.lr_final, or "
+        "train.lr_decay)"
+        for run in table.drop_duplicates(["algorithm", "learners"]).itertuples()
+        if run.last_rate is not None and run.last_rate > FINISHED + 1e-9
+    ]
+    if recorded is None or recorded.empty:
+        return said
+    configurations = table.drop_duplicates(["algorithm", "learners", "global_batch"])
+    return said + [
+        risk for run in configurations.itertuples() if (risk := _steep_in_records(run, recorded))
+    ]
+
+
+def _steep_in_records(run, recorded: pd.DataFrame) -> str:
+    """Why a planned configuration (`run`) may end under-trained by its recorded likes, or "": the
+    median of their recent gains at their last epoch within its updates a learner is steep."""
+    like = recorded[
+        (recorded.algorithm == run.algorithm)
+        & (recorded.global_batch <= LIKE_BATCH * run.global_batch)
+        & (recorded.global_batch >= run.global_batch / LIKE_BATCH)
+    ]
+    within = like[like.updates <= run.updates]
+    if within.empty:
+        return ""
+    at = within.sort_values("updates").groupby(["study", "run"]).last()
+    gain, steep = at.gain.median(), STEEP * at.plateau.median()
+    if not gain > steep:
+        return ""
+    return (
+        f"{run.algorithm} at {run.learners} (global batch {run.global_batch:,.0f}, "
+        f"{run.updates:,.0f} updates a learner): {len(at)} recorded runs like it "
+        f"({', '.join(sorted(set(at.index.get_level_values('study'))))}) were still gaining "
+        f"{100 * gain:.2f}% an epoch (their median) after as many updates, {STEEP} times the "
+        "plateau or more: it may end under-trained (more epochs, or a larger corpus)"
+    )
+
+
+def recorded_gains(records: list[Path]) -> pd.DataFrame:
+    """Every recorded run's curve, epoch by epoch: its study, algorithm, global batch, the updates
+    a learner up to each epoch, its recent gain there (asrscale.analysis.convergence) and its
+    measure's plateau."""
+    rows = []
+    for record in records:
+        runs = trained(reassessed(record, record_config(record)))
+        epochs = pd.read_csv(record / "epochs.tsv.gz", sep="\t").drop_duplicates(["run", "epoch"])
+        updates = epochs.sort_values("epoch").groupby("run").step.cumsum()
+        epochs = epochs.assign(updates=updates)
+        for run, curve in curves_of(runs, epochs).items():
+            found = runs[runs.run == run].iloc[0]
+            mine = epochs[epochs.run == run].sort_values("epoch")
+            rows += [
+                {
+                    "study": record.name,
+                    "run": run,
+                    "algorithm": found.algorithm,
+                    "global_batch": found.global_batch,
+                    "updates": done,
+                    "gain": curve.recent_gain(index),
+                    "plateau": plateau(curve.measure),
+                }
+                for index, done in enumerate(mine.updates[: len(curve.values)])
+            ]
     return pd.DataFrame(rows)

@@ -67,13 +67,13 @@ class Findings:
     converged: int  # of those
     unconverged: dict[
         str, int
-    ]  # of the others, how many by why not: "budget", "untrained" or "diverged"
+    ]  # of the others, how many by why not: "unfinished", "budget", "untrained" or "diverged"
     undecided: int  # claims not decided here
     decided: list[str]  # the claims decided here (reproduced or not)
     halves_decided: dict[str, tuple[int, int]]  # accuracy and speed: (halves decided here, halves)
     under_trained: list[
         str
-    ]  # the claims whose accuracy half is not decided: a run was stopped by its budget
+    ]  # the claims whose accuracy half is not decided: a run still gaining could flip it
     elsewhere: list[
         tuple[str, str, str, list[str]]
     ]  # study, what it runs, its time, the accuracy halves it decides

@@ -329,6 +329,7 @@ def tuning_table(tunings: list[dict]) -> pd.DataFrame:
         "stopped_early",
         "chosen",
         "at_edge",
+        "rung_score",
     ]
     rows = [
         {key: tuning[key] for key in ("algorithm", "learners", "world")}
@@ -352,8 +353,8 @@ def gather_runs(
 ) -> None:
     """`runs`: {algorithm, variant, run, tuning}: the folder of each run, what it stands for (SEQ's
     run stands for algorithms that are SEQ with one learner) and its tuning's choice file (or None).
-    `sweeps`: the points of each sweep. `rule`: when a run has converged (report.target_dev_loss,
-    plateau and plateau_max_dev_ter); `test_sets`: the test sets every run was scored on; `tunings`:
+    `sweeps`: the points of each sweep. `rule`: when a run has converged (report.target_dev_loss and
+    plateau_max_dev_ter); `test_sets`: the test sets every run was scored on; `tunings`:
     each tuned configuration's grid (`tuning_table`). Modelled speedups carry their runs' bands
     (asrscale.costmodel.fitted.Band)."""
     rows, *tables = zip(

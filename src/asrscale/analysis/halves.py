@@ -17,9 +17,11 @@ else not decided: the interval spans the threshold. Where it does and its half-w
 the margin, the why says what would narrow it: where the speakers' (or voices') part alone is
 wider, the test set is too small, and about how many utterances of how many speakers would narrow
 it (that part shrinks as one over the root of the speakers, at the test set's utterances per
-speaker); else more seeds would. An
-accuracy half rests on converged runs only: a run stopped by its budget (or that diverged) leaves
-it not decided.
+speaker); else more seeds would. A run that diverged, a configuration tuned at its grid's edge
+or newbob's epochs of unequal updates leave a half not decided (`blocked`). A run that has not
+converged carries a bound on what it could still gain (asrscale.analysis.convergence): the
+interval is moved by each side's bound in the direction that could flip the half, and the half is
+decided on that interval where it can be, else not decided: under-trained (`settle`).
 
 Speed: a measurement only. A claimed speedup is decided by runs on real ranks (world: mpi), each
 learner on a GPU of its own, timed by the wall clock, over `SPEED_SEEDS` seeds or more: reproduced
@@ -30,6 +32,7 @@ its band, for information. A claimed speedup for the same epochs beyond what P l
 (above P) is not testable.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from asrscale.analysis.bootstrap import Interval, relative_difference
+from asrscale.analysis.convergence import FINISHED
 from asrscale.analysis.measures import beyond_p, diverged
 
 REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
@@ -107,12 +111,11 @@ def better(what: str = "more accurate than SEQ") -> Rule:
     return Rule("below", 0.0, WER_MARGIN, what)
 
 
-def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
-    """Why an accuracy half cannot rest on these runs (named groups), or None where every one
-    converged at a rate tuned inside its grid, by a stop that treats them alike: each that
-    diverged, each tuned at its grid's edge (a better rate may lie beyond it:
-    asrscale.training.tuning), newbob's epochs of unequal updates (`unequal_epochs`), and each
-    stopped by its budget, with its updates per learner."""
+def blocked(*groups: tuple[str, pd.DataFrame]) -> Half | None:
+    """Why an accuracy half cannot rest on these runs (named groups) whatever they measured, or
+    None: each that diverged, each tuned at its grid's edge (a better rate may lie beyond it:
+    asrscale.training.tuning), newbob's epochs of unequal updates (`unequal_epochs`). A run that
+    has not converged is not among them: its bound decides (`compare`)."""
     gone = [
         f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs"
         for name, r in groups
@@ -136,26 +139,52 @@ def untrained(*groups: tuple[str, pd.DataFrame]) -> Half | None:
         )
     if unequal := unequal_epochs(*groups):
         return Half(NOT_DECIDED, unequal, reason="newbob's epochs unequal")
-    said = []
-    for name, runs in groups:
-        for run in runs[~runs.converged].itertuples():
-            stop = (
-                "its best model does not transcribe"
-                if run.converged_by == "untrained"
-                else run.stopped
-            )
-            said.append(
-                f"{name} seed {run.seed} stopped by its budget after {run.updates:.0f} updates a "
-                "learner "
-                f"({stop}; its last epoch {100 * run.last_epoch_gain:.2f}% below the best before)"
-            )
-    if not said:
-        return None
-    return Half(
-        NOT_DECIDED,
-        "; ".join(said) + ": train longer (more epochs or data)",
-        reason="under-trained",
+    return None
+
+
+def bound_of(runs: pd.DataFrame) -> float:
+    """What a system could still gain, relative to its WER (the mean over its seeds): each seed's
+    bound (`gain_bound`: asrscale.analysis.measures.convergence; 0 for a seed that converged,
+    unbounded where a table has none), weighted by the seed's WER, at most 1."""
+    if "converged" not in runs or runs.converged.all():
+        return 0.0
+    bounds = runs["gain_bound"] if "gain_bound" in runs else pd.Series(np.inf, index=runs.index)
+    bounds = bounds.where(~runs.converged, 0.0).fillna(np.inf).clip(upper=1.0)
+    weights = runs["wer"] if "wer" in runs else pd.Series(1.0, index=runs.index)
+    return float((bounds * weights).sum() / weights.sum())
+
+
+def shifted(interval: Interval, gain: float, reference_gain: float) -> Interval:
+    """The interval of d = WER / WER(reference) − 1 moved to its conservative ends: its low end as
+    if the system gained `gain` more (its WER that much lower), its high end as if the reference
+    gained `reference_gain`."""
+    low = (1 + interval.low) * (1 - gain) - 1
+    high = (1 + interval.high) / (1 - reference_gain) - 1 if reference_gain < 1 else np.inf
+    return dataclasses.replace(interval, low=low, high=high)
+
+
+def decisive_end(rule: Rule, outcome: str) -> str:
+    """Which end of the interval decided `outcome` under `rule`: "low" or "high"."""
+    holds = outcome == REPRODUCED
+    return "high" if (rule.side == "below") == holds else "low"
+
+
+def unconverged(name: str, runs: pd.DataFrame, bound: float) -> str:
+    """A system that has not converged in words: how many seeds, why, and its bound."""
+    late = runs[~runs.converged]
+    why = ", ".join(sorted(set(late.converged_by.map(NOT_CONVERGED).fillna("not converged"))))
+    return (
+        f"{name} has not converged in {len(late)} of {len(runs)} seeds ({why}); what it could "
+        f"still gain is bounded at {100 * bound:.1f}%"
     )
+
+
+#: why a run has not converged, in words (asrscale.analysis.measures.convergence's converged_by)
+NOT_CONVERGED = {
+    "unfinished": f"its schedule stopped above {100 * FINISHED:g}% of its peak rate",
+    "budget": "its budget ran out while it still gained",
+    "untrained": "its best model does not transcribe",
+}
 
 
 def unequal_epochs(*groups: tuple[str, pd.DataFrame]) -> str:
@@ -187,7 +216,8 @@ def compare(
     name: str = "the system",
 ) -> Half:
     """The accuracy half of `runs` (`name`) against `reference` by `rule`, with the LM (deciding)
-    and greedily (beside), by the interval over speakers and seeds (`ACCURACY_SEEDS` of each)."""
+    and greedily (beside), by the interval over speakers and seeds (`ACCURACY_SEEDS` of each);
+    where a side has not converged, by the interval moved by each side's bound (`settle`)."""
     found = {
         measure: relative_difference(utterances, runs.run, reference.run, measure)
         for measure in MEASURES
@@ -195,48 +225,89 @@ def compare(
     lm, greedy = found["wer"], found["greedy_wer"]
     measured = (
         f"WER {lm.describe()} relative to {reference_name}'s with the LM, {greedy.describe()} "
-        "greedily, "
-        f"over {lm.rests_on()}"
+        f"greedily, over {lm.rests_on()}"
     )
     short = too_few_seeds({name: lm.seeds[0], reference_name: lm.seeds[1]})
     if short:
         return Half(NOT_DECIDED, short, measured, f"needs {ACCURACY_SEEDS} seeds")
+    gains = bound_of(runs), bound_of(reference)
+    if any(gains):
+        return settle(
+            rule, lm, greedy, ((name, runs), (reference_name, reference)), gains, measured
+        )
     outcome = rule.outcome(lm)
-    threshold = f"{100 * rule.threshold:+.1f}%"
-    why = {
-        REPRODUCED: f"{rule.says}: the interval lies {rule.side} {threshold}",
-        NOT_REPRODUCED: f"not {rule.says}: the interval lies "
-        f"{'above' if rule.side == 'below' else 'below'} "
-        f"{threshold}",
-        NOT_DECIDED: f"the interval spans {threshold}",
-    }[outcome]
+    why = said_of(rule, outcome)
     if rule.outcome(greedy) != outcome:
         why += f"; greedily {rule.outcome(greedy)} ({greedy.describe()})"
-    reason = ""
-    if outcome == NOT_DECIDED:
-        reason, narrower = "the interval spans the threshold", ""
-        if lm.parts["speakers"] > rule.margin:
-            needed = lm.speakers * (lm.parts["speakers"] / rule.margin) ** 2
-            reason, narrower = (
-                "the test set is too small",
-                (
-                    f"about {needed * lm.utterances / lm.speakers:,.0f} test utterances of about "
-                    f"{needed:,.0f} "
-                    f"{lm.drawn} would narrow it"
-                ),
-            )
-        elif lm.half_width > rule.margin:
-            reason, narrower = (
-                "too few seeds",
-                "the seeds' spread makes most of it: more seeds would narrow it",
-            )
-        if narrower:
-            why += (
-                f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin "
-                f"{100 * rule.margin:g}%: "
-                f"{narrower} to the margin"
-            )
+    if outcome != NOT_DECIDED:
+        return Half(outcome, why, measured)
+    reason, narrower = narrowing(rule, lm)
+    if narrower:
+        why += (
+            f"; its half-width {100 * lm.half_width:.1f}% is wider than the margin "
+            f"{100 * rule.margin:g}%: {narrower} to the margin"
+        )
     return Half(outcome, why, measured, reason)
+
+
+def said_of(rule: Rule, outcome: str, what: str = "the interval") -> str:
+    """Why `rule` gave `outcome`, in words."""
+    threshold = f"{100 * rule.threshold:+.1f}%"
+    opposite = "above" if rule.side == "below" else "below"
+    return {
+        REPRODUCED: f"{rule.says}: {what} lies {rule.side} {threshold}",
+        NOT_REPRODUCED: f"not {rule.says}: {what} lies {opposite} {threshold}",
+        NOT_DECIDED: f"{what} spans {threshold}",
+    }[outcome]
+
+
+def narrowing(rule: Rule, interval: Interval) -> tuple[str, str]:
+    """Why an interval that spans the threshold does, and what would narrow it to the margin
+    ("" where its half-width is within the margin already)."""
+    if interval.parts["speakers"] > rule.margin:
+        needed = interval.speakers * (interval.parts["speakers"] / rule.margin) ** 2
+        utterances = needed * interval.utterances / interval.speakers
+        return "the test set is too small", (
+            f"about {utterances:,.0f} test utterances of about {needed:,.0f} {interval.drawn} "
+            "would narrow it"
+        )
+    if interval.half_width > rule.margin:
+        return "too few seeds", "the seeds' spread makes most of it: more seeds would narrow it"
+    return "the interval spans the threshold", ""
+
+
+def settle(
+    rule: Rule,
+    lm: Interval,
+    greedy: Interval,
+    sides: tuple[tuple[str, pd.DataFrame], tuple[str, pd.DataFrame]],
+    gains: tuple[float, float],
+    measured: str,
+) -> Half:
+    """An accuracy half where a side has not converged: decided on the interval moved by each
+    side's bound in the direction that could flip it (`shifted`), else not decided: under-trained.
+    Where the end that decides does not move (the side it depends on converged), more training of
+    the other side could only strengthen the verdict, and the why says so."""
+    words = [unconverged(name, runs, gain) for (name, runs), gain in zip(sides, gains) if gain]
+    moved = shifted(lm, *gains)
+    outcome = rule.outcome(moved)
+    span = f"{100 * moved.low:+.1f}% to {100 * moved.high:+.1f}%"
+    if outcome == NOT_DECIDED:
+        why = f"{'; '.join(words)}: moved by the bounds, the interval could reach {span}"
+        span_why = f"{why}, which spans {100 * rule.threshold:+.1f}%"
+        return Half(NOT_DECIDED, span_why, measured, "under-trained")
+    end = decisive_end(rule, outcome)
+    moving = gains[0] if end == "low" else gains[1]
+    if moving == 0:
+        still = sides[1 if end == "low" else 0][0]
+        words.append(f"more training of {still} could only strengthen this")
+    why = f"{said_of(rule, outcome, f'the interval moved by the bounds ({span})')}; " + "; ".join(
+        words
+    )
+    greedily = rule.outcome(shifted(greedy, *gains))
+    if greedily != outcome:
+        why += f"; greedily {greedily} ({greedy.describe()}, moved alike)"
+    return Half(outcome, why, measured)
 
 
 def too_few_seeds(seeds: dict[str, int]) -> str:

@@ -5,19 +5,13 @@ simulator against measurement. The claims, the figures and the report all read t
 Every run is scored on its best model: the epoch of lowest dev loss that its schedule kept
 (asrscale.training.loop), which is the model it decodes; `best_dev_loss` is that epoch's.
 
-Convergence. A run has converged when its schedule's own stop ended it (newbob: halving, an epoch
-gained less than newbob.stop, as Kaldi nnet1 stops), or, under a schedule with no stop of its own
-(exponential), when the measure that chooses its model (train.best_by: dev loss or dev TER)
-stopped improving while its rate could still move it: its last epoch's measure less than `plateau`
-(relative, report.plateau) below the best of the epochs before, at a rate at least `RATE_FLOOR` of
-its peak (a rate decayed below it stops any run improving, whatever it has learnt). The measure is
-the model's: under SGD, CTC's dev loss turns up while the transcripts still improve, and a run
-judged by its loss would count as converged with its dev TER falling an epoch (claims-at-4's ASGD,
-1.1-1.4% at its last). Either way its best model must transcribe (dev token error
-rate below report.plateau_max_dev_ter: an untrained CTC model emits blanks only, at a dev loss
-just as flat). A run whose epochs ran out first was stopped by its budget: the accuracy claims it
-feeds are not decided. A run that diverged (asrscale.training.loop) is no result at all: it counts
-in no mean, speedup or claim.
+Convergence, by one rule for every study (asrscale.analysis.convergence, docs/studies.md): newbob's
+own stop, or a fixed-epoch schedule finished and a flat curve of the measure that chose the model
+(train.best_by), its best model transcribing (dev token error rate below
+report.plateau_max_dev_ter: an untrained CTC model emits blanks only). A run that has not
+converged carries a bound on what it could still gain, by which an accuracy half may still be
+decided (asrscale.analysis.halves). A run that diverged (asrscale.training.loop) is no result at
+all: it counts in no mean, speedup or claim.
 
 Speedups, three ways: for the same epochs (time an epoch, SEQ's over the run's: runs of a schedule
 that stops each at its own epoch compare per epoch); to the target (the training time until the dev
@@ -30,13 +24,11 @@ the cost model's validation found of them); a measured one has none."""
 
 import pandas as pd
 
+from asrscale.analysis.convergence import Curve
 from asrscale.costmodel.fitted import GOSSIP
 
 KEYS = ["algorithm", "variant", "learners", "seed"]  # what identifies a run in every table
 TARGET_MARGIN = 0.05  # the target dev loss: this much above SEQ's best
-#: a run whose rate fell below this share of its peak no longer learns enough for a flat dev loss
-#: to say it has converged (a schedule with no stop of its own: exponential)
-RATE_FLOOR = 0.1
 SPEEDUPS = (
     "time_speedup",
     "target_speedup",
@@ -114,47 +106,58 @@ def time_to_target(table: pd.DataFrame, epochs: pd.DataFrame, target: float | No
     return table.assign(device_hours_to_target=table.time_to_target_s * table.learners / 3600)
 
 
-def convergence(
-    table: pd.DataFrame, epochs: pd.DataFrame, plateau: float, plateau_max_dev_ter: float
-) -> pd.DataFrame:
-    """Each run's updates (optimizer steps of each learner), its last epoch's relative gain on the
-    best before by the measure that chose its model (its `best_by`: dev_loss where the table has
-    none) and its rate then (a share of its peak), and whether and how it converged (see the
-    module): `converged_by` is "schedule" or "plateau" where it did; "budget" where its epochs ran
-    out first, "untrained" where its best model does not transcribe. SEQ's run stands for every
-    algorithm that is SEQ alone: its epochs count once."""
-    epochs = (
-        epochs.drop_duplicates(["run", "epoch"])
-        .sort_values(["run", "epoch"])
-        .reset_index(drop=True)
-    )
-    by_run = epochs.groupby("run")
+def curves_of(table: pd.DataFrame, epochs: pd.DataFrame) -> dict[str, Curve]:
+    """Each run's curve (asrscale.analysis.convergence.Curve): the measure that chose its model
+    (its `best_by`: dev_loss where the table has none) at each accepted epoch, with each epoch's
+    rate as a share of its peak. SEQ's run stands for every algorithm that is SEQ alone: its
+    epochs count once."""
+    epochs = epochs.drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
+    if "accepted" in epochs:
+        epochs = epochs[epochs.accepted.fillna(1).astype(bool)]
     measure = table.best_by if "best_by" in table else pd.Series("dev_loss", index=table.index)
+    peaks = dict(zip(table.run, table.peak_lr))
+    found = {}
+    for run, name in dict(zip(table.run, measure)).items():
+        mine = epochs[epochs.run == run]
+        rates = (mine.lr / peaks[run]).to_numpy(float)
+        found[run] = Curve(name, mine[name].to_numpy(float), rates)
+    return found
 
-    def last_gain(values: pd.Series) -> float:
-        best = values.iloc[:-1].min()
-        return (best - values.iloc[-1]) / best if len(values) > 1 else float("inf")
 
-    gains = {name: table.run.map(by_run[name].apply(last_gain)) for name in set(measure)}
+def convergence(
+    table: pd.DataFrame, epochs: pd.DataFrame, plateau_max_dev_ter: float
+) -> pd.DataFrame:
+    """Each run's updates (optimizer steps of each learner), its curve's recent gain (the mean an
+    epoch over its last epochs: asrscale.analysis.convergence) and last rate (a share of its peak),
+    whether and how it converged, and where it did not, the bound on what it could still gain
+    (`gain_bound`, relative; 0 where it converged). `converged_by` is "schedule" (newbob stopped
+    it) or "plateau" (its fixed-epoch schedule finished and its curve is flat) where it converged;
+    "unfinished" where its fixed-epoch schedule stopped above `convergence.FINISHED` of its peak,
+    "budget" where its epochs ran out while it still gained, "untrained" where its best model does
+    not transcribe."""
+    curves = curves_of(table, epochs)
+    by_run = epochs.drop_duplicates(["run", "epoch"]).groupby("run")
     table = table.assign(
         updates=table.run.map(by_run.step.sum()),
-        last_epoch_gain=[gains[name][index] for index, name in measure.items()],
+        recent_gain=table.run.map({run: curve.recent_gain() for run, curve in curves.items()}),
         last_rate=table.run.map(by_run.lr.last()) / table.peak_lr,
     )
-    transcribes = table.best_dev_ter < plateau_max_dev_ter
+    fixed = table.schedule != "newbob"
+    finished = fixed & table.run.map({run: curve.finished for run, curve in curves.items()})
+    flat = finished & table.run.map({run: curve.flat() for run, curve in curves.items()})
     stopped = table.stopped_by == "schedule"
-    flat = (
-        (table.schedule != "newbob")
-        & (table.last_epoch_gain < plateau)
-        & (table.last_rate >= RATE_FLOOR)
-    )
+    transcribes = table.best_dev_ter < plateau_max_dev_ter
+    converged = (stopped | flat) & transcribes
     converged_by = (
         pd.Series("budget", index=table.index)
+        .mask(fixed & ~finished, "unfinished")
         .mask(flat, "plateau")
         .mask(stopped, "schedule")
         .mask((stopped | flat) & ~transcribes, "untrained")
     )
-    return table.assign(converged=(stopped | flat) & transcribes, converged_by=converged_by)
+    bounds = {run: curve.bound(curve.continued_rate()) for run, curve in curves.items()}
+    gain_bound = table.run.map(bounds).where(~converged, 0.0)
+    return table.assign(converged=converged, converged_by=converged_by, gain_bound=gain_bound)
 
 
 RESULTS = [
@@ -286,13 +289,42 @@ def _speedups(table: pd.DataFrame) -> pd.DataFrame:
 
 def assess(table: pd.DataFrame, epochs: pd.DataFrame, rule: dict, band) -> pd.DataFrame:
     """Every judgement of the runs that rests on a rule of the analysis rather than on training:
-    convergence (`rule`: report.plateau and plateau_max_dev_ter), times to the target
+    convergence (`rule`: report.plateau_max_dev_ter), times to the target
     (report.target_dev_loss), diverged runs discounted, speedups with their bands (`band`:
     asrscale.costmodel.fitted.Band). The gathered table and a study's record alike: a report
-    assesses its runs again, so that a record is read by the rules of the day."""
-    table = convergence(table, epochs, rule["plateau"], rule["plateau_max_dev_ter"])
+    assesses its runs again, so that a record is read by the rules of the day. Where `rule` holds
+    the decoder's grid (decode.lm_weights, word_bonuses), each run's choice on it (`lm_grid`)."""
+    table = convergence(table, epochs, rule["plateau_max_dev_ter"])
+    if "lm_weights" in rule and "lm_weight" in table:
+        table = table.assign(lm_grid=lm_grid(table, rule["lm_weights"], rule["word_bonuses"]))
     table = time_to_target(table, epochs, rule["target_dev_loss"])
     return add_speedups(discount_diverged(table), band)
+
+
+def lm_grid(table: pd.DataFrame, lm_weights: list, word_bonuses: list) -> pd.Series:
+    """Each run's LM weight and word bonus on the grid dev chose them from, as tuning's rates are
+    said (asrscale.training.tuning): "inside", or "at the edge (...)" naming each setting chosen at
+    its grid's lowest or highest value (a better one may lie beyond), or "one value" where a grid
+    has no other."""
+
+    def said(weight: float, bonus: float) -> str:
+        edges = [
+            f"its {end} {name}"
+            for name, value, grid in (
+                ("LM weight", weight, lm_weights),
+                ("word bonus", bonus, word_bonuses),
+            )
+            if len(grid) > 1
+            for end, at in (("lowest", min(grid)), ("highest", max(grid)))
+            if value == at
+        ]
+        if edges:
+            return f"at the edge ({', '.join(edges)})"
+        return "inside" if len(lm_weights) > 1 or len(word_bonuses) > 1 else "one value"
+
+    return pd.Series(
+        [said(w, b) for w, b in zip(table.lm_weight, table.word_bonus)], index=table.index
+    )
 
 
 def beyond_p(speedup: float, learners: int) -> bool:

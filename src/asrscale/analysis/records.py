@@ -15,9 +15,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from asrscale.analysis.measures import assess
+from asrscale.analysis.convergence import (
+    NOISE,
+    NOISE_EPOCHS,
+    backtest,
+    noise_of,
+    smallest_factor,
+)
+from asrscale.analysis.measures import assess, curves_of
 from asrscale.analysis.report import make_report
 from asrscale.config.paths import TABLES
 from asrscale.costmodel.fitted import Band
@@ -98,19 +106,80 @@ def rerender(record: Path, out: Path, figures: Path) -> None:
         )
 
 
+def record_config(record: Path) -> dict:
+    """The study's configuration its record was made with."""
+    return json.loads((record / "record.json").read_text())["report"]["config"]
+
+
 def reassessed(record: Path, config: dict) -> pd.DataFrame:
     """A record's runs assessed again (asrscale.analysis.measures.assess: convergence, targets,
     speedups) by the study's report settings and today's rules, from its epochs: a rule of analysis
-    changed since the study ran applies to it. Runs recorded before the table said which measure
-    chose their model (`best_by`) take the study's train.best_by."""
-    text = {
-        "transports": str,
-        "diverged": str,
-    }  # empty in most runs: read as text, not as missing numbers
+    changed since the study ran applies to it."""
+    rule = {key: config["report"][key] for key in ("target_dev_loss", "plateau_max_dev_ter")}
+    rule |= {key: config["decode"][key] for key in ("lm_weights", "word_bonuses")}
+    return assess(_runs(record, config), _epochs(record), rule, Band.fitted())
+
+
+def _runs(record: Path, config: dict) -> pd.DataFrame:
+    """A record's runs table. Runs recorded before the table said which measure chose their model
+    (`best_by`) take the study's train.best_by."""
+    text = {"transports": str, "diverged": str}  # mostly empty: text, not missing numbers
     runs = pd.read_csv(record / "runs.tsv.gz", sep="\t", dtype=text).fillna(dict.fromkeys(text, ""))
     if "best_by" not in runs:
         runs = runs.assign(best_by=config["train"].get("best_by") or "dev_loss")
-    rule = {
-        key: config["report"][key] for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")
+    return runs
+
+
+def _epochs(record: Path) -> pd.DataFrame:
+    return pd.read_csv(record / "epochs.tsv.gz", sep="\t")
+
+
+def recorded_curves(records: list[Path]) -> pd.DataFrame:
+    """Every run's curve (asrscale.analysis.convergence.Curve) in `records`, each once (a run a
+    study took from another, or shares with it, is the same curve), with its study, algorithm,
+    learners and seed."""
+    rows, seen = [], set()
+    for record in records:
+        runs = _runs(record, record_config(record)).drop_duplicates("run").set_index("run")
+        for run, curve in curves_of(runs.reset_index(), _epochs(record)).items():
+            key = (curve.measure, curve.values.round(6).tobytes(), curve.rates.round(6).tobytes())
+            if key in seen:
+                continue
+            seen.add(key)
+            found = runs.loc[run]
+            rows.append(
+                {
+                    "study": record.name,
+                    "algorithm": found.algorithm,
+                    "learners": int(found.learners),
+                    "seed": int(found.seed),
+                    "curve": curve,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def seq_tails(records: list[Path], measure: str) -> list[np.ndarray]:
+    """`measure` at every epoch of SEQ's runs of `NOISE_EPOCHS` epochs or more in `records` (each
+    run once), whose tails are flat: what one epoch's noise is measured on."""
+    found = {}
+    for record in records:
+        epochs = _epochs(record).drop_duplicates(["run", "epoch"]).sort_values(["run", "epoch"])
+        for _, mine in epochs[epochs.algorithm == "seq"].groupby("run"):
+            if len(mine) >= NOISE_EPOCHS:
+                values = mine[measure].to_numpy(float)
+                found[values.round(6).tobytes()] = values
+    return list(found.values())
+
+
+def backtest_records(records: list[Path]) -> dict:
+    """The convergence rule's constants measured again on `records`: each measure's noise on the
+    flat tails of SEQ's long runs, and the bound's back-test at the constant in use and the
+    smallest that passes it (asrscale.analysis.convergence)."""
+    curves = list(recorded_curves(records).curve)
+    return {
+        "curves": len(curves),
+        "noise": {measure: noise_of(seq_tails(records, measure)) for measure in NOISE},
+        "in_use": backtest(curves),
+        "smallest": smallest_factor(curves),
     }
-    return assess(runs, pd.read_csv(record / "epochs.tsv.gz", sep="\t"), rule, Band.fitted())

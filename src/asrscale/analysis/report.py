@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from asrscale.analysis import halves
+from asrscale.analysis.convergence import near_tie
 from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.figures import MEASURES, configuration_names, figures, sweep_name
@@ -23,11 +25,7 @@ from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)
-NOT_CONVERGED = {
-    "budget": "stopped by its budget",
-    "untrained": "does not transcribe",
-    "diverged": "diverged",
-}
+NOT_CONVERGED = {**halves.NOT_CONVERGED, "diverged": "diverged"}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
 STUDIES_SCALE = (
     "the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of "
@@ -136,6 +134,25 @@ def draw(tables: Tables, folder: Path) -> dict[str, Markup]:
     return {name: Markup(image) for name, image in drawn.items()}
 
 
+def _near_tie(grid: pd.DataFrame, chosen: pd.Series) -> str:
+    """Where another point of a grid scored within the dev set's noise of the chosen one
+    (convergence.near_tie) when the choice was made (at the rung where the grid was halved), in
+    words: the choice rests on a near tie. Grids halved before their rung scores were kept say
+    nothing."""
+    rung = "rung_score" in grid and pd.notna(chosen.get("rung_score"))
+    if not rung and grid.stopped_early.any():
+        return ""
+    column = "rung_score" if rung else "score"
+    others = grid[~grid.chosen & grid.diverged.isna() & grid[column].notna()]
+    gap = (others[column] - chosen[column]).abs() / chosen[column]
+    close = others[gap < near_tie(chosen.by)]
+    if close.empty:
+        return ""
+    each = ", ".join(f"lr {lr:g} {score:.4g}" for lr, score in zip(close.lr, close[column]))
+    when = " at the rung" if rung else ""
+    return f"; a near tie{when}, within the dev set's noise: {each} against {chosen[column]:.4g}"
+
+
 def tuned(tuning: pd.DataFrame) -> list[dict]:
     """Each tuned configuration's grid and choice, in words, as the report's tuning table shows
     them."""
@@ -151,6 +168,7 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
             sorted(grid.momentum.dropna().unique()) if "momentum" in grid else []
         )  # none in older records
         said = f", momentum {chosen.momentum:g}" if len(momenta) > 1 else ""
+        edge += _near_tie(grid, chosen)
         rows.append(
             {
                 "configuration": configuration,

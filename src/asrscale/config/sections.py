@@ -112,10 +112,11 @@ class TrainConfig:
     momentum: float
     lr_scaling: str  # how lr follows the learners an update combines: "linear", "sqrt" or "none"
     warmup_epochs: float  # from lr to the scaled rate, linearly
-    # "exponential" (lr_decay an epoch, for `epochs`) or "newbob" (until converged, `epochs` at
-    # most)
+    # "cosine" (to lr_final of the peak at the last of `epochs`), "exponential" (lr_decay an epoch,
+    # for `epochs`) or "newbob" (until converged, `epochs` at most)
     schedule: str
     lr_decay: float  # exponential: multiplied into the rate after every epoch
+    lr_final: float  # cosine: the last epoch's rate, a share of the peak
     newbob: dict  # newbob: start_halving, stop (relative dev-loss gains) and halving (the factor)
     # "dev_loss" or "dev_ter": the dev measure that picks the run's model and a tuning's rate
     best_by: str

@@ -522,9 +522,8 @@ class Study(Grids):
             for tuned in self.tunings()
         ]
         rule = {
-            key: self.config["report"][key]
-            for key in ("target_dev_loss", "plateau", "plateau_max_dev_ter")
-        }
+            key: self.config["report"][key] for key in ("target_dev_loss", "plateau_max_dev_ter")
+        } | {key: self.config["decode"][key] for key in ("lm_weights", "word_bonuses")}
         return {
             "runs": reported,
             "sweeps": self.sweep_points(),

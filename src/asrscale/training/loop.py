@@ -98,7 +98,7 @@ class LearnerLoop:
         self.scale = scale if self.algorithm.combines_learners else 1.0
         self.shard = read_shard(shared.shards, self.layout.rank, self.layout.size)
         train = self.run_config.train
-        self.schedule = Schedule(train.schedule, train.lr_decay, train.newbob)
+        self.schedule = Schedule(train)
         self.evaluated = None  # the consensus model, where it is not the learner's own
         self.began = time.monotonic()  # this attempt's start, for the log's wall times
 

@@ -8,6 +8,9 @@ et al. 2017, for SGD), √P ("sqrt", the default, for Adam), or 1 ("none"). ASGD
 learner's gradient alone: P = 1 for it. The scaled rate, the run's peak, is reached by a linear
 warm-up from train.lr over train.warmup_epochs (Goyal et al.'s gradual warm-up), and multiplied by
 the schedule's factor, which each epoch's end sets (`Schedule`):
+- "cosine": from the peak at the first epoch to train.lr_final of it at the last of train.epochs,
+  along half a cosine (Loshchilov and Hutter's annealing, an epoch at a time): a fixed budget whose
+  last epochs are its annealed ones, as a run must be to converge (asrscale.analysis.convergence);
 - "exponential": train.lr_decay to the power of the epochs done, for train.epochs epochs (su15's
   main schedule, 15 fixed epochs);
 - "newbob" (Kaldi nnet1's steps/nnet/train_scheduler.sh, which su15 ran beside it): the rate is
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from asrscale.errors import ConfigError
 
 LR_SCALINGS = ("none", "sqrt", "linear")
-SCHEDULES = ("exponential", "newbob")
+SCHEDULES = ("cosine", "exponential", "newbob")
 
 
 def lr_scale(rule: str, learners: int) -> float:
@@ -60,18 +63,24 @@ class Schedule:
     """train.schedule with its settings; `after_epoch` decides at each epoch's end from the dev
     loss. Its state is the learner's progress's `schedule` dict (checkpointed with it)."""
 
-    def __init__(self, kind: str, lr_decay: float, newbob: dict):
-        if kind not in SCHEDULES:
-            raise ConfigError(f"train.schedule must be one of {SCHEDULES}, not {kind!r}")
-        self.kind, self.lr_decay, self.newbob = kind, lr_decay, newbob
+    def __init__(self, train):
+        """`train`: the run's train settings (asrscale.config.sections.TrainConfig)."""
+        if train.schedule not in SCHEDULES:
+            raise ConfigError(f"train.schedule must be one of {SCHEDULES}, not {train.schedule!r}")
+        self.kind, self.lr_decay, self.newbob = train.schedule, train.lr_decay, train.newbob
+        self.epochs, self.lr_final = train.epochs, train.lr_final
 
     @staticmethod
     def start() -> dict:
         """The state before the first epoch: the full rate, no halving, no accepted dev loss."""
-        return {"factor": 1.0, "halving": False, "accepted_loss": math.inf}
+        return {"factor": 1.0, "halving": False, "accepted_loss": math.inf, "epochs": 0}
 
     def after_epoch(self, state: dict, dev_loss: float) -> Decision:
         """The decision at an epoch's end, `state` updated in place."""
+        state["epochs"] = state.get("epochs", 0) + 1
+        if self.kind == "cosine":
+            state["factor"] = cosine(state["epochs"] + 1, self.epochs, self.lr_final)
+            return Decision(True, state["factor"], None)
         if self.kind == "exponential":
             state["factor"] *= self.lr_decay
             return Decision(True, state["factor"], None)
@@ -91,3 +100,22 @@ class Schedule:
         if state["halving"] and stop is None:
             state["factor"] *= self.newbob["halving"]
         return Decision(accepted, state["factor"], stop)
+
+
+def cosine(epoch: int, epochs: int, final: float) -> float:
+    """The cosine schedule's factor of the peak rate at `epoch` (from 1) of `epochs`: 1 at the
+    first, `final` at the last."""
+    if epochs < 2:
+        return 1.0
+    done = min(epoch - 1, epochs - 1) / (epochs - 1)
+    return final + (1 - final) * (1 + math.cos(math.pi * done)) / 2
+
+
+def last_factor(train: dict) -> float | None:
+    """The share of the peak rate a fixed-epoch schedule runs its last epoch at, from a run's train
+    settings (None under newbob, which stops by its own rule)."""
+    if train["schedule"] == "cosine":
+        return cosine(train["epochs"], train["epochs"], train["lr_final"])
+    if train["schedule"] == "exponential":
+        return train["lr_decay"] ** (train["epochs"] - 1)
+    return None

@@ -33,9 +33,17 @@ TUNED_SETTINGS = ("batch_size", "momentum", "lr")  # the train settings a grid v
 
 
 def point(run: Path) -> dict:
-    """A grid run's settings and outcome, from its record (run.json)."""
+    """A grid run's settings and outcome, from its record (run.json), with its score at the rung
+    where its grid was halved (rung.json): what the halving compared it by."""
     record = json.loads((run / "run.json").read_text())
-    return {"run": str(run), **_outcome(record), "stopped_early": record["stopped_by"] == "halving"}
+    rung = run / "rung.json"
+    at_rung = _outcome(json.loads(rung.read_text()))["score"] if rung.is_file() else None
+    return {
+        "run": str(run),
+        **_outcome(record),
+        "stopped_early": record["stopped_by"] == "halving",
+        "rung_score": at_rung,
+    }
 
 
 def _outcome(record: dict) -> dict:
