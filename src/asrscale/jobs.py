@@ -32,20 +32,22 @@ GPU_RULES = ("train", "train_rung", "calibrate", "log_probs")
 
 def partition_warning(set_resources: dict, default_partition: str | None) -> str | None:
     """Which GPU jobs would miss the GPU partition: a SLURM profile's `set-resources` (rule ->
-    resources) give some GPU rules a partition and leave others on another one, or on the default
-    one (`default_partition`, the CPU stages'); None where all agree."""
-    partitions = {
-        rule: (set_resources.get(rule) or {}).get("slurm_partition") or default_partition or ""
+    resources) name a partition for some GPU rules (the most named is the GPU partition) and leave
+    others on another, or on the default one (`default_partition`, the CPU stages'); None where
+    all agree, or where none is named."""
+    named = {
+        rule: partition
         for rule in GPU_RULES
+        if (partition := (set_resources.get(rule) or {}).get("slurm_partition"))
     }
-    named = [partition for partition in partitions.values() if partition]
-    gpu = max(set(named), key=named.count) if named else ""
-    left = [rule for rule, partition in partitions.items() if partition != gpu]
+    if not named:
+        return None
+    gpu = max(set(named.values()), key=list(named.values()).count)
+    left = [rule for rule in GPU_RULES if named.get(rule, default_partition) != gpu]
     if not left:
         return None
-    elsewhere = sorted(
-        {repr(partitions[rule]) if partitions[rule] else "the default" for rule in left}
-    )
+    elsewhere = sorted({repr(named.get(rule) or default_partition or "") for rule in left})
+    elsewhere = [name if name != "''" else "the default" for name in elsewhere]
     return (
         f"GPU jobs of {', '.join(left)} go to {' and '.join(elsewhere)} partition, the other GPU "
         f"jobs to {gpu!r}: set slurm_partition for every GPU rule under set-resources "

@@ -153,13 +153,20 @@ def train_cores(wildcards):
 
 # A profile that gives some GPU rules a partition and leaves others on the default one sends
 # those to nodes without GPUs: said once, by the process that submits the jobs.
+def plain(resources) -> dict:
+    """A profile's resources as names and values (Snakemake keeps them as Resource objects)."""
+    return {
+        name: getattr(value, "raw", value) for name, value in dict(resources or {}).items()
+    }
+
+
 if jobs.on_gpus(STUDY.config) and not workflow.remote_exec:
     PARTITION_WARNING = jobs.partition_warning(
         {
-            name: dict(resources)
+            name: plain(resources)
             for name, resources in workflow.resource_settings.overwrite_resources.items()
         },
-        dict(workflow.resource_settings.default_resources or {}).get("slurm_partition"),
+        plain(workflow.resource_settings.default_resources).get("slurm_partition"),
     )
     if PARTITION_WARNING:
         logger.warning(f"Warning: your SLURM profile: {PARTITION_WARNING}")
