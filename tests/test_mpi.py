@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import MPI_WORLD, ROOT, TIMES, diverged_run, mpiexec, train_command
+from conftest import MPI_WORLD, ROOT, TIMES, diverged_run, mpiexec, site_mpi, train_command
 
 
 def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identical(corpus):
@@ -22,6 +22,27 @@ def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identi
         2, sys.executable, ROOT / "tests" / "mpi_programs" / "ssgd_properties.py", corpus
     )
     assert result.stdout.count("ssgd properties hold") == 2
+
+
+def test_the_mpi_found_on_path_runs_the_ranks_as_a_site_mpi_would(corpus, tmp_path):
+    """Without the mpich extra (on a cluster), mpi4py loads the site's MPI and the ranks start
+    under its mpiexec: here the one PATH finds outside the venv (CI: Debian's Open MPI), made the
+    library mpi4py loads although the extra is installed. SSGD's properties hold on its 2 ranks,
+    and a run trained on them records that MPI."""
+    site = site_mpi()
+    if site is None:
+        if os.environ.get("ASRSCALE_REQUIRE_SITE_MPI"):
+            raise AssertionError("ASRSCALE_REQUIRE_SITE_MPI is set, but PATH has no other MPI")
+        pytest.skip("no MPI on PATH beside the mpich extra's (apt install openmpi-bin)")
+    launcher, env = site
+    program = ROOT / "tests" / "mpi_programs" / "ssgd_properties.py"
+    result = mpiexec(2, sys.executable, program, corpus, launcher=launcher, env=env)
+    assert result.stdout.count("ssgd properties hold") == 2, result.stdout + result.stderr
+    mpiexec(
+        2, *train_command(corpus, tmp_path, corpus / "shards" / "P2"), launcher=launcher, env=env
+    )
+    recorded = json.loads((tmp_path / "run.json").read_text())["environment"]["mpi"]
+    assert recorded.startswith("Open MPI" if "MPI4PY_LIBMPI" in env else "MPICH"), recorded
 
 
 def test_ssgd_run_on_four_ranks(corpus, tmp_path):

@@ -3,7 +3,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 from dataclasses import replace
 
@@ -21,24 +20,17 @@ envvars:
     "PATH",
 
 
-# Rules call `python -m asrscale` and `mpiexec`: Python first from the environment that runs
+# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
 # Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it). mpiexec is
-# the site's where PATH has one outside that environment (its `module load`), the mpich extra's
-# only where none other is found: mpi4py loads the site's MPI where the extra is not installed
-# (docs/slurm.md). A prefix of one's own replaces Snakemake's bash strict mode, so it is restated:
-# with it a job fails when any command of a pipeline does (training's output goes through tee).
+# in front of it), the package from this repository (a conda env does not install it). The venv
+# holds an mpiexec only with the mpich extra, whose library mpi4py's wheel then loads first: its
+# mpiexec must start the ranks. Without the extra (a cluster's install), mpiexec and the library
+# mpi4py loads are both the site's, as `module load` set PATH and LD_LIBRARY_PATH (docs/slurm.md).
+# A prefix of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job
+# fails when any command of a pipeline does (training's output goes through tee).
 shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
-ENVIRONMENT_BIN = Path(sys.executable).parent
-SITE_MPIEXEC = shutil.which(
-    "mpiexec",
-    path=os.pathsep.join(
-        folder
-        for folder in os.environ["PATH"].split(os.pathsep)
-        if folder and Path(folder).absolute() != ENVIRONMENT_BIN.absolute()
-    ),
-)
-os.environ["PATH"] = f"{ENVIRONMENT_BIN}{os.pathsep}{os.environ['PATH']}"
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
 
 # The rules read the configuration only through the study it resolves to (src/asrscale/config/):
 # every key checked and every default filled in, once, before any job starts; a wrong key named

@@ -34,9 +34,9 @@ def mpi_program(wildcards):
 
 def default_launcher(wildcards):
     """What starts a run's ranks where no profile says (its `launcher` resource): srun in a SLURM
-    allocation, mpiexec here (the site's: common.smk). The shipped SLURM profile says it (set-resources: train: launcher:
+    allocation, mpiexec here (the MPI's that mpi4py loads: common.smk). The shipped SLURM profile says it (set-resources: train: launcher:
     srun --mpi=pmi2), so that a dry run through it shows the srun a cluster will run."""
-    return "srun --mpi=pmi2" if on_slurm() else SITE_MPIEXEC or "mpiexec"
+    return "srun --mpi=pmi2" if on_slurm() else "mpiexec"
 
 
 def launch_line(wildcards, threads, resources):
