@@ -613,10 +613,11 @@ LOCAL = {
     "default-resources": {"mem_mb": 2000, "runtime": 30},
     "set-resources": {
         "train": {"mem_mb_per_cpu": 1000, "runtime": 30},
+        "train_rung": {"mem_mb_per_cpu": 1000, "runtime": 30},
         "decode": {"mem_mb": 2000},
         "features": {"mem_mb": 2000},
     },
-    "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
+    "set-threads": {"train": 1, "train_rung": 1, "calibrate": 1, "log_probs": 1, "decode": 1},
 }
 
 

@@ -529,18 +529,24 @@ def test_snakemake_report_has_the_figures(study):
     page = archive.read(
         next(name for name in archive.namelist() if name.endswith("report.html"))
     ).decode()
-    # each figure with its own caption
+    # each figure with its own caption; the study's own report and RESULTS.md beside them
     assert (
         "A sweep (study.sweeps): one setting varied" in page
         and "ASGD: the distribution of the staleness" in page
     )
+    names = archive.namelist()
+    assert any(name.endswith("tiny.html") for name in names), names
+    assert any(name.endswith("RESULTS.md") for name in names), names
 
 
 @pytest.mark.parametrize(
     "change, message",
     [
         (("model", "units", "big"), r"config: model.units: 'big' is not of type 'integer'"),
-        (("train", "optimiser", "adam"), r"'optimiser' was unexpected"),
+        (
+            ("train", "optimiser", "adam"),
+            r"train.optimiser: not a setting \(did you mean optimizer\?\)",
+        ),
         (
             ("study", "runs", [{"algorithm": "seq", "learners": [2]}]),
             r"study.runs\[0\]: seq is one learner",
@@ -888,3 +894,35 @@ def test_a_halved_study_plans_every_grid_run_to_its_rung_then_each_grid_halved(t
         rf"asrscale halve --settings \S+/settings/halving.json --rungs {rungs}--out {decision}",
         result.stdout,
     )
+
+
+def test_a_study_writes_its_results_md_per_test_set(study):
+    """RESULTS.md, as icefall's recipes keep one: per test set, each algorithm's WER with the LM and
+    greedily, each with its interval, and its speedup with what it rests on; every run's scores
+    with Kaldi's %WER line and its three kinds of error, and a table of its speakers."""
+    written = (study / STUDY / "RESULTS.md").read_text()
+    assert written.startswith("# asrscale: the tiny study") and "\n## test\n" in written
+    assert "| SEQ | 1 | 2 | " in written and "Speedups modelled on this-machine" in written
+    for scores in (study / STUDY / "runs").glob("*/*/*/P*/seed*/test/scores.json"):
+        found = json.loads(scores.read_text())
+        errors = [found["lm"][kind] for kind in ("substitutions", "deletions", "insertions")]
+        assert found["lm"]["wer_line"] == (
+            f"%WER {100 * found['lm']['wer']:.2f} [ {sum(errors)} / {found['lm']['words']}, "
+            f"{errors[2]} ins, {errors[1]} del, {errors[0]} sub ]"
+        )
+        speakers = pd.read_csv(scores.with_name("speakers.tsv"), sep="\t")
+        assert speakers.words.sum() == found["lm"]["words"]
+
+
+def test_an_interim_report_covers_the_runs_finished_so_far(study, tmp_path, monkeypatch):
+    """A study of days: `asrscale interim` renders the runs finished so far, marked as interim."""
+    from asrscale.analysis.interim import interim_report
+
+    shutil.copytree(study / "results", tmp_path / "results")
+    monkeypatch.chdir(tmp_path)
+    runs = sorted({p.parents[1] for p in STUDY.glob("runs/*/*/*/P*/seed*/test/scores.json")})
+    (runs[0] / "test" / "scores.json").unlink()  # its decode not yet done
+    said = interim_report(STUDY, tmp_path / "interim.html")
+    assert said == f"{len(runs) - 1} of {len(runs)} runs finished"
+    page = (tmp_path / "interim.html").read_text()
+    assert f"<h1>INTERIM, {said}: asrscale: the tiny study" in page

@@ -542,6 +542,15 @@ def results(args):
     )
 
 
+def interim(args):
+    from asrscale.analysis.interim import interim_report
+
+    said = interim_report(
+        args.study, args.out or Path("reports") / f"{args.study.name}.interim.html"
+    )
+    print(f"an interim report: {said}")
+
+
 def record(args):
     from asrscale.analysis.records import write_record
 
@@ -875,6 +884,18 @@ COMMANDS = [
         [
             *paths("record", "out"),
             ("--figures", {"type": Path, "required": True, "help": "where its figures go"}),
+        ],
+    ),
+    (
+        interim,
+        "a study's report over the runs finished so far, marked as interim (the workflow may "
+        "still be running)",
+        [
+            ("--study", {**PATH, "help": "the study's folder: results/<corpus>/studies/<study>"}),
+            (
+                "--out",
+                {"type": Path, "default": None, "help": "default: reports/<study>.interim.html"},
+            ),
         ],
     ),
     (

@@ -13,14 +13,14 @@ taken from the working directory, as lhotse writes it, else from the manifest's 
 
 import math
 from pathlib import Path
-
-from lhotse import CutSet, Recording, SupervisionSegment
-from lhotse.cut import Cut
-from lhotse.serialization import deserialize_item
+from typing import TYPE_CHECKING
 
 from asrscale.data.badinput import Skipped
 from asrscale.data.corpus.entry import Entry, not_a_listing
 from asrscale.data.corpus.manifest import json_lines
+
+if TYPE_CHECKING:  # lhotse loads torch: only an import loads it, never a check of the paths
+    from lhotse.cut import Cut
 
 
 def _recordings_manifest(supervisions: Path) -> Path:
@@ -52,6 +52,8 @@ def lhotse_problem(path: Path) -> str | None:
 def _items(path: Path, skipped: Skipped, kind):
     """(lhotse's object, "file:line") of every line of a manifest that lhotse reads as `kind`; a
     line it does not is named with its reason."""
+    from lhotse.serialization import deserialize_item
+
     for row, where in json_lines(path, skipped):
         try:
             item = deserialize_item(row)
@@ -94,7 +96,7 @@ def _missing_audio(cut: dict) -> str | None:
     return None
 
 
-def _supervision_problem(supervision, cut: Cut) -> str | None:
+def _supervision_problem(supervision, cut: "Cut") -> str | None:
     """What is wrong with a supervision of a cut, which lhotse would cut as it is."""
     start, duration = supervision.start, supervision.duration
     if not (math.isfinite(start) and math.isfinite(duration) and start >= 0 and duration > 0):
@@ -110,8 +112,10 @@ def _supervision_problem(supervision, cut: Cut) -> str | None:
     return None
 
 
-def _entries(cut: Cut, where: str, manifest: Path, skipped: Skipped) -> list[Entry]:
+def _entries(cut: "Cut", where: str, manifest: Path, skipped: Skipped) -> list[Entry]:
     """The utterances of one cut: each supervision's cut, trimmed to it."""
+    from lhotse import CutSet
+
     entries, kept = [], []
     for supervision in cut.supervisions:
         if problem := _supervision_problem(supervision, cut):
@@ -143,6 +147,8 @@ def _entries(cut: Cut, where: str, manifest: Path, skipped: Skipped) -> list[Ent
 
 def _recordings(path: Path, skipped: Skipped) -> tuple[dict, dict]:
     """Recording id -> (recording, "file:line"), and the ids listed more than once -> where."""
+    from lhotse import Recording
+
     found, duplicated = {}, {}
     for recording, where in _items(path, skipped, Recording):
         if recording.id in duplicated:
@@ -154,8 +160,10 @@ def _recordings(path: Path, skipped: Skipped) -> tuple[dict, dict]:
     return found, duplicated
 
 
-def _supervised(path: Path, skipped: Skipped) -> list[tuple[Cut, str]]:
+def _supervised(path: Path, skipped: Skipped) -> list[tuple["Cut", str]]:
     """A supervisions manifest's supervisions, each as a cut of its recording."""
+    from lhotse import SupervisionSegment
+
     recordings_path = _recordings_manifest(path)
     recordings, duplicated = _recordings(recordings_path, skipped)
     cuts = []
@@ -180,6 +188,8 @@ def _supervised(path: Path, skipped: Skipped) -> list[tuple[Cut, str]]:
 
 def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
     """The utterances of a lhotse manifest (`lhotse_problem` says it is one)."""
+    from lhotse.cut import Cut
+
     cuts = list(_items(path, skipped, Cut)) if "cuts" in path.name else _supervised(path, skipped)
     entries = []
     for cut, where in cuts:
