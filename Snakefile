@@ -30,4 +30,3 @@ rule all:
     input:
         f"reports/{STUDY.name}.html",
         STUDY.at(paths.RESULTS),
-

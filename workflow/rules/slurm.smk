@@ -156,7 +156,8 @@ def train_cores(wildcards):
 def plain(resources) -> dict:
     """A profile's resources as names and values (Snakemake keeps them as Resource objects)."""
     return {
-        name: getattr(value, "raw", value) for name, value in dict(resources or {}).items()
+        name: getattr(value, "raw", value)
+        for name, value in dict(resources or {}).items()
     }
 
 
@@ -181,7 +182,8 @@ def sbatch_options(threads, resources) -> str:
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     job = SimpleNamespace(resources=resources, threads=threads)
-    partition, account = resources.get("slurm_partition"), resources.get("slurm_account")
+    partition = resources.get("slurm_partition")
+    account = resources.get("slurm_account")
     settings = {
         "run_uuid": "",
         "slurm_logfile": "",
@@ -207,7 +209,9 @@ class SbatchShown(logging.Filter):
         if event == LogEvent.JOB_INFO:
             resources = record.resources
             slurm = any(name.startswith("slurm_") for name in resources.keys())
-            self.job = (record.threads, resources) if workflow.dryrun and slurm else None
+            self.job = (
+                (record.threads, resources) if workflow.dryrun and slurm else None
+            )
         elif event == LogEvent.SHELLCMD and self.job and record.shellcmd:
             record.msg = f"Shell command: : sbatch {sbatch_options(*self.job)}; {record.shellcmd}"
             self.job = None
