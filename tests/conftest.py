@@ -205,6 +205,11 @@ def launcher_environment(launcher: str) -> dict:
     }
 
 
+def default_launcher() -> str:
+    """The mpiexec the MPI tests start ranks with: the mpich extra's, else the one on PATH."""
+    return shutil.which("mpiexec", path=str(BIN)) or shutil.which("mpiexec") or "mpiexec"
+
+
 def site_mpi() -> tuple[str, dict] | None:
     """The MPI that PATH finds outside this environment (a site's, as `module load` sets it): its
     mpiexec, and the environment in which mpi4py loads its library even where the mpich extra is
@@ -230,7 +235,7 @@ def mpiexec(
     """Run `command` on `ranks` real MPI ranks, one thread each, with `env` added to the
     environment: by `launcher`, or the mpich extra's mpiexec, else the one on PATH."""
     paths = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
-    launcher = launcher or shutil.which("mpiexec", path=str(BIN)) or shutil.which("mpiexec")
+    launcher = launcher or default_launcher()
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",

@@ -14,7 +14,17 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import MPI_WORLD, ROOT, TIMES, diverged_run, mpiexec, site_mpi, train_command
+from conftest import (
+    MPI_WORLD,
+    ROOT,
+    TIMES,
+    default_launcher,
+    diverged_run,
+    launcher_environment,
+    mpiexec,
+    site_mpi,
+    train_command,
+)
 
 
 def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identical(corpus):
@@ -156,8 +166,13 @@ def test_an_ssgd_job_killed_mid_run_resumes_to_the_model_of_an_uninterrupted_run
     mpiexec(2, *train_command(corpus, tmp_path / "whole", corpus / "shards" / "P2", **often))
     killed = tmp_path / "killed"
     command = train_command(corpus, killed, corpus / "shards" / "P2", **often)
-    launcher = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    launcher = default_launcher()
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT / "src"),
+        **launcher_environment(launcher),
+    }
     job = subprocess.Popen(
         [launcher, "-n", "2", *map(str, command)],
         env=env,
