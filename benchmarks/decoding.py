@@ -20,7 +20,8 @@ def run(bench: Bench) -> None:
 
     from asrscale.config.sections import DecodeSettings, from_settings
     from asrscale.decoding.beam import LexiconBeamSearch, Weights
-    from asrscale.decoding.decode import choose_weights, model_outputs, wer
+    from asrscale.decoding.decode import choose_weights, wer
+    from asrscale.decoding.log_probs import model_outputs
     from asrscale.training.learner import Learner, make_optimizer
     from asrscale.worlds.ops import run_alone
 

@@ -11,8 +11,8 @@ from asrscale.analysis.bootstrap import CONFIDENCE, error_rate
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.findings import drawn_together, grid
 from asrscale.analysis.measures import diverged
+from asrscale.analysis.report import ORDER
 from asrscale.analysis.tables import Tables
-from asrscale.config.algorithms import ALGORITHMS
 
 HEADER = (
     "| algorithm | P | seeds | WER with the LM | greedy WER | speedup over SEQ (band) | converged |"
@@ -67,7 +67,8 @@ def _test_set(name: str, runs: pd.DataFrame, utterances: pd.DataFrame) -> list[s
     for kind, rows in found.groupby("speedups", sort=True):
         lines += [f"{_rests_on(runs[runs.speedup_kind == kind], kind)}", "", HEADER]
         lines.append("|---|---|---|---|---|---|---|")
-        order = rows.algorithm.map(lambda a: list(ALGORITHMS).index(a) if a in ALGORITHMS else 99)
+        names = rows.algorithm.map(lambda a: NAMES.get(a, a.upper()))
+        order = names.map(lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
         rows = rows.assign(order=order).sort_values(["order", "learners"], kind="stable")
         for row in rows.itertuples(index=False):
             row = pd.Series(row._asdict())

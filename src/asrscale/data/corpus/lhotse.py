@@ -9,18 +9,15 @@ precomputed features where they are the study's (asrscale.data.features).
 
 Each line is read on its own, so that a bad one (not lhotse's, a recording not in its manifest, a
 missing audio file) is named with its manifest and line and left out. A file's relative path is
-taken from the working directory, as lhotse writes it, else from the manifest's folder."""
+taken from the working directory, as lhotse writes it, else from the manifest's folder. lhotse
+(which loads torch) is imported where a manifest is read, never where a path is checked."""
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from asrscale.data.badinput import Skipped
 from asrscale.data.corpus.entry import Entry, not_a_listing
 from asrscale.data.corpus.manifest import json_lines
-
-if TYPE_CHECKING:  # lhotse loads torch: only an import loads it, never a check of the paths
-    from lhotse.cut import Cut
 
 
 def _recordings_manifest(supervisions: Path) -> Path:
@@ -96,7 +93,7 @@ def _missing_audio(cut: dict) -> str | None:
     return None
 
 
-def _supervision_problem(supervision, cut: "Cut") -> str | None:
+def _supervision_problem(supervision, cut) -> str | None:
     """What is wrong with a supervision of a cut, which lhotse would cut as it is."""
     start, duration = supervision.start, supervision.duration
     if not (math.isfinite(start) and math.isfinite(duration) and start >= 0 and duration > 0):
@@ -112,7 +109,7 @@ def _supervision_problem(supervision, cut: "Cut") -> str | None:
     return None
 
 
-def _entries(cut: "Cut", where: str, manifest: Path, skipped: Skipped) -> list[Entry]:
+def _entries(cut, where: str, manifest: Path, skipped: Skipped) -> list[Entry]:
     """The utterances of one cut: each supervision's cut, trimmed to it."""
     from lhotse import CutSet
 
@@ -160,7 +157,7 @@ def _recordings(path: Path, skipped: Skipped) -> tuple[dict, dict]:
     return found, duplicated
 
 
-def _supervised(path: Path, skipped: Skipped) -> list[tuple["Cut", str]]:
+def _supervised(path: Path, skipped: Skipped) -> list[tuple]:
     """A supervisions manifest's supervisions, each as a cut of its recording."""
     from lhotse import SupervisionSegment
 
