@@ -71,7 +71,7 @@ def main(argv=None):
     parser.add_argument(
         "--study-benchmarks",
         type=Path,
-        default=ROOT / "benchmarks" / "espeak",
+        default=ROOT / "logs" / "benchmarks" / "espeak",
         help="end to end: the Snakemake benchmark files of a finished default study",
     )
     args = parser.parse_args(argv)

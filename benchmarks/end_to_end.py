@@ -1,5 +1,5 @@
 """Target 7: the default study's wall time and peak memory, stage by stage, from the benchmark
-files Snakemake wrote while it ran (README command 1 writes them to benchmarks/<corpus>/)."""
+files Snakemake wrote while it ran (README command 1 writes them to logs/benchmarks/<corpus>/)."""
 
 import csv
 from collections import defaultdict

@@ -100,7 +100,7 @@ def test_one_epochs_noise_is_the_spread_of_successive_differences_on_the_second_
 def test_the_rules_constants_are_the_committed_records_own_and_the_backtest_passes():
     """The noise in use is what SEQ's long runs in records/ measure, to the hundredth of a percent,
     and the bound's constant is the smallest whose back-test passes (docs/studies.md)."""
-    found = backtest_records(sorted((ROOT / "records").iterdir()))
+    found = backtest_records(sorted(path.parent for path in ROOT.glob("records/*/record.json")))
     for measure, noise in found["noise"].items():
         assert round(noise, 4) == NOISE[measure]
     assert found["smallest"].factor == BOUND_FACTOR

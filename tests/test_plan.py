@@ -303,6 +303,7 @@ def test_a_plan_warns_of_a_schedule_that_stops_early_and_of_runs_whose_likes_wer
     recorded = pd.DataFrame(
         {
             "study": "claims-at-4",
+            "corpus": "espeak8k",
             "run": ["a"] * 3 + ["b"] * 3,
             "algorithm": "kavg",
             "global_batch": 128,
@@ -322,3 +323,20 @@ def test_a_plan_warns_of_a_schedule_that_stops_early_and_of_runs_whose_likes_wer
         "times the plateau or more: it may end under-trained (more epochs, or a larger corpus)"
     ]
     assert under_trained_risks(short, 8000, recorded.assign(algorithm="ma")) == []
+    assert under_trained_risks(short, 8000, recorded.assign(corpus="librispeech-100")) == []
+
+
+def test_the_librispeech_claims_study_can_decide_the_halves_a_16_gpu_cluster_can():
+    """3 seeds, a finished fixed-epoch schedule, every side tuned, on real ranks on GPUs: the
+    accuracy and speed halves at 4 and 16 learners (KAVG and the ASGD pair at 4, BMUF at 16)."""
+    found = decides("studies/librispeech.yaml", "studies/librispeech-claims.yaml")
+    can = found[found.can_decide]
+    assert sorted(zip(can.claim.str.split(":").str[0], can.half)) == [
+        ("chen16", "accuracy"),
+        ("chen16", "speed"),
+        ("cong17", "accuracy"),
+        ("cong17", "accuracy"),
+        ("cong17", "speed"),
+        ("zhang13", "accuracy"),
+        ("zhang13", "speed"),
+    ]

@@ -4,10 +4,14 @@ so that a change of a rule that moves a recorded verdict fails here until the do
 
 import html
 import re
+import shutil
 
 import pytest
+import yaml
 
 from asrscale.analysis.records import rerender
+from asrscale.analysis.summary import render, standing
+from asrscale.errors import UserError
 from conftest import ROOT
 
 UNDER_TRAINED = "not decided: under-trained"
@@ -65,6 +69,37 @@ def verdicts_of(page: str) -> dict[str, str]:
 @pytest.mark.parametrize("record", sorted(VERDICTS))
 def test_a_recorded_study_rerenders_with_the_verdicts_its_record_states(record, tmp_path):
     rerender(ROOT / "records" / record, tmp_path / "page.html", tmp_path / "figures")
-    found = verdicts_of((tmp_path / "page.html").read_text())
+    page = (tmp_path / "page.html").read_text()
+    assert page.index('<h2 id="answer">') < page.index("<h2>At a glance</h2>")  # it opens with it
+    found = verdicts_of(page)
     for claim, verdict in VERDICTS[record].items():
         assert found[claim].startswith(verdict), (claim, found[claim])
+
+
+def test_results_md_is_what_the_records_decide_today(tmp_path):
+    """RESULTS.md is made from records/ (`asrscale results`): a rule that moves a recorded verdict,
+    or a record added, fails here until the page is made again."""
+    assert (ROOT / "RESULTS.md").read_text() == render(ROOT / "records")
+
+
+def test_a_claim_two_records_decide_stands_on_the_one_the_index_names(tmp_path):
+    """asgd-at-4 stands for the ASGD pair over claims-at-4; an index that names neither, or that
+    misses a record, stops with its file named."""
+    found = standing(ROOT / "records").set_index("claim")
+    assert found.record[ASGD_LOSS] == "asgd-at-4" and found.record[KAVG_AT_4] == "claims-at-4"
+    assert found.accuracy["H-ADPSGD on 64 GPUs: 40× without WER loss"] == (
+        "owed: `studies/scaled-64.yaml`"
+    )
+    records = tmp_path / "records"
+    shutil.copytree(ROOT / "records", records)
+    index = yaml.safe_load((records / "index.yaml").read_text())
+    del index["stands_for"][ASGD_LOSS]
+    (records / "index.yaml").write_text(yaml.safe_dump(index))
+    with pytest.raises(UserError, match=r"index.yaml: 'ASGD gives 3.2× .* is decided by"):
+        standing(records)
+    del index["records"]["bmuf-64"]
+    (records / "index.yaml").write_text(yaml.safe_dump(index))
+    with pytest.raises(
+        UserError, match=r"index.yaml: its records and the folders .* \['bmuf-64'\]"
+    ):
+        standing(records)

@@ -356,13 +356,15 @@ def test_every_configuration_is_tuned_over_its_grid_and_its_chosen_run_is_its_fi
 
 
 def test_a_studys_record_makes_its_report_again_without_training(study, tmp_path):
-    """`snakemake record` keeps every file of the report in records/<study> (the tables gzipped);
-    `asrscale rerender` makes the same page from it alone, verdicts, figures and all."""
+    """`snakemake record` keeps every file of the report in the study's record folder (the tables
+    gzipped), outside the source tree; `asrscale rerender` makes the same page from it alone,
+    verdicts, figures and all."""
     import subprocess
     import sys
 
     snakemake(study, "record")
-    record = study / "records" / "tiny"
+    record = study / STUDY / "record"
+    assert not (study / "records").exists()
     assert {path.name for path in record.glob("*.tsv.gz")} == {
         f"{name}.tsv.gz" for name in TABLES
     } | {"published-speedups.tsv.gz"}

@@ -507,6 +507,13 @@ def backtest(args):
         raise UserError(f"the bound's constant in use ({BOUND_FACTOR:g}) is not the back-test's")
 
 
+def results(args):
+    from asrscale.analysis.summary import render
+    from asrscale.io import atomic_write_text
+
+    atomic_write_text(args.out, render(args.records))
+
+
 def screenshot(args):
     from asrscale.analysis.screenshot import capture
 
@@ -530,7 +537,7 @@ def report(args):
     )
 
 
-def results(args):
+def study_results(args):
     from asrscale.analysis.results import results_markdown
     from asrscale.analysis.tables import load
     from asrscale.config.sections import ReportStage
@@ -879,6 +886,14 @@ COMMANDS = [
         [("records", {"type": Path, "nargs": "+", "help": "records/<study> folders"})],
     ),
     (
+        results,
+        "RESULTS.md: what the recorded studies decide today (records/index.yaml)",
+        [
+            ("--records", {"type": Path, "default": Path("records"), "help": "default: records"}),
+            ("--out", {"type": Path, "default": Path("RESULTS.md"), "help": "default: RESULTS.md"}),
+        ],
+    ),
+    (
         rerender,
         "a recorded study's report and verdicts, made again from its record without training",
         [
@@ -899,7 +914,7 @@ COMMANDS = [
         ],
     ),
     (
-        results,
+        study_results,
         "a study's RESULTS.md: per test set, each algorithm's WER with the LM and greedily, with "
         "their intervals, and its speedup with what it rests on",
         [

@@ -23,7 +23,7 @@ else:
         log:
             "logs/{corpus}/synthesise/part{part}.log",
         benchmark:
-            "benchmarks/{corpus}/synthesise/part{part}.tsv"
+            "logs/benchmarks/{corpus}/synthesise/part{part}.tsv"
         conda:
             "../../envs/corpus.yaml"
         params:

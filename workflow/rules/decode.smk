@@ -49,7 +49,7 @@ rule log_probs:
     log:
         f"logs/{paths.run_job('log-probs')}.log",
     benchmark:
-        f"benchmarks/{paths.run_job('log-probs')}.tsv"
+        f"logs/benchmarks/{paths.run_job('log-probs')}.tsv"
     conda:
         "../../envs/train.yaml"
     resources:
@@ -74,7 +74,7 @@ rule decode:
     log:
         f"logs/{paths.run_job('decode')}.log",
     benchmark:
-        f"benchmarks/{paths.run_job('decode')}.tsv"
+        f"logs/benchmarks/{paths.run_job('decode')}.tsv"
     conda:
         "../../envs/train.yaml"
     threads: lambda wildcards: job_cores()

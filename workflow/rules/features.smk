@@ -8,7 +8,7 @@ rule features:
     log:
         "logs/{corpus}/features/{subset}-part{part}.log",
     benchmark:
-        "benchmarks/{corpus}/features/{subset}-part{part}.tsv"
+        "logs/benchmarks/{corpus}/features/{subset}-part{part}.tsv"
     conda:
         "../../envs/features.yaml"
     params:

@@ -80,11 +80,12 @@ rule results:
     conda:
         "../../envs/report.yaml"
     shell:
-        "python -m asrscale results --settings {input.settings} --tables {input.tables} --out {output} > {log} 2>&1"
+        "python -m asrscale study-results --settings {input.settings} --tables {input.tables} --out {output} > {log} 2>&1"
 
 
-# A study's record, to keep in the repository (not made by `all`: `snakemake ... record`);
-# `asrscale rerender --record records/<study>` makes its report again from it.
+# A study's record (not made by `all`: `snakemake ... record`), written beside the study's results;
+# copy it to records/<study> to keep it in the repository (records/index.yaml lists the kept ones).
+# `asrscale rerender --record <folder>` makes its report again from it.
 rule record:
     input:
         settings=fill(
@@ -98,7 +99,7 @@ rule record:
         published=paths.PUBLISHED_SPEEDUPS,
         skipped=skipped_reports(),
     output:
-        directory(f"records/{STUDY.name}"),
+        directory(f"results/{STUDY.corpus}/studies/{STUDY.name}/record"),
     log:
         f"logs/{STUDY.corpus}/record/{STUDY.name}.log",
     conda:

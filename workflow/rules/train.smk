@@ -31,7 +31,7 @@ rule calibrate:
     log:
         "logs/{corpus}/{study}/calibrate.log",
     benchmark:
-        "benchmarks/{corpus}/{study}/calibrate.tsv"
+        "logs/benchmarks/{corpus}/{study}/calibrate.tsv"
     conda:
         "../../envs/train.yaml"
     # timings need the machine to themselves
@@ -121,7 +121,7 @@ rule train:
     log:
         f"logs/{TRAIN_JOB}.log",
     benchmark:
-        f"benchmarks/{TRAIN_JOB}.tsv"
+        f"logs/benchmarks/{TRAIN_JOB}.tsv"
     conda:
         "../../envs/train.yaml"
     threads: train_cores
@@ -150,7 +150,7 @@ rule train_rung:
     log:
         f"logs/{TRAIN_JOB}.rung.log",
     benchmark:
-        f"benchmarks/{TRAIN_JOB}.rung.tsv"
+        f"logs/benchmarks/{TRAIN_JOB}.rung.tsv"
     conda:
         "../../envs/train.yaml"
     threads: train_cores

@@ -24,6 +24,7 @@ from asrscale.analysis.halves import (
 )
 from asrscale.analysis.measures import curves_of, trained
 from asrscale.analysis.records import reassessed, record_config
+from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.study import TUNED, Study
 from asrscale.training.schedule import last_factor
 
@@ -74,9 +75,11 @@ def planned_runs(study: Study, training_utterances: int) -> pd.DataFrame:
                 "last_rate": last_factor(train),
                 "updates": steps * train["epochs"],
                 "schedule": train["schedule"],
+                "corpus": study.config["corpus"]["name"],
                 "best_dev_loss": 1.0,
                 "target_dev_loss": 1.0,
-                "global_batch": run.learners * train["batch_size"],
+                "global_batch": train["batch_size"]
+                * (run.learners if algorithm_spec(run.algorithm).combines_learners else 1),
                 "tuning": "tuned" if trained.variant == TUNED else None,
                 "run": study.folder(run),
                 "parameters": 0,
@@ -195,10 +198,12 @@ def under_trained_risks(
 
 
 def _steep_in_records(run, recorded: pd.DataFrame) -> str:
-    """Why a planned configuration (`run`) may end under-trained by its recorded likes, or "": the
-    median of their recent gains at their last epoch within its updates a learner is steep."""
+    """Why a planned configuration (`run`) may end under-trained by its recorded likes (on its own
+    corpus), or "": the median of their recent gains at their last epoch within its updates a
+    learner is steep."""
     like = recorded[
-        (recorded.algorithm == run.algorithm)
+        (recorded.corpus == run.corpus)
+        & (recorded.algorithm == run.algorithm)
         & (recorded.global_batch <= LIKE_BATCH * run.global_batch)
         & (recorded.global_batch >= run.global_batch / LIKE_BATCH)
     ]
@@ -224,7 +229,8 @@ def recorded_gains(records: list[Path]) -> pd.DataFrame:
     measure's plateau."""
     rows = []
     for record in records:
-        runs = trained(reassessed(record, record_config(record)))
+        config = record_config(record)
+        runs = trained(reassessed(record, config))
         epochs = pd.read_csv(record / "epochs.tsv.gz", sep="\t").drop_duplicates(["run", "epoch"])
         updates = epochs.sort_values("epoch").groupby("run").step.cumsum()
         epochs = epochs.assign(updates=updates)
@@ -234,6 +240,7 @@ def recorded_gains(records: list[Path]) -> pd.DataFrame:
             rows += [
                 {
                     "study": record.name,
+                    "corpus": config["corpus"]["name"],
                     "run": run,
                     "algorithm": found.algorithm,
                     "global_batch": found.global_batch,

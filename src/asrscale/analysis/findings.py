@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from asrscale.analysis.answer import answer
 from asrscale.analysis.bootstrap import error_rate
 from asrscale.analysis.claims import NOT_REPRODUCED, REPRODUCED, STUDIES, verdicts
 from asrscale.analysis.halves import compare, matches
@@ -63,6 +64,9 @@ class Findings:
     grid: pd.DataFrame  # every algorithm at every learner count (`grid`)
     at_learners: list[AtLearners]
     claims: pd.DataFrame
+    answer: (
+        pd.DataFrame
+    )  # at each learner count, the algorithm recommended (asrscale.analysis.answer)
     trained: int  # the runs trained (not reported under another name), sweeps' included
     converged: int  # of those
     unconverged: dict[
@@ -102,6 +106,7 @@ def analyse(
     configured = runs[runs.variant == "default"]
     utterances = drawn_together(tables.utterances, config)
     claims = verdicts(runs, tables.points, utterances)
+    answered = answer(runs, utterances, config.get("report", {}).get("target_wer"))
     decided = claims.verdict.isin(DECIDED)
     best = best_run(runs)
     return Findings(
@@ -113,6 +118,7 @@ def analyse(
         grid=grid(configured, utterances),
         at_learners=at_learners(configured, utterances),
         claims=claims,
+        answer=answered,
         trained=len(trained(runs)),
         converged=int(trained(runs).converged.sum()),
         unconverged=_unconverged(runs),

@@ -13,6 +13,7 @@ import json
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,10 @@ from asrscale.analysis.convergence import (
     noise_of,
     smallest_factor,
 )
+from asrscale.analysis.findings import analyse
 from asrscale.analysis.measures import assess, curves_of
 from asrscale.analysis.report import make_report
+from asrscale.analysis.tables import load
 from asrscale.config.paths import TABLES
 from asrscale.costmodel.fitted import Band
 from asrscale.errors import UserError
@@ -80,20 +83,8 @@ def _gzipped(source: Path, target: Path) -> None:
 def rerender(record: Path, out: Path, figures: Path) -> None:
     """`asrscale rerender`: a recorded study's report and verdicts, made again from its record, its
     runs assessed again by today's rules of analysis (`reassessed`)."""
-    if not (record / "record.json").is_file():
-        raise UserError(
-            f"rerender: {record} is not a study's record (no record.json; `snakemake ... record` "
-            "makes one)"
-        )
-    settings = json.loads((record / "record.json").read_text())["report"]
-    skipped = sorted(
-        (path.parent for path in (record / "skipped").glob("*/skipped.tsv")),
-        key=lambda f: int(f.name),
-    )
-    with tempfile.TemporaryDirectory() as folder:
-        runs = Path(folder) / "runs.tsv"
-        reassessed(record, settings["config"]).to_csv(runs, sep="\t", index=False)
-        tables = [runs if name == "runs" else record / f"{name}.tsv.gz" for name in TABLES]
+    settings = _settings(record)
+    with _reassessed_tables(record) as tables:
         make_report(
             tables,
             record / "lm.json",
@@ -101,9 +92,51 @@ def rerender(record: Path, out: Path, figures: Path) -> None:
             figures,
             settings["title"],
             out,
-            skipped,
+            _skipped(record),
             settings["config"],
         )
+
+
+def record_claims(record: Path) -> pd.DataFrame:
+    """A recorded study's claims decided again by today's rules, as its report shows them
+    (asrscale.analysis.claims.verdicts), without drawing the report."""
+    settings = _settings(record)
+    with _reassessed_tables(record) as tables:
+        loaded = load(tables)
+    lm = json.loads((record / "lm.json").read_text())
+    published = pd.read_csv(record / PUBLISHED, sep="\t")
+    skipped = [folder / "skipped.tsv" for folder in _skipped(record)]
+    return analyse(loaded, lm, published, skipped, settings["config"]).claims
+
+
+def _settings(record: Path) -> dict:
+    """The report settings a record keeps (its title and the study's configuration)."""
+    if not (record / "record.json").is_file():
+        raise UserError(
+            f"{record} is not a study's record (no record.json; `snakemake ... record` makes one)"
+        )
+    return json.loads((record / "record.json").read_text())["report"]
+
+
+def _skipped(record: Path) -> list[Path]:
+    return sorted(
+        (path.parent for path in (record / "skipped").glob("*/skipped.tsv")),
+        key=lambda f: int(f.name),
+    )
+
+
+@contextmanager
+def _reassessed_tables(record: Path):
+    """The record's table files, its runs assessed again (`reassessed`), while in the context."""
+    with tempfile.TemporaryDirectory() as folder:
+        runs = Path(folder) / "runs.tsv"
+        reassessed(record, _settings(record)["config"]).to_csv(runs, sep="\t", index=False)
+        yield [runs if name == "runs" else record / f"{name}.tsv.gz" for name in TABLES]
+
+
+def record_made(record: Path) -> dict:
+    """What made a record: its commit, date and source."""
+    return json.loads((record / "record.json").read_text())["made"]
 
 
 def record_config(record: Path) -> dict:

@@ -13,6 +13,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from asrscale.analysis import halves
+from asrscale.analysis.answer import NONE
 from asrscale.analysis.bootstrap import CONFIDENCE
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.convergence import near_tie
@@ -223,7 +224,30 @@ def render(found: Findings, images: dict[str, Markup], title: str, tuning: list[
         decode=found.config.get("decode", {}),
         tuning=tuning,
         measures_of=measures_of,
+        answered=answered(found),
+        none_reaches=NONE,
     )
+
+
+def answered(found: Findings) -> str:
+    """What a study that recommends no algorithm at any learner count shows, in words, and which
+    studies answer ("" where it recommends one)."""
+    table = found.answer
+    if table.empty or (table.algorithm != NONE).any():
+        return ""
+    runs = trained(found.runs[found.runs.variant == "default"])
+    seeds, epochs = runs.seed.nunique(), runs.epochs.max()
+    said = (
+        f"This study recommends no algorithm at any learner count: its runs ({seeds} seed"
+        f"{'s' if seeds > 1 else ''}, {epochs} epochs at most) do not decide that any reaches "
+        "the target (why, for each, in the table)."
+    )
+    if seeds < halves.ACCURACY_SEEDS:
+        said += (
+            f" With fewer than {halves.ACCURACY_SEEDS} seeds of each system it is a demonstration "
+            "of the workflow, not an answer."
+        )
+    return said
 
 
 def measures_of(runs: pd.DataFrame) -> list[str]:

@@ -39,6 +39,10 @@ class AlgorithmSpec:
     #: with all its learners in one node, exactly this algorithm's computation, so a study trains
     #: that one and reports its run for this algorithm too (tests/test_sim.py checks it)
     in_one_node_is: str | None = None
+    #: whether an update combines every learner's minibatch (directly, or by averaging models that
+    #: each took a step): the learning rate then follows P (asrscale.training.schedule), and the
+    #: global batch is P times a learner's
+    combines_learners: bool = True
 
     @property
     def options(self) -> dict:
@@ -121,6 +125,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                 ),
             },
             servers=1,
+            combines_learners=False,  # the server applies each learner's gradient alone
         ),
         AlgorithmSpec(
             "kavg",

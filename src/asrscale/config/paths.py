@@ -60,7 +60,7 @@ PUBLISHED_SPEEDUPS = (
 )
 
 # a run's job of one stage (settings, train, decode), as its log (logs/<job>.log) and benchmark
-# (benchmarks/<job>.tsv) name it
+# (logs/benchmarks/<job>.tsv) name it
 RUN_JOB = "{corpus}/{study}/{stage}/{cluster}/{algorithm}/{variant}-P{learners}-seed{seed}"
 
 

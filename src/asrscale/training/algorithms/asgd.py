@@ -33,7 +33,6 @@ def header(like: torch.Tensor, *values: float) -> torch.Tensor:
 
 class AsynchronousSGD(Algorithm):
     name = "asgd"
-    combines_learners = False  # the server applies each learner's gradient alone
 
     def __init__(self, layout, staleness_lr: bool, max_staleness: int | None):
         super().__init__(layout)

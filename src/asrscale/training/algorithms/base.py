@@ -15,20 +15,23 @@ model, over the same learners, in the same transfer.
 
 import torch
 
+from asrscale.config.algorithms import algorithm_spec
 from asrscale.worlds import ops
 
 
 class Algorithm:
     name: str = ""
-    #: whether an update combines every learner's minibatch (directly, or by averaging models that
-    #: each took a step): the learning rate then follows P (asrscale.training.schedule)
-    combines_learners: bool = True
     #: the learners' rate as a multiple of the rule's (1 but for an algorithm that amplifies the
     #: learners' steps itself, as BMUF's block momentum does)
     rate_factor: float = 1.0
     #: whether every learner holds the same model and optimizer state after every step, so that
     #: a checkpoint needs learner 0's alone
     replicated: bool = False
+
+    @property
+    def combines_learners(self) -> bool:
+        """Whether an update combines every learner's minibatch (the table of algorithms says)."""
+        return algorithm_spec(self.name).combines_learners
 
     def __init__(self, layout: ops.Layout):
         self.layout = layout
