@@ -544,7 +544,10 @@ def test_snakemake_report_has_the_figures(study):
 @pytest.mark.parametrize(
     "change, message",
     [
-        (("model", "units", "big"), r"config: model.units: 'big' is not of type 'integer'"),
+        (  # named with the file and line that set it
+            ("model", "units", "big"),
+            r"config: \S+bad.yaml, line \d+, column \d+: model.units: 'big' is not of type 'integer'",
+        ),
         (
             ("train", "optimiser", "adam"),
             r"train.optimiser: not a setting \(did you mean optimizer\?\)",
