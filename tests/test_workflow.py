@@ -546,7 +546,8 @@ def test_snakemake_report_has_the_figures(study):
     [
         (  # named with the file and line that set it
             ("model", "units", "big"),
-            r"config: \S+bad.yaml, line \d+, column \d+: model.units: 'big' is not of type 'integer'",
+            r"config: \S+bad.yaml, line \d+, column \d+: "
+            r"model.units: 'big' is not of type 'integer'",
         ),
         (
             ("train", "optimiser", "adam"),

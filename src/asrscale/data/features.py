@@ -258,19 +258,12 @@ def extract_part(
             for utt in utts:
                 done += 1
                 ticker(done)
-                audio = _source(data, utt, config)
-                where = data.feats[utt] if audio is None else audio[0]
-                cached = cache.path(audio, config) if cache else None
-                feats = cache.load(cached) if cache else None
-                reused += feats is not None
+                feats, from_cache = _cached_features(
+                    data, utt, config, cache, resampled, skipped, said
+                )
+                reused += from_cache
                 if feats is None:
-                    try:
-                        feats = _features(data, utt, config, resampled, said)
-                    except BadInput as error:
-                        skipped.add(utt, where, str(error), "" if audio is None else where)
-                        continue
-                    if cache:
-                        cache.save(cached, feats)
+                    continue
                 writer(utt, feats)
                 frames[utt] = len(feats)
                 total += feats.sum(0)
@@ -288,6 +281,41 @@ def extract_part(
     for how, count in said.items():
         print(f"lhotse cuts: {count} utterances' features {how}")
     skipped.finish(sum(len(utts) for _, utts in speakers))
+    _write_part_stats(out_prefix, stats, frames)
+    Path(f"{scp}.tmp").rename(scp)
+
+
+def _cached_features(
+    data: DataDir,
+    utt: str,
+    config: FeatureConfig,
+    cache: FeatureCache | None,
+    resampled: set,
+    skipped: Skipped,
+    said: dict,
+) -> tuple[np.ndarray | None, bool]:
+    """The utterance's features and whether the cache had them (else they are computed, and
+    cached); None where its input cannot be used (then it is in `skipped`); `said` counts how a
+    lhotse cut's were made."""
+    audio = _source(data, utt, config)
+    where = data.feats[utt] if audio is None else audio[0]
+    cached = cache.path(audio, config) if cache else None
+    feats = cache.load(cached) if cache else None
+    if feats is not None:
+        return feats, True
+    try:
+        feats = _features(data, utt, config, resampled, said)
+    except BadInput as error:
+        skipped.add(utt, where, str(error), "" if audio is None else where)
+        return None, False
+    if cache:
+        cache.save(cached, feats)
+    return feats, False
+
+
+def _write_part_stats(out_prefix: Path, stats: dict, frames: dict[str, int]) -> None:
+    """A part's CMVN statistics by speaker (`<prefix>.cmvn.npz`) and frames by utterance
+    (`<prefix>.frames`)."""
     np.savez(
         f"{out_prefix}.cmvn.npz",
         **{s: np.concatenate([t, q, [c]]) for s, (t, q, c) in stats.items()},
@@ -295,7 +323,6 @@ def extract_part(
     atomic_write_text(
         Path(f"{out_prefix}.frames"), "".join(f"{u} {n}\n" for u, n in sorted(frames.items()))
     )
-    Path(f"{scp}.tmp").rename(scp)
 
 
 def combine_parts(prefixes: list[Path], out_dir: Path) -> None:
