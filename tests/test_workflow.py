@@ -159,6 +159,10 @@ def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_ver
 ):
     page = page_of(study)
     top = page.split("<h2>Summary</h2>")[0]
+    # it opens with the answer: here none, its runs deciding nothing (a demonstration)
+    answer = top.split("<h2>At a glance</h2>")[0]
+    assert '<table id="answers">' in answer and "none reaches the target</b> at P=" in answer
+    assert "This study recommends no algorithm at any learner count" in answer
     assert re.search(
         r"Scale: these runs train a model of 0.0\d M parameters on 0.\d hours of read speech", top
     )
@@ -168,13 +172,12 @@ def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_ver
     assert [name for name, _ in rows] == ["SEQ", "SSGD", "ASGD", "ADPSGD"]
     cells = dict(rows)
     assert re.search(
-        r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · stopped "
-        r"by its "
-        r"budget",
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · its "
+        r"budget ran out",
         cells["ASGD"],
     )
     assert re.search(
-        r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · stopped by its budget", cells["SEQ"]
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · its budget ran out", cells["SEQ"]
     )
     verdicts = re.search(r'<table id="verdicts">.*?</table>', top).group(0)
     assert (
@@ -908,6 +911,7 @@ def test_a_study_writes_its_results_md_per_test_set(study):
     with Kaldi's %WER line and its three kinds of error, and a table of its speakers."""
     written = (study / STUDY / "RESULTS.md").read_text()
     assert written.startswith("# asrscale: the tiny study") and "\n## test\n" in written
+    assert written.index("The answer: at each learner count") < written.index("\n## test\n")
     assert "| SEQ | 1 | 2 | " in written and "Speedups modelled on this-machine" in written
     for scores in (study / STUDY / "runs").glob("*/*/*/P*/seed*/test/scores.json"):
         found = json.loads(scores.read_text())

@@ -7,6 +7,7 @@ tables a report is made of, so that a record renders it again."""
 
 import pandas as pd
 
+from asrscale.analysis.answer import answer, answer_markdown
 from asrscale.analysis.bootstrap import CONFIDENCE, error_rate
 from asrscale.analysis.claims import NAMES
 from asrscale.analysis.findings import drawn_together, grid
@@ -95,6 +96,7 @@ def results_markdown(tables: Tables, config: dict, title: str) -> str:
         "best on dev. Every run's scores, with Kaldi's `%WER` line, are in "
         "`runs/.../<test set>/scores.json`, each speaker's in `speakers.tsv`.",
         "",
+        *answer_markdown(answer(runs, utterances, config.get("report", {}).get("target_wer"))),
     ]
     for name in sorted(utterances.test_set.unique()):
         lines += _test_set(name, runs, utterances[utterances.test_set == name])
