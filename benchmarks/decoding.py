@@ -16,34 +16,18 @@ from benchmarks.common import Bench, PreparedCorpus, median
 
 
 def run(bench: Bench) -> None:
-    import torch
-
     from asrscale.config.sections import DecodeSettings, from_settings
     from asrscale.decoding.beam import LexiconBeamSearch, Weights
-    from asrscale.decoding.decode import choose_weights, model_outputs, wer
-    from asrscale.training.learner import Learner, make_optimizer
-    from asrscale.worlds.ops import run_alone
+    from asrscale.decoding.decode import choose_weights, wer
+    from asrscale.decoding.log_probs import model_outputs
 
     study = PreparedCorpus.of(bench.work)
-    torch.manual_seed(1)
-    model, train, train_set = study.build_model(), study.seq.train, study.subset("train")
-    learner = Learner(
-        model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step"
-    )
     steps = 2 if bench.quick else 400
-    groups = train_set.batches(sorted(train_set.frames), train.batch_size, seed=1)
-    for group in itertools.islice(itertools.cycle(groups), steps):
-        run_alone(learner.backward(train_set.collate(group)))
-        run_alone(learner.update(train.lr))
-    model.eval()
+    model = _trained_model(study, steps)
     dev, test = study.subset("dev"), study.subset("test")
     settings = from_settings(DecodeSettings, study.resolved.stage_settings("decode"))
 
-    greedy_s, outputs = [], None
-    for _ in range(bench.repetitions):
-        start = time.perf_counter()
-        outputs = model_outputs(model, test)
-        greedy_s.append(time.perf_counter() - start)
+    greedy_s, outputs = _timed(bench.repetitions, lambda: model_outputs(model, test))
     search = LexiconBeamSearch(
         study.path(paths.LANGUAGE_MODEL), study.tokens, settings.beam, settings.beam_threshold
     )
@@ -51,11 +35,11 @@ def run(bench: Bench) -> None:
     tried = choose_weights(search, model_outputs(model, dev), settings)
     choose_s = time.perf_counter() - start
     decoder = search.decoder(Weights(tried[0]["lm_weight"], tried[0]["word_bonus"]))
-    beam_s, hypotheses = [], []
-    for _ in range(bench.repetitions):
-        start = time.perf_counter()
-        hypotheses = [search.decode(decoder, scores) for scores in outputs.log_probs]
-        beam_s.append(time.perf_counter() - start)
+    beam_s, hypotheses = _timed(
+        bench.repetitions,
+        lambda: [search.decode(decoder, scores) for scores in outputs.log_probs],
+        [],
+    )
     greedy, beam = median(greedy_s), median(beam_s)
     details = dict(
         utterances=len(outputs.utts),
@@ -86,3 +70,35 @@ def run(bench: Bench) -> None:
             100 * wer(outputs.references, guesses),
             "%",
         )
+
+
+def _trained_model(study: PreparedCorpus, steps: int):
+    """SEQ's model trained for `steps` steps on the training set's batches, in turn, ready to
+    decode."""
+    import torch
+
+    from asrscale.training.learner import Learner, make_optimizer
+    from asrscale.worlds.ops import run_alone
+
+    torch.manual_seed(1)
+    model, train, train_set = study.build_model(), study.seq.train, study.subset("train")
+    learner = Learner(
+        model, make_optimizer(train.optimizer, train.momentum, model), train.clip_grad_norm, "step"
+    )
+    groups = train_set.batches(sorted(train_set.frames), train.batch_size, seed=1)
+    for group in itertools.islice(itertools.cycle(groups), steps):
+        run_alone(learner.backward(train_set.collate(group)))
+        run_alone(learner.update(train.lr))
+    model.eval()
+    return model
+
+
+def _timed(repetitions: int, function, result=None) -> tuple[list[float], object]:
+    """The seconds of each of `repetitions` calls of `function`, and what the last one returned
+    (`result` where none was made)."""
+    seconds = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        result = function()
+        seconds.append(time.perf_counter() - start)
+    return seconds, result

@@ -167,14 +167,11 @@ def time_rounds(
     their updates as the simulated world applies them (fused learners' as one); "alone": the
     learners in turn, each its own update; "big": `one` model on `everything`. On a GPU, the fused
     ways' peak memory."""
-    import torch
-
     from asrscale.training.cells import TorchCell
     from asrscale.training.fused import fused_gradients, fused_updates, fusers
     from asrscale.training.learner import GradientJob
     from asrscale.training.recurrence import GraphedLoops
     from asrscale.worlds import ops
-    from asrscale.worlds.devices import synchronize
 
     jobs = [GradientJob(each, batch) for each, batch in zip(learners, batches)]
     ways = {
@@ -203,22 +200,32 @@ def time_rounds(
 
     seconds = {}
     for name in ways:
-        for _ in range(
-            2 if name.startswith("graphed") else 1
-        ):  # warm-up; with CUDA graphs the second captures
-            round_of(name)
+        seconds |= _time_way(name, round_of, rounds, place)
+    return seconds
+
+
+def _time_way(name: str, round_of, rounds: int, place) -> dict:
+    """One way's seconds of `rounds` rounds (`round_of(name)`), after its warm-up; on a GPU, a fused
+    way's peak memory."""
+    import torch
+
+    from asrscale.worlds.devices import synchronize
+
+    on_gpu = place.type == "cuda"
+    for _ in range(2 if name.startswith("graphed") else 1):
+        round_of(name)  # warm-up; with CUDA graphs the second captures
+    synchronize(place)
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    timed = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        round_of(name)
         synchronize(place)
-        if on_gpu:
-            torch.cuda.reset_peak_memory_stats()
-        timed = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            round_of(name)
-            synchronize(place)
-            timed.append(time.perf_counter() - start)
-        seconds[f"{name}_s"] = timed
-        if name in ("fused", "graphed", "graphed_torch_cells") and on_gpu:
-            seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
+        timed.append(time.perf_counter() - start)
+    seconds = {f"{name}_s": timed}
+    if name in ("fused", "graphed", "graphed_torch_cells") and on_gpu:
+        seconds[f"{name}_peak_gb"] = torch.cuda.max_memory_allocated() / 1e9
     return seconds
 
 

@@ -79,9 +79,19 @@ class Case:
         return self.rng.choice(options)
 
     def audio(self, kind: str, folder: Path) -> str:
+        """An audio file of `kind` in `folder`, good or faulty: its path, or a command that reads
+        it."""
         self.counter += 1
-        path = folder / f"a{self.counter}.wav"
-        signal = self.pick(self.signals)
+        path = self.written(kind, folder / f"a{self.counter}.wav", self.pick(self.signals))
+        if kind == "truncated":
+            path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+        if kind == "missing":
+            path.unlink()
+        return {"pipe": f"cat {path} |", "failing_pipe": f"cat {path}.gone |"}.get(kind, str(path))
+
+    def written(self, kind: str, path: Path, signal: np.ndarray) -> Path:
+        """The file of an audio kind as it is written, before a truncated one is cut or a missing
+        one removed: `signal` at its rate and channels, or bytes that are not audio."""
         if kind in ("good", "pipe", "truncated", "failing_pipe", "missing"):
             soundfile.write(path, signal, 16000)
         elif kind == "flac":
@@ -99,11 +109,7 @@ class Case:
             soundfile.write(path, signal[:0], 16000)
         elif kind == "corrupt":
             path.write_bytes(self.rng.randbytes(self.rng.choice([0, 3, 400])))
-        if kind == "truncated":
-            path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
-        if kind == "missing":
-            path.unlink()
-        return {"pipe": f"cat {path} |", "failing_pipe": f"cat {path}.gone |"}.get(kind, str(path))
+        return path
 
     def utterance(self, folder: Path, spaced_ids: bool, spans: bool) -> Utterance:
         self.counter += 1
@@ -275,8 +281,9 @@ class Case:
             )
             recording = {
                 "id": f"rec{index}",
-                "sources": [source],
+                "sources": [{"channels": [0], **source}],
                 "sampling_rate": 16000,
+                "num_samples": 16000,
                 "duration": 1.0,
             }
             fault = self.rng.random()

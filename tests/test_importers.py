@@ -261,8 +261,10 @@ def test_a_path_that_does_not_exist(tmp_path):
         )
 
 
-def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
-    audio = tmp_path / "audio"
+def write_audio_that_features_find_bad(audio) -> dict:
+    """A good file, audio that making features resamples or takes a channel of (8 kHz, stereo),
+    and the faults only it finds (silent, too short, a WAV and a FLAC file cut in half); by
+    utterance id."""
     audio.mkdir()
     soundfile.write(audio / "good.wav", tone(1.0), 16000)
     soundfile.write(audio / "silent.wav", np.zeros(16000, np.float32), 16000)
@@ -274,7 +276,11 @@ def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
         size = (audio / name).stat().st_size
         with open(audio / name, "r+b") as file:
             file.truncate(size // 2)
-    wav = {path.stem + path.suffix.replace(".", "_"): path for path in sorted(audio.iterdir())}
+    return {path.stem + path.suffix.replace(".", "_"): path for path in sorted(audio.iterdir())}
+
+
+def test_bad_audio_found_when_features_are_made(tmp_path, capsys):
+    wav = write_audio_that_features_find_bad(tmp_path / "audio")
     write_kaldi(tmp_path / "k", wav, {utt: "words" for utt in wav})
     import_subset([{"format": "kaldi", "path": tmp_path / "k"}], SKIP_ALL, tmp_path / "data")
     data = read_data_dir(tmp_path / "data")

@@ -91,13 +91,42 @@ class Study(Grids):
         self._check_halving()
 
     def _check(self, check_paths: bool) -> None:
-        config, study = self.config, self.config["study"]
+        """What the schema cannot check: settings that must agree with one another, and (where
+        `check_paths`) the paths the study reads."""
+        self._check_hardware()
+        self._check_kaldi_features()
+        if check_paths and (problems := self._path_problems()):
+            listed = "; ".join(problems)
+            raise ConfigError(
+                f"config: {listed}"
+                if len(problems) == 1
+                else f"config: {len(problems)} paths: {listed}"
+            )
+        self._check_nodes()
+        if self.config["report"]["drawn"] == "voices" and self.imported:
+            raise ConfigError(
+                "config: report.drawn: voices are the built-in corpus's (its speakers are "
+                "settings of eSpeak's voices); your own corpus (corpus.subsets) is drawn by its "
+                "speakers"
+            )
+        self._check_tuning(self.config["study"]["tuning"])
+        self._check_runs()
+        self._check_sweeps()
+
+    def _check_hardware(self) -> None:
+        """study.hardware names one of the hardware profiles."""
+        config = self.config
         if self.hardware not in config["hardware"]:
             raise ConfigError(
                 f"config: study.hardware is {self.hardware!r}, but the profiles are only "
                 f"{sorted(config['hardware'])} (built in: {sorted(PROFILES)}; "
                 "others: hardware:)"
             )
+
+    def _check_kaldi_features(self) -> None:
+        """Kaldi's features (features.kind 'kaldi') come with their dimension, from Kaldi data dirs
+        alone."""
+        config = self.config
         kaldi_features = config["features"]["kind"] == "kaldi"
         if kaldi_features and not self.imported:
             raise ConfigError(
@@ -114,13 +143,10 @@ class Study(Grids):
                     f"config: {key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
                     f"not {source['format']}"
                 )
-        if check_paths and (problems := self._path_problems()):
-            listed = "; ".join(problems)
-            raise ConfigError(
-                f"config: {listed}"
-                if len(problems) == 1
-                else f"config: {len(problems)} paths: {listed}"
-            )
+
+    def _check_nodes(self) -> None:
+        """study.node_size and slurm.ranks_per_node agree where runs are on MPI ranks."""
+        config, study = self.config, self.config["study"]
         node_size, per_node = study["node_size"], config["slurm"]["ranks_per_node"]
         on_ranks = any(entry.get("world", study["world"]) == "mpi" for entry in study["runs"])
         if on_ranks and node_size and node_size != per_node:
@@ -131,22 +157,22 @@ class Study(Grids):
                 "node's "
                 "GPUs), from which the algorithms' nodes follow"
             )
-        if config["report"]["drawn"] == "voices" and self.imported:
-            raise ConfigError(
-                "config: report.drawn: voices are the built-in corpus's (its speakers are "
-                "settings of eSpeak's voices); your own corpus (corpus.subsets) is drawn by its "
-                "speakers"
-            )
-        self._check_tuning(study["tuning"])
+
+    def _check_runs(self) -> None:
+        """Each entry of study.runs: SEQ at one learner, its train settings (`_check_train`)."""
         self._train_of = {}  # an algorithm's own train settings (study.runs[].train)
-        for index, entry in enumerate(study["runs"]):
+        for index, entry in enumerate(self.config["study"]["runs"]):
             if entry["algorithm"] == "seq" and self._learners(entry) != [1]:
                 raise ConfigError(
                     f"config: study.runs[{index}]: seq is one learner, so learners must be [1], "
                     f"not {entry['learners']}"
                 )
             self._check_train(index, entry)
-        for index, sweep in enumerate(study["sweeps"]):
+
+    def _check_sweeps(self) -> None:
+        """Each entry of study.sweeps: SEQ at one learner, a setting its algorithm has, and values
+        that make runs."""
+        for index, sweep in enumerate(self.config["study"]["sweeps"]):
             key = f"config: study.sweeps[{index}]"
             if sweep["algorithm"] == "seq" and sweep["learners"] != 1:
                 raise ConfigError(f"{key}.learners: seq is one learner, not {sweep['learners']}")

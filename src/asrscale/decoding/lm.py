@@ -173,9 +173,7 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
     words is left out; where words fold to one ("THE", "The"), the first n-gram listed of those
     that become one is kept (its probability; the rest are left out). Returns how many words it
     kept, and how many n-grams it left out and merged."""
-    # word -> folded; folded -> its first word; folded words of several words; n-grams of those kept
-    folded, owners, collided, kept = {}, {}, set(), set()
-    order, counts, left_out, merges = 0, Counter(), 0, 0
+    folding, order, counts = _Folding(fold), 0, Counter()
     with (
         open_arpa(source) as lines,
         tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as body,
@@ -190,25 +188,9 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
                 if not order or not line or line.startswith("\\"):
                     continue
                 fields = line.split()
-                words = fields[1 : 1 + order]
-                if order == 1:
-                    folded[words[0]] = _folded_word(words[0], fold, owners, collided)
-                    if (
-                        owners.get(folded[words[0]], words[0]) != words[0]
-                    ):  # another word listed first is it
-                        merges += 1
-                        continue
-                mapped = tuple(folded.get(word) for word in words)
-                if None in mapped or "" in mapped:
-                    left_out += 1
+                mapped = folding.ngram(fields[1 : 1 + order], order)
+                if mapped is None:
                     continue
-                if order > 1 and collided.intersection(
-                    mapped
-                ):  # (every unigram is read before them)
-                    if mapped in kept:
-                        merges += 1
-                        continue
-                    kept.add(mapped)
                 body.write("\t".join([fields[0], " ".join(mapped), *fields[1 + order :]]) + "\n")
                 counts[order] += 1
         except (OSError, UnicodeDecodeError, EOFError, ValueError, IndexError) as error:
@@ -220,7 +202,39 @@ def fold_arpa(source: Path, out: Path, fold: Callable[[str], str]) -> dict:
     with open(body.name) as written:
         atomic_write_text(out, header + written.read() + "\n\\end\\\n")
     os.unlink(body.name)
-    return {"words": len(owners), "left_out": left_out, "merged": merges}
+    return {"words": len(folding.owners), "left_out": folding.left_out, "merged": folding.merges}
+
+
+class _Folding:
+    """An ARPA file's words folded n-gram by n-gram, in the file's order, with what that left out
+    and merged so far."""
+
+    def __init__(self, fold: Callable[[str], str]):
+        self.fold = fold
+        # word -> folded; folded -> its first word; folded words of several words; the n-grams of
+        # those kept
+        self.folded, self.owners, self.collided, self.kept = {}, {}, set(), set()
+        self.left_out, self.merges = 0, 0
+
+    def ngram(self, words: list[str], order: int) -> tuple[str, ...] | None:
+        """An n-gram's words folded; None where it is left out, or merged into one listed before
+        it."""
+        if order == 1:
+            self.folded[words[0]] = _folded_word(words[0], self.fold, self.owners, self.collided)
+            if self.owners.get(self.folded[words[0]], words[0]) != words[0]:
+                self.merges += 1  # another word listed first is it
+                return None
+        mapped = tuple(self.folded.get(word) for word in words)
+        if None in mapped or "" in mapped:
+            self.left_out += 1
+            return None
+        if order > 1 and self.collided.intersection(mapped):
+            # (every unigram is read before them)
+            if mapped in self.kept:
+                self.merges += 1
+                return None
+            self.kept.add(mapped)
+        return mapped
 
 
 def _folded_word(word: str, fold: Callable[[str], str], owners: dict, collided: set) -> str:

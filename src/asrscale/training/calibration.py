@@ -137,15 +137,7 @@ def calibrate(
     single-thread data loading rate, the model's size, and the seconds a frame of the model at
     WIDTH_SCALES' widths (`by_size`, on the device at full speed, net of a batch's fixed cost)."""
     device = resolve_device(train.device)
-    utts = sorted(train_set.frames)
-    sizes = sorted({max(1, round(train.batch_size * scale)) for scale in BATCH_SCALES})
-    each = max(
-        2, batches // len(sizes)
-    )  # batches timed at each size, after two of the policy's size
-    of_size = {size: train_set.batches(utts, size, seed=SEED)[: each + 2] for size in sizes}
-    groups = of_size[train.batch_size][:2] + [
-        group for size in sizes for group in of_size[size][2:]
-    ]
+    sizes, groups = _timed_groups(train, train_set, batches)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(1)
     load_s = [_seconds(lambda g=g: train_set.collate(g)) for g in groups]
@@ -176,19 +168,7 @@ def calibrate(
         (minibatches, train.lr, policy_sized, preconditioned),
         device.type == "cpu",
     )
-    fastest = {t: max(runs, key=lambda r: r["frames_per_s"]) for t, runs in repeats.items()}
-    calibration["by_threads"], calibration["slower_with_more_threads"] = (
-        never_slower_with_more_threads(fastest)
-    )
-    for key, field in (
-        ("repeats", "frames_per_s"),
-        ("cpu_share", "cpu_share"),
-        ("held_by_others", "held_by_others"),
-    ):
-        calibration[key] = {t: [r[field] for r in runs] for t, runs in repeats.items()}
-    calibration["spread"] = {
-        t: max(rates) / min(rates) for t, rates in calibration["repeats"].items()
-    }
+    calibration |= _by_threads(repeats)
     calibration["model"] = {
         "flops_per_frame": flops_per_frame(model, features.dim, tokens),
         "parameters": sum(
@@ -198,25 +178,71 @@ def calibrate(
     # the other widths at the policy's batch size, net of a batch's fixed cost (which does not
     # grow with the width: the same kernels are launched)
     fixed_s = calibration["by_threads"][str(thread_counts[-1])]["backward_s_per_batch"]
-    calibration["by_size"] = []
-    for scale in (
-        WIDTH_SCALES if len(policy_sized) > 2 else ()
-    ):  # a corpus of two batches times no width
+    calibration["by_size"] = _by_size(
+        train, model, features.dim, tokens, device, policy_sized, fixed_s
+    )
+    torch.set_num_threads(threads_before)
+    return calibration
+
+
+def _timed_groups(train: TrainConfig, train_set: Subset, batches: int) -> tuple[list[int], list]:
+    """The minibatch sizes timed (BATCH_SCALES of the policy's) and about `batches` minibatches'
+    utterances of them, after two of the policy's size."""
+    utts = sorted(train_set.frames)
+    sizes = sorted({max(1, round(train.batch_size * scale)) for scale in BATCH_SCALES})
+    # batches timed at each size, after two of the policy's size
+    each = max(2, batches // len(sizes))
+    of_size = {size: train_set.batches(utts, size, seed=SEED)[: each + 2] for size in sizes}
+    groups = of_size[train.batch_size][:2] + [
+        group for size in sizes for group in of_size[size][2:]
+    ]
+    return sizes, groups
+
+
+def _by_threads(repeats: dict[str, list[dict]]) -> dict:
+    """A calibration's rates by thread count (each count's fastest repeat, never slower with more
+    threads), and its repeats' figures."""
+    fastest = {t: max(runs, key=lambda r: r["frames_per_s"]) for t, runs in repeats.items()}
+    figures = {}
+    figures["by_threads"], figures["slower_with_more_threads"] = never_slower_with_more_threads(
+        fastest
+    )
+    for key, field in (
+        ("repeats", "frames_per_s"),
+        ("cpu_share", "cpu_share"),
+        ("held_by_others", "held_by_others"),
+    ):
+        figures[key] = {t: [r[field] for r in runs] for t, runs in repeats.items()}
+    figures["spread"] = {t: max(rates) / min(rates) for t, rates in figures["repeats"].items()}
+    return figures
+
+
+def _by_size(
+    train: TrainConfig,
+    model: ModelConfig,
+    dim: int,
+    tokens: int,
+    device,
+    policy_sized: list,
+    fixed_s: float,
+) -> list[dict]:
+    """The seconds a frame of the model at WIDTH_SCALES' widths, over the policy-sized minibatches
+    and net of a batch's fixed cost `fixed_s`, with each width's size."""
+    by_size = []
+    # a corpus of two batches times no width
+    for scale in WIDTH_SCALES if len(policy_sized) > 2 else ():
         width = replace(model, units=max(1, round(model.units * scale)))
-        frames, seconds = _backward_times(
-            _learner(train, width, features.dim, tokens, device), policy_sized
-        )
+        frames, seconds = _backward_times(_learner(train, width, dim, tokens, device), policy_sized)
         net = seconds.sum() - fixed_s * len(seconds)  # a negative net is noise: then all per frame
         per_frame = float((net if net > 0 else seconds.sum()) / frames.sum())
-        calibration["by_size"].append(
+        by_size.append(
             {
                 "units": width.units,
                 "backward_s_per_frame": per_frame,
-                "flops_per_frame": flops_per_frame(width, features.dim, tokens),
+                "flops_per_frame": flops_per_frame(width, dim, tokens),
             }
         )
-    torch.set_num_threads(threads_before)
-    return calibration
+    return by_size
 
 
 def _agreed(

@@ -213,6 +213,17 @@ class MPIWorld:
         if self.size <= servers:
             raise UserError(f"{servers} server rank(s) leave no learner among {self.size} ranks")
         self.serving = self.rank < servers
+        self._group_ranks(servers, node_size)
+        self._place_rank(device, transport)
+        self._pending: tuple[float, object] | None = None
+        self._responder: _Responder | None = None
+        if timeout_s:
+            threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
+
+    def _group_ranks(self, servers: int, node_size: int | None) -> None:
+        """The ranks' groups (every rank, the learners, this rank's node, the nodes' leaders) and
+        this rank's place among the learners (`layout`)."""
+        world = self.world
         learners = world.Split(1 if self.serving else 0, self.rank)
         if node_size:
             node = learners.Split(learners.Get_rank() // node_size, learners.Get_rank())
@@ -234,6 +245,10 @@ class MPIWorld:
             servers=servers,
         )
 
+    def _place_rank(self, device: str, transport: str) -> None:
+        """This rank's GPU and threads on its machine, its device, and the transport every rank
+        agrees on."""
+        world = self.world
         # the machine's cores are shared by the ranks that run on it (SLURM gives each its own)
         here = world.Split_type(MPI.COMM_TYPE_SHARED, self.rank)
         # which of the machine's GPUs is this rank's: SLURM's number for it where srun started this
@@ -251,10 +266,6 @@ class MPIWorld:
         mpi_cuda = mpi_cuda_support() if self.device.type == "cuda" else None
         self.transport = choose_transport(transport, gpus, mpi_cuda)
         self.torch_groups = self._torch_groups() if self.transport == "torch" else None
-        self._pending: tuple[float, object] | None = None
-        self._responder: _Responder | None = None
-        if timeout_s:
-            threading.Thread(target=self._watch, args=(timeout_s,), daemon=True).start()
 
     def _torch_groups(self) -> dict:
         """torch.distributed over the same ranks, with a process group per MPI group (every rank

@@ -300,35 +300,12 @@ class SimWorld:
         first, size, last = requests[0], len(arrived), max(r.time for r in ranks)
         results, category = [None] * size, "communication"
         if isinstance(first, ops.Allreduce):
-            with (
-                torch.no_grad()
-            ):  # tensor by tensor, as the learners' own: no flat copies of 64 models
-                total = [t.detach().clone() for t in first.tensors]
-                for q in requests[1:]:
-                    torch._foreach_add_(total, q.tensors)
-                torch._foreach_div_(total, size)
-                for q in requests:
-                    torch._foreach_copy_(q.tensors, total)
-            seconds = (
-                self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
-            )
+            seconds = self._allreduce(requests, same_node)
         elif isinstance(first, ops.Broadcast):
-            root = requests[first.root]
-            with torch.no_grad():
-                for q in requests:
-                    if q is not root:
-                        torch._foreach_copy_(q.tensors, root.tensors)
-            seconds = (
-                self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
-            )
+            seconds = self._broadcast(requests, same_node)
         else:
             seconds, category = (self.costs.small_s(size, same_node) if size > 1 else 0.0), "idle"
-            if isinstance(first, ops.Reduce):
-                combine = {"sum": np.sum, "min": np.min, "max": np.max}[first.op]
-                value = combine(np.array([q.values for q in requests], dtype=np.float64), axis=0)
-                results = [value.copy() for _ in requests]
-            elif isinstance(first, ops.Gather):
-                results[0] = [q.value for q in requests]
+            results = self._small_results(requests)
         if size == 1:
             category = None
         ends, staging = last + seconds, 0.0
@@ -341,6 +318,42 @@ class SimWorld:
                 rank.clock.add(category, ends - rank.time - 2 * staging)
                 rank.clock.add("staging", 2 * staging)
             self._resume(rank, ends, result)
+
+    def _allreduce(self, requests: list[ops.Allreduce], same_node: bool) -> float:
+        """An allreduce's tensors averaged into every member's: its modelled seconds."""
+        first, size = requests[0], len(requests)
+        with torch.no_grad():  # tensor by tensor, as the learners' own: no flat copies of 64 models
+            total = [t.detach().clone() for t in first.tensors]
+            for q in requests[1:]:
+                torch._foreach_add_(total, q.tensors)
+            torch._foreach_div_(total, size)
+            for q in requests:
+                torch._foreach_copy_(q.tensors, total)
+        return self.costs.allreduce_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+
+    def _broadcast(self, requests: list[ops.Broadcast], same_node: bool) -> float:
+        """A broadcast's root's tensors copied into every other member's: its modelled seconds."""
+        first, size = requests[0], len(requests)
+        root = requests[first.root]
+        with torch.no_grad():
+            for q in requests:
+                if q is not root:
+                    torch._foreach_copy_(q.tensors, root.tensors)
+        return self.costs.broadcast_s(_nbytes(first.tensors), size, same_node) if size > 1 else 0.0
+
+    @staticmethod
+    def _small_results(requests: list) -> list:
+        """What each member of a collective of no tensors gets back: a reduction's value, the
+        gathered values (the first member), or nothing (a barrier)."""
+        first = requests[0]
+        if isinstance(first, ops.Reduce):
+            combine = {"sum": np.sum, "min": np.min, "max": np.max}[first.op]
+            value = combine(np.array([q.values for q in requests], dtype=np.float64), axis=0)
+            return [value.copy() for _ in requests]
+        results = [None] * len(requests)
+        if isinstance(first, ops.Gather):
+            results[0] = [q.value for q in requests]
+        return results
 
     # links: the ports and network cards that transfers and collectives occupy
     def _ports(self, rank: _Rank, same_machine: bool, directions=("out", "in")) -> list[tuple]:

@@ -34,26 +34,10 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
     wav, text = read_listing(folder / "wav.scp", skipped), read_listing(folder / "text", skipped)
     speakers = read_listing(folder / "utt2spk", skipped) if (folder / "utt2spk").is_file() else {}
     feats = read_listing(folder / "feats.scp", skipped) if (folder / "feats.scp").is_file() else {}
-    audio, segments = {}, {}
     if (folder / "segments").is_file():
-        for utt, (value, where) in read_listing(folder / "segments", skipped).items():
-            fields = value.split()
-            try:
-                recording, start, end = fields[0], float(fields[1]), float(fields[2])
-            except (IndexError, ValueError):
-                skipped.add(
-                    utt, where, f"expected '<utt> <recording> <start> <end>', not {value!r}"
-                )
-                continue
-            if recording not in wav:
-                skipped.add(utt, where, f"recording {recording!r} is not in {folder / 'wav.scp'}")
-                continue
-            audio[utt], segments[utt] = (
-                (wav[recording][0], where),
-                (recording, start, None if end < 0 else end),
-            )
+        audio, segments = _segments(folder, wav, skipped)
     else:
-        audio = wav
+        audio, segments = wav, {}
 
     entries = []
     for utt in sorted(audio.keys() | text.keys() | speakers.keys()):
@@ -71,25 +55,52 @@ def import_kaldi(folder: Path, skipped: Skipped) -> list[Entry]:
             listed_in = "segments" if segments else "wav.scp"
             skipped.add(utt, text[utt][1], f"has a transcript but is not in {folder / listed_in}")
         else:
-            spec = audio[utt][0]
-            if not is_command(spec) and not Path(spec).is_absolute():
-                spec = str(folder / spec)
-            recording, start, end = segments.get(utt, (None, 0.0, None))
-            speaker = speakers.get(utt, (utt, ""))[0]
-            transcript, text_where = text[utt]
-            matrix = feats.get(utt, (None,))[0]
-            entries.append(
-                Entry(
-                    utt,
-                    spec,
-                    transcript,
-                    speaker,
-                    audio[utt][1],
-                    start,
-                    end,
-                    recording,
-                    text_where,
-                    matrix,
-                )
-            )
+            entries.append(_entry(folder, utt, audio, text, speakers, segments, feats))
     return entries
+
+
+def _segments(folder: Path, wav: dict, skipped: Skipped) -> tuple[dict, dict]:
+    """The audio of each utterance of a data dir's segments file (its recording's, with the line
+    that names it) and its segment (recording, start, end: None to the recording's end); a line
+    that cannot be read, or names a recording wav.scp lacks, is skipped."""
+    audio, segments = {}, {}
+    for utt, (value, where) in read_listing(folder / "segments", skipped).items():
+        fields = value.split()
+        try:
+            recording, start, end = fields[0], float(fields[1]), float(fields[2])
+        except (IndexError, ValueError):
+            skipped.add(utt, where, f"expected '<utt> <recording> <start> <end>', not {value!r}")
+            continue
+        if recording not in wav:
+            skipped.add(utt, where, f"recording {recording!r} is not in {folder / 'wav.scp'}")
+            continue
+        audio[utt], segments[utt] = (
+            (wav[recording][0], where),
+            (recording, start, None if end < 0 else end),
+        )
+    return audio, segments
+
+
+def _entry(
+    folder: Path, utt: str, audio: dict, text: dict, speakers: dict, segments: dict, feats: dict
+) -> Entry:
+    """An utterance that has both audio and a transcript, as an importer yields it."""
+    spec = audio[utt][0]
+    if not is_command(spec) and not Path(spec).is_absolute():
+        spec = str(folder / spec)
+    recording, start, end = segments.get(utt, (None, 0.0, None))
+    speaker = speakers.get(utt, (utt, ""))[0]
+    transcript, text_where = text[utt]
+    matrix = feats.get(utt, (None,))[0]
+    return Entry(
+        utt,
+        spec,
+        transcript,
+        speaker,
+        audio[utt][1],
+        start,
+        end,
+        recording,
+        text_where,
+        matrix,
+    )

@@ -104,6 +104,8 @@ KALDI_ID = re.compile(r"[^\s]+")  # ids are the first word of a line of Kaldi's 
 
 
 def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skipped) -> DataDir:
+    """The data dir of a subset's entries: those that pass every check, the rest in `skipped` with
+    their reasons."""
     data, headers, rates, features = DataDir(), {}, set(), settings.features
     counts: dict[str, int] = {}
     for entry in entries:
@@ -111,26 +113,15 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
     for entry in entries:
         if entry.utt in skipped:
             continue
-        ids = {"utterance": entry.utt, "speaker": entry.speaker, "recording": entry.recording}
-        if bad := [
-            f"{kind} {v!r}"
-            for kind, v in ids.items()
-            if v is not None and not KALDI_ID.fullmatch(v)
-        ]:
-            skipped.add(
-                entry.utt, entry.where, f"{', '.join(bad)}: an id must be one word (no spaces)"
-            )
-            continue
-        if counts[entry.utt] > 1:
-            skipped.add(
-                entry.utt,
-                entry.where,
-                f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)",
-            )
+        if problem := _id_problem(entry, counts):
+            skipped.add(entry.utt, entry.where, problem)
             continue
         text = normalise(entry.text, settings.text)
         if not text:
             skipped.add(entry.utt, entry.text_where or entry.where, "empty transcript")
+            continue
+        if entry.cut is not None:  # lhotse's, which checked it (asrscale.data.corpus.lhotse)
+            data.add(entry.utt, None, text, entry.speaker, entry.end, cut=entry.cut)
             continue
         try:
             if features.kind == "kaldi":
@@ -142,23 +133,47 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
                 entry.utt, entry.where, str(error), "" if features.kind == "kaldi" else entry.audio
             )
             continue
-        if features.kind == "kaldi":
-            data.add(entry.utt, None, text, entry.speaker, duration, feats=entry.feats)
-        else:
-            segmented = entry.recording or entry.end is not None
-            segment = (entry.recording or entry.utt, entry.start, entry.end) if segmented else None
-            try:
-                data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
-            except (
-                ValueError
-            ) as error:  # an utterance id that is another's recording, with other audio
-                skipped.add(entry.utt, entry.where, str(error))
+        _add_utterance(data, entry, text, duration, features, skipped)
     for rate in sorted(rates):
         print(
             f"note: some audio is at {rate} Hz; it is resampled to {features.sample_rate} Hz when "
             "features are made"
         )
     return data
+
+
+def _id_problem(entry: Entry, counts: dict[str, int]) -> str | None:
+    """Why an entry's ids cannot be a data dir's (an id of more than one word, an utterance id of
+    several entries); None where they can."""
+    ids = {"utterance": entry.utt, "speaker": entry.speaker, "recording": entry.recording}
+    if bad := [
+        f"{kind} {v!r}" for kind, v in ids.items() if v is not None and not KALDI_ID.fullmatch(v)
+    ]:
+        return f"{', '.join(bad)}: an id must be one word (no spaces)"
+    if counts[entry.utt] > 1:
+        return f"duplicate utterance id {entry.utt!r} ({counts[entry.utt]} entries)"
+    return None
+
+
+def _add_utterance(
+    data: DataDir,
+    entry: Entry,
+    text: str,
+    duration: float,
+    features: FeatureConfig,
+    skipped: Skipped,
+) -> None:
+    """A checked entry into the data dir: its feature matrix (features.kind "kaldi"), or its audio
+    and segment; skipped where its utterance id is another's recording, with other audio."""
+    if features.kind == "kaldi":
+        data.add(entry.utt, None, text, entry.speaker, duration, feats=entry.feats)
+    else:
+        segmented = entry.recording or entry.end is not None
+        segment = (entry.recording or entry.utt, entry.start, entry.end) if segmented else None
+        try:
+            data.add(entry.utt, entry.audio, text, entry.speaker, duration, segment=segment)
+        except ValueError as error:
+            skipped.add(entry.utt, entry.where, str(error))
 
 
 def import_subset(sources: list[dict], settings: ImportSettings, out: Path) -> DataDir:
