@@ -33,8 +33,8 @@ learners' momentum across blocks (`learner_momentum`, kavg.py). By default it is
 block, as CNTK's learner restarts it (its resetSGDMomentum), so that the filter's is the only
 momentum across blocks, and bias-corrected, as Adam's moments are, so that a block of a few steps
 still moves as far as with the momentum kept (CNTK's blocks are of 120,000 frames a learner, many
-steps; here a block is a few: docs/studies.md). KAVG at the same `period` and `learner_momentum`
-is the arm that differs from BMUF by the filter alone.
+steps; scaled to a small corpus by their share of an epoch, a step or a few: docs/studies.md). KAVG
+at the same `period` and `learner_momentum` is the arm that differs from BMUF by the filter alone.
 
 Its descendants are these settings: an outer SGD on the outer gradient W_g − W̄ at rate α with
 momentum β, heavy-ball (SlowMo: Wang et al., ICLR 2020) or Nesterov (DiLoCo's outer optimizer:
