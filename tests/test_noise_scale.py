@@ -83,6 +83,7 @@ def test_the_averages_are_smoothed_apart_and_an_unresolved_gradient_is_infinite(
     # the ratio of the averages, not the average of the ratios
     assert smoothed([(1.0, 10.0), (3.0, 10.0)], 0.5) == pytest.approx(7.5 / 1.75)
     assert smoothed([(-1.0, 10.0)], 0.5) == math.inf
+    assert smoothed([(1.0, -10.0)], 0.5) == 0
     assert math.isnan(smoothed([], 0.5))
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.sections import RunConfig
 from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
@@ -435,10 +436,9 @@ class LearnerLoop:
             "learners": self.layout.size,
             "world": self.shared.world,
             "nodes": self.layout.nodes,
-            # the utterances an update applies: P minibatches, or one where each gradient is applied
-            # alone (ASGD)
-            "global_batch": run.train.batch_size
-            * (self.layout.size if self.algorithm.combines_learners else 1),
+            "global_batch": algorithm_spec(run.algorithm).global_batch(
+                self.layout.size, run.train.batch_size
+            ),
             # what the run's train settings (recorded beside) make of train.lr at its P
             "learning_rate": {
                 "scale": self.scale,

@@ -68,13 +68,14 @@ def norms(values, small_batch: int, batches: int) -> Norms:
 
 def smoothed(estimates: list[tuple[float, float]], decay: float) -> float:
     """The noise scale from a run's (|G|², tr(Σ)) estimates so far, oldest first: the ratio of their
-    exponential moving averages, each new estimate weighing 1 − `decay`. Infinite where the
-    averaged |G|² is not above zero (the gradient's mean lost in its noise: a noise scale beyond
-    what the measurements resolve); NaN without estimates."""
+    exponential moving averages, each new estimate weighing 1 − `decay`. Where an average is not
+    above zero the measurements have not resolved it, and the ratio takes its limit: infinite where
+    |G|² is not (the gradient's mean lost in its noise), zero where tr(Σ) is not; NaN without
+    estimates."""
     if not estimates:
         return math.nan
     gradient_sq = trace = 0.0
     for g, t in estimates:
         gradient_sq = decay * gradient_sq + (1 - decay) * g
         trace = decay * trace + (1 - decay) * t
-    return trace / gradient_sq if gradient_sq > 0 else math.inf
+    return max(trace, 0.0) / gradient_sq if gradient_sq > 0 else math.inf
