@@ -10,6 +10,7 @@ import torch
 
 from asrscale.config.schema import profile_defaults
 from asrscale.costmodel.clock import CostModel, Hardware
+from asrscale.training.evaluation import noise_groups
 from asrscale.training.noise_scale import Norms, Tally, norms, smoothed
 from asrscale.training.run import train
 from asrscale.worlds.mpi import MPIWorld
@@ -85,6 +86,22 @@ def test_the_averages_are_smoothed_apart_and_an_unresolved_gradient_is_infinite(
     assert smoothed([(-1.0, 10.0)], 0.5) == math.inf
     assert smoothed([(1.0, -10.0)], 0.5) == 0
     assert math.isnan(smoothed([], 0.5))
+
+
+def test_an_epochs_draw_is_whole_big_batches_of_its_share_of_the_training_set():
+    default = {"share": 0.01, "batch_size": 16, "batches": 4, "smoothing": 0.5}
+    utts = [f"u{i:05d}" for i in range(20_000)]
+    # 1% of 20,000 utterances: 200, about 3 big batches of 4 × 16
+    drawn = noise_groups(utts, default, "1/1")
+    assert [[len(batch) for batch in group] for group in drawn] == [[16] * 4] * 3
+    assert len({u for group in drawn for batch in group for u in batch}) == 3 * 64
+    assert drawn == noise_groups(utts, default, "1/1") != noise_groups(utts, default, "1/2")
+    # the default corpus's 5,000: one big batch at least; a set smaller than a big batch: smaller
+    # batches
+    assert len(noise_groups(utts[:5000], default, "1/1")) == 1
+    assert [len(batch) for batch in noise_groups(utts[:40], default, "1/1")[0]] == [10] * 4
+    with pytest.raises(ValueError, match=r"train.noise_scale.batches \(4\) is more than"):
+        noise_groups(utts[:3], default, "1/1")
 
 
 NOISE_COLUMNS = ["gradient_sq", "noise_trace", "noise_scale"]
