@@ -5,11 +5,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile
+import yaml
 
+from asrscale.data.corpus.espeak import variant_names
 from asrscale.data.corpus.grammar import Grammar
 from asrscale.data.corpus.synthetic import plan
 from asrscale.data.datadir import read_data_dir
+from asrscale.errors import UserError
 from conftest import ROOT, tiny_corpus_config
 
 
@@ -54,6 +58,34 @@ def test_plan_holds_out_voices_for_dev_and_test():
     assert len({u.utt for u in utterances}) == 600
     assert plan(tiny_corpus_config()) == plan(tiny_corpus_config())
     assert plan(tiny_corpus_config()) != plan(tiny_corpus_config(seed=8))
+
+
+def test_the_default_test_set_speaks_every_one_of_its_30_held_out_voices():
+    """The accuracy intervals draw the test set's voices (asrscale.analysis.bootstrap): the default
+    study's 1,000 test utterances are 40 speakers, each held-out variant spoken in turn, so all 30
+    are heard (drawn at random, 40 speakers would leave about 8 of 30 out); dev's 12 speakers
+    speak its 8; training draws from the other 65 of eSpeak's 103."""
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())["corpus"]["builtin"]
+    held_out = config["held_out_variants"]
+    utterances = plan(
+        tiny_corpus_config(
+            utterances=config["utterances"],
+            utterances_per_speaker=config["utterances_per_speaker"],
+            held_out_variants=held_out,
+        )
+    )
+    voices = {
+        s: {u.voice.split("+")[1] for u in utterances if u.subset == s}
+        for s in ("train", "dev", "test")
+    }
+    assert held_out["test"] >= 30 and len(voices["test"]) == held_out["test"]
+    assert len(voices["dev"]) == held_out["dev"]
+    assert len(variant_names()) == 103 and not voices["train"] & (voices["test"] | voices["dev"])
+
+
+def test_holding_out_every_voice_is_refused_by_name():
+    with pytest.raises(UserError, match=r"held_out_variants: 95 for test and 8 for dev leave none"):
+        plan(tiny_corpus_config(held_out_variants={"dev": 8, "test": 95}))
 
 
 def synthesise_in_fresh_process(config, part, parts, out):

@@ -93,6 +93,33 @@ def test_synchronous_algorithms_on_the_gpu_give_the_cpus_model(
         torch.testing.assert_close(models["cuda"][name], cpu, atol=1e-4, rtol=1e-4, msg=name)
 
 
+def test_the_gradient_noise_is_measured_on_the_gpu_as_on_the_cpu(corpus, tmp_path, monkeypatch):
+    """asrscale.training.noise_scale on the GPU path: the same draws, the same estimates on 2 ranks
+    sharing the measurement (GPU CTC sums in a nondeterministic order, and |G|² is a difference of
+    two norms: within 1%)."""
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    often = {"share": 0.5, "batch_size": 4, "batches": 2, "smoothing": 0.5}
+    found = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        command = train_command(
+            corpus,
+            out,
+            corpus / "shards" / "P2",
+            "ssgd",
+            epochs=1,
+            optimizer="sgd",
+            lr=0.05,
+            device=device,
+            noise_scale=often,
+        )
+        mpiexec(2, *command)
+        metrics = pd.read_csv(out / "metrics.tsv", sep="\t")
+        found[device] = metrics[metrics.kind == "epoch"][["gradient_sq", "noise_trace"]]
+    assert (found["cuda"] > 0).all().all()
+    pd.testing.assert_frame_equal(found["cuda"], found["cpu"], rtol=1e-2)
+
+
 def test_transport_auto_takes_mpi_where_ranks_share_a_gpu(corpus, tmp_path):
     if torch.cuda.device_count() > 1:
         pytest.skip("every rank can have a GPU of its own here")

@@ -413,6 +413,7 @@ def plan(args):
         f"({amount(device[1], 1)}-{amount(device[2], 1)}) "
         f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})"
     )
+    print_regimes(study.corpus, found.runs)
     print_decidable(decidable(study, size.utterances))
     records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
     print_risks(under_trained_risks(study, size.utterances, recorded_gains(records)))
@@ -425,6 +426,30 @@ def print_risks(risks: list[str]) -> None:
             "\nit may leave its runs under-trained (by its schedule, and by the recorded studies):"
         )
         print("\n".join(f"  {risk}" for risk in risks))
+
+
+def print_regimes(corpus: str, runs) -> None:
+    """The corpus's gradient noise scale where a run of it has measured it (SEQ's at its last
+    epoch, in each study whose runs are gathered), beside each configuration's global batch:
+    which comparisons will lie in the large-batch regime (asrscale.analysis.regime)."""
+    import math
+    import statistics
+
+    from asrscale.analysis.regime import of_corpus, regime
+
+    found = of_corpus(corpus)
+    if not found:
+        print(
+            f"\nno run of corpus {corpus} has measured its gradient noise scale yet (each run "
+            "measures it: train.noise_scale); a study's report and a plan made after it say it"
+        )
+        return
+    print("\n" + "; ".join(f"in {study}, {scale.said()}" for study, scale in found.items()))
+    scale = statistics.median(s.value for s in found.values())
+    configurations = runs.drop_duplicates(["algorithm", "learners", "global_batch"])
+    for run in configurations.itertuples():
+        where = regime(run.global_batch, scale) if math.isfinite(scale) else "no regime said"
+        print(f"  {run.algorithm} at {run.learners}: global batch {run.global_batch:,} ({where})")
 
 
 def check(args):

@@ -18,6 +18,7 @@ from functools import partial
 
 import pandas as pd
 
+from asrscale.analysis import regime
 from asrscale.analysis.bootstrap import Interval, error_rate, relative_difference
 from asrscale.analysis.halves import (
     ACCURACY_SEEDS,
@@ -204,6 +205,8 @@ def _against(
         f"{_wers(reference)}{_trained_so(reference)}"
         f"{_scale(runs)}"
     )
+    # the regime of a comparison across global batches (asrscale.analysis.regime)
+    said += regime.sentence(ev.runs, (name, runs), (reference_name, reference), rule)
     late = blocked((reference_name, reference), (name, runs))
     if late and late.reason != "diverged":  # what the runs measured, decided on by nothing
         found = relative_difference(ev.utterances, runs.run, reference.run)

@@ -262,6 +262,50 @@ def learning_curves(table, epochs, palette):
     return figure
 
 
+def noise_scale(table, epochs, palette):
+    """Each run's gradient noise scale over its epochs (asrscale.training.noise_scale), with every
+    global batch the study compares as a line: a batch above the curves' end is past the critical
+    batch (the large-batch regime)."""
+    curves = epochs.merge(trained(table)[["algorithm", "run"]], on=["algorithm", "run"])
+    curves = curves[np.isfinite(curves.noise_scale)]
+    figure, axis = plt.subplots(figsize=(9, 4.5))
+    sns.lineplot(
+        data=curves.assign(learners=curves.learners.astype(str)),
+        x="epoch",
+        y="noise_scale",
+        hue="algorithm",
+        style="learners",
+        palette=palette,
+        marker="o",
+        style_order=sorted(curves.learners.astype(str).unique(), key=int),
+        errorbar=None,
+        units="run",
+        estimator=None,
+        ax=axis,
+    )
+    for batch, runs in table.groupby("global_batch"):
+        names = ", ".join(
+            sorted(
+                {f"{NAMES.get(a, a.upper())} {p}" for a, p in zip(runs.algorithm, runs.learners)}
+            )
+        )
+        axis.axhline(batch, color="grey", linestyle="--", linewidth=1)
+        axis.annotate(
+            f"global batch {batch:,.0f}: {names}",
+            (0, batch),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 3),
+            textcoords="offset points",
+            fontsize="small",
+            color="dimgrey",
+        )
+    axis.set_yscale("log")
+    axis.set_ylabel("noise scale (utterances), smoothed")
+    axis.set_title("Gradient noise scale against the global batches compared")
+    axis.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1))
+    return figure
+
+
 def time_split(table):
     """Every configuration's split of training time, averaged over its seeds."""
     shares = [f"{c}_share" for c in CATEGORIES]
@@ -531,6 +575,10 @@ def figures(
     if (main.learners > 1).any():
         drawn["communication_vs_learners"] = lambda: communication_vs_learners(main, palette)
         drawn["accuracy_against_speedup"] = lambda: accuracy_against_speedup(main, palette)
+    if "noise_scale" in epochs and np.isfinite(epochs.noise_scale).any():
+        drawn["noise_scale"] = lambda: noise_scale(
+            main, epochs[epochs.variant == "default"], palette
+        )
     if not staleness.empty:
         drawn["asgd_staleness"] = lambda: asgd_staleness(staleness[staleness.variant == "default"])
     if not exchanges.empty:

@@ -98,6 +98,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         if len(epochs)
         else 0.0,
         "global_batch": record["global_batch"],
+        **_noise(epochs, record["global_batch"]),
         "lr": train["lr"],
         "peak_lr": record["learning_rate"]["peak"],
         "optimizer": train["optimizer"],
@@ -121,6 +122,15 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         _learners(metrics, world_record, keys),
         utterances,
     )
+
+
+def _noise(epochs: pd.DataFrame, global_batch: int) -> dict:
+    """A run's gradient noise scale at its last epoch (asrscale.training.noise_scale: about the
+    critical batch; NaN where the run did not measure it), and its global batch over it: above 1,
+    the large-batch regime."""
+    measured = "noise_scale" in epochs and len(epochs)
+    scale = epochs.noise_scale.iloc[-1] if measured else float("nan")
+    return {"noise_scale": scale, "batch_over_noise": global_batch / scale}
 
 
 def _scores(run: Path, test_sets: list[str]) -> tuple[dict, pd.DataFrame, pd.DataFrame]:

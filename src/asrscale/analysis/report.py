@@ -75,6 +75,8 @@ RUN_COLUMNS = {
     "stopped": "stopped",
     "updates": "updates",
     "global_batch": "global batch",
+    "noise_scale": "noise scale",
+    "batch_over_noise": "global batch / noise scale",
     "training_rule": "trained with",
     "epochs": "epochs",
     "parameters": "params",
@@ -351,8 +353,8 @@ def percent(value: float) -> str:
 
 
 def cell(run: pd.Series, column: str) -> str:
-    """A run's value of `column` in the table of every run."""
-    value = run[column]
+    """A run's value of `column` in the table of every run ("–" where its record has none)."""
+    value = run.get(column, float("nan"))
     if column == "converged":
         if diverged(run.to_frame().T).iloc[0]:
             return Markup("<b>diverged</b>")
@@ -363,6 +365,8 @@ def cell(run: pd.Series, column: str) -> str:
         )
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
+    if column == "noise_scale" and value == np.inf:  # the mean gradient lost in its noise
+        return "not resolved"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer") or column.startswith(
         ("wer_", "greedy_wer_")
     ):

@@ -46,6 +46,11 @@ class AlgorithmSpec:
     #: global batch is P times a learner's
     combines_learners: bool = True
 
+    def global_batch(self, learners: int, batch_size: int) -> int:
+        """The utterances an update applies: `learners`' minibatches of `batch_size`, or one where
+        each learner's gradient is applied alone (ASGD)."""
+        return batch_size * (learners if self.combines_learners else 1)
+
     @property
     def options(self) -> dict:
         """Every option's default."""

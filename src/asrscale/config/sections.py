@@ -129,6 +129,7 @@ class TrainConfig:
     prefetch: int  # batches built ahead by a thread; 0 builds them in the learner's thread
     device: str  # "cpu", "cuda", or "auto" (the world places its learners)
     threads: int  # torch threads per learner; 0: the machine's cores shared among its learners
+    noise_scale: dict  # share, batch_size, batches, smoothing (asrscale.training.noise_scale)
 
     def __post_init__(self):
         if self.checkpoint_steps % self.log_interval:  # checkpoints come at log lines

@@ -186,6 +186,9 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
                 "variant": run.variant,
                 "learners": learners,
                 "seed": run.seed,
+                "global_batch": algorithm_spec(run.algorithm).global_batch(
+                    learners, train["batch_size"]
+                ),
                 "ranks": ranks,
                 "epoch_s": epoch_s,
                 "epoch_s_low": epoch_s / high,

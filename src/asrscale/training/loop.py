@@ -2,12 +2,13 @@
 
 Each learner is one MPI rank (or one process for a single learner). Per logging interval it
 records loss, frames/s and where the time went (compute / communication / data wait / idle);
-per epoch the dev loss and token error rate of the consensus model, from which the learning-rate
-schedule (asrscale.training.schedule) decides alike on every learner: the next epoch's rate, whether
-the epoch is kept (a rejected one sends every learner back to the last accepted epoch's model),
-and whether training stops (at train.epochs at most). The run's model is its best: the accepted
-epoch's consensus model of lowest dev loss, which Kaldi's, ESPnet's and icefall's recipes decode
-too, or of lowest dev TER (train.best_by). Checkpoints come at every epoch's end and, with
+per epoch the dev loss and token error rate of the consensus model (and its gradient noise,
+asrscale.training.noise_scale), from which the learning-rate schedule (asrscale.training.schedule)
+decides alike on every learner: the next epoch's rate, whether the epoch is kept (a rejected one
+sends every learner back to the last accepted epoch's model), and whether training stops (at
+train.epochs at most). The run's model is its best: the accepted epoch's consensus model of lowest
+dev loss, which Kaldi's, ESPnet's and icefall's recipes decode too, or of lowest dev TER
+(train.best_by). Checkpoints come at every epoch's end and, with
 `checkpoint_steps`, within epochs; each holds the rank's whole `Progress`, so a run killed at any
 point (a preempted or timed-out job) resumes from the newest one, neither losing nor duplicating
 rows, and a synchronous run ends with the model of an uninterrupted one.
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.sections import RunConfig
 from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
@@ -33,7 +35,7 @@ from asrscale.progress import clock
 from asrscale.training import records
 from asrscale.training.algorithms.base import Algorithm
 from asrscale.training.checkpoints import Checkpoints
-from asrscale.training.evaluation import evaluate
+from asrscale.training.evaluation import evaluate, gradient_noise
 from asrscale.training.learner import Learner
 from asrscale.training.records import Interval, Progress
 from asrscale.training.schedule import Schedule, learning_rate, lr_scale
@@ -254,9 +256,9 @@ class LearnerLoop:
 
     def end_epoch(self, progress: Progress, steps: int, epoch_start: float, lr: float):
         """The epoch's training time (until its last learner ends it: the others wait for it at the
-        epoch's end), the consensus model's dev loss, the schedule's decision (the best model
-        kept; a rejected epoch rolled back), every rank's rows to the leader, and the checkpoint
-        of the epoch's end."""
+        epoch's end), the consensus model's dev loss and gradient noise, the schedule's decision
+        (the best model kept; a rejected epoch rolled back), every rank's rows to the leader, and
+        the checkpoint of the epoch's end."""
         (seconds,) = yield ops.Reduce([self.clock.now() - epoch_start], "learners", "max")
         (frames,) = yield ops.Reduce([progress.frames], "learners")
         progress.trained_s += seconds
@@ -266,32 +268,26 @@ class LearnerLoop:
             with self.wall.measure("consensus"):
                 model = self.consensus_model(weights)
         dev_loss, dev_ter = yield from evaluate(model, self.dev_set, self.part, self.wall)
+        noise = yield from self.measure_noise(model, progress.epoch)
         yield from self.algorithm.end_epoch(self.learner, dev_loss)
         diverged = yield from self.check_divergence(progress, dev_loss)
         yield from self.collect_rows(progress)
         decision = self.schedule.after_epoch(progress.schedule, dev_loss) if not diverged else None
         if self.leader:
             accepted = None if decision is None else decision.accepted
-            progress.history.append(
-                records.epoch_row(
-                    progress,
-                    steps,
-                    frames,
-                    seconds,
-                    lr,
-                    (dev_loss, dev_ter),
-                    accepted,
-                    self.shared.world["kind"],
-                )
+            row = records.epoch_row(
+                progress,
+                steps,
+                frames,
+                seconds,
+                lr,
+                (dev_loss, dev_ter),
+                accepted,
+                self.shared.world["kind"],
             )
-            measured = {"dev_loss": dev_loss, "dev_ter": dev_ter}
-            by = self.run_config.train.best_by
-            if accepted and measured[by] < (progress.best or {}).get(by, math.inf):
-                progress.best = {
-                    "epoch": progress.epoch,
-                    **measured,
-                    "model": {k: t.detach().cpu().clone() for k, t in model.state_dict().items()},
-                }
+            decay = self.run_config.train.noise_scale["smoothing"]
+            progress.history.append(row | records.noise_columns(progress.history, noise, decay))
+            self.keep_best(progress, accepted, {"dev_loss": dev_loss, "dev_ter": dev_ter}, model)
         if diverged:
             return
         if not decision.accepted:
@@ -302,6 +298,30 @@ class LearnerLoop:
         self.algorithm.exchanges = progress.exchanges
         last = progress.stopped is not None or progress.epoch > self.run_config.train.epochs
         yield from self.checkpoint(progress, steps, epoch_end=True, last=last)
+
+    def measure_noise(self, model, epoch: int):
+        """The gradient noise of the epoch's consensus `model` (train.noise_scale; the same draw on
+        a resumed run), or None where its share is 0."""
+        settings = self.run_config.train.noise_scale
+        if not settings["share"]:
+            return None
+        seed, loader = f"{self.run_config.seed}/{epoch}", self.shared.prefetcher
+        return (
+            yield from gradient_noise(
+                model, self.train_set, self.part, self.wall, settings, seed, loader
+            )
+        )
+
+    def keep_best(self, progress: Progress, accepted: bool | None, measured: dict, model) -> None:
+        """The leader keeps the epoch's model where the schedule accepted it and it is the best so
+        far by train.best_by."""
+        by = self.run_config.train.best_by
+        if accepted and measured[by] < (progress.best or {}).get(by, math.inf):
+            progress.best = {
+                "epoch": progress.epoch,
+                **measured,
+                "model": {k: t.detach().cpu().clone() for k, t in model.state_dict().items()},
+            }
 
     def roll_back(self):
         """Every learner (and server) back to the model and optimizer of the last accepted epoch's
@@ -416,10 +436,9 @@ class LearnerLoop:
             "learners": self.layout.size,
             "world": self.shared.world,
             "nodes": self.layout.nodes,
-            # the utterances an update applies: P minibatches, or one where each gradient is applied
-            # alone (ASGD)
-            "global_batch": run.train.batch_size
-            * (self.layout.size if self.algorithm.combines_learners else 1),
+            "global_batch": algorithm_spec(run.algorithm).global_batch(
+                self.layout.size, run.train.batch_size
+            ),
             # what the run's train settings (recorded beside) make of train.lr at its P
             "learning_rate": {
                 "scale": self.scale,

@@ -11,6 +11,7 @@ from asrscale.config.sections import RunConfig
 from asrscale.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from asrscale.progress import clock
 from asrscale.provenance import environment
+from asrscale.training.noise_scale import Norms, smoothed
 from asrscale.training.schedule import Schedule
 from asrscale.worlds.timing import CATEGORIES
 
@@ -130,6 +131,25 @@ def epoch_row(
     }
 
 
+def noise_columns(history: list[dict], noise: Norms | None, decay: float) -> dict:
+    """An epoch row's gradient noise (none where the run does not measure it): the epoch's
+    estimates of |G|² and tr(Σ), and the noise scale smoothed over every epoch's so far
+    (asrscale.training.noise_scale; `history`, the rows before it, with `decay`)."""
+    if noise is None:
+        return {}
+    earlier = [
+        (row["gradient_sq"], row["noise_trace"])
+        for row in history
+        if row["kind"] == "epoch" and "gradient_sq" in row
+    ]
+    now = (noise.gradient_sq, noise.trace)
+    return {
+        "gradient_sq": now[0],
+        "noise_trace": now[1],
+        "noise_scale": smoothed([*earlier, now], decay),
+    }
+
+
 TIME_SPLIT = tuple(f"{category}_s" for category in CATEGORIES)  # a row's wall time, split
 METRIC_COLUMNS = (
     "kind",
@@ -146,6 +166,9 @@ METRIC_COLUMNS = (
     "dev_loss",
     "dev_ter",
     "accepted",
+    "gradient_sq",
+    "noise_trace",
+    "noise_scale",
 )
 
 

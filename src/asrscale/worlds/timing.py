@@ -48,16 +48,17 @@ class WallTimes(TimeSplit):
     """Where this process's wall time went, by phase: building the learners (`start`: models and
     optimizers; the first optimizer also imports torch's compiler stack, about 1.7 s on a CPU), the
     learners' arithmetic (gradients, updates, preconditionings, alone or fused), their exchanges
-    (collectives, gossip, messages), dev evaluation, checkpoints, waiting for batches, consensus
-    models; the rest is the trainer's and the world's own bookkeeping. A real clock in either
-    world (a simulated world's learners share this process): how much a run costs beyond its
-    learners' arithmetic. Phases do not nest."""
+    (collectives, gossip, messages), dev evaluation, the gradient noise measurement (`noise`),
+    checkpoints, waiting for batches, consensus models; the rest is the trainer's and the world's
+    own bookkeeping. A real clock in either world (a simulated world's learners share this
+    process): how much a run costs beyond its learners' arithmetic. Phases do not nest."""
 
     PHASES = (
         "start",
         "arithmetic",
         "exchanges",
         "evaluation",
+        "noise",
         "checkpoints",
         "batches",
         "consensus",
