@@ -124,6 +124,7 @@ def train(
         paths.out / "checkpoints",
         checkpoints.identity(run, world.description()),
         together=world.all_ranks_here,
+        clock=world,  # a simulated world's modelled clock, saved with its ranks
     )
     loader = batch_loader()
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread

@@ -164,6 +164,27 @@ class SimWorld:
             **self.costs.description(),
         }
 
+    def state_dict(self) -> dict:
+        """The modelled clock's state for a checkpoint, taken where every learner waits at one
+        barrier (the trainer's checkpoints): each learner's stream of jitter, and when each link,
+        port and loader is free and each learner's queued batches were taken, relative to the
+        latest rank's time. A resumed run's ranks start at 0: it goes on as if never stopped."""
+        now = max(rank.time for rank in self.ranks)
+        return {
+            "jitter": self.costs.jitter_state(),
+            "free": {key: at - now for key, at in self._free.items()},
+            "taken": {rank.rank: [at - now for at in rank.taken] for rank in self.ranks},
+            "owed_s": {rank.rank: rank.owed_s for rank in self.ranks},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """The modelled clock where a checkpoint's `state_dict` left it, before any rank goes on."""
+        self.costs.load_jitter_state(state["jitter"])
+        self._free = dict(state["free"])
+        for rank in self.ranks:
+            rank.taken = deque(state["taken"].get(rank.rank, []))
+            rank.owed_s = state["owed_s"].get(rank.rank, 0.0)
+
     def abort(self, code: int = 1) -> None:
         """Nothing else to end: every simulated rank lives in this process."""
 
