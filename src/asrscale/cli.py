@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from asrscale import arithmetic
 from asrscale.config.sections import read_settings_of
 from asrscale.errors import UserError
 from asrscale.io import read_settings
@@ -855,6 +856,7 @@ def main(argv=None):
     # a crash in native code (a signal: abort, segfault) prints every thread's Python stack into
     # the job's log, where otherwise a launcher reports only an exit code
     faulthandler.enable()
+    arithmetic.pin()  # before any arithmetic: study.cpu_arithmetic, as the workflow passes it
     args = parser().parse_args(argv)
     try:
         args.run(args)

@@ -5,7 +5,7 @@ import os
 import sys
 from dataclasses import replace
 
-from asrscale import jobs
+from asrscale import arithmetic, jobs
 from asrscale.config import paths
 from asrscale.config.study import TUNED, Study
 from asrscale.data.corpus.formats import listings
@@ -16,18 +16,22 @@ envvars:
     "PATH",
 
 
-# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
-# Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it). A prefix
-# of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
-# any command of a pipeline does (training's output goes through tee).
-shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-
 # The rules read the configuration only through the study it resolves to (src/asrscale/config/):
 # every key checked and every default filled in, once, before any job starts. Every path is a
 # template of asrscale.config.paths, its fields the rules' wildcards.
 STUDY = Study(config)
+
+# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
+# Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
+# in front of it), the package from this repository (a conda env does not install it). A prefix
+# of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
+# any command of a pipeline does (training's output goes through tee). Every job computes on the
+# CPU's code path of study.cpu_arithmetic (src/asrscale/arithmetic.py), its MPI ranks too.
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; "
+    f"export {arithmetic.VARIABLE}={STUDY.config['study']['cpu_arithmetic']}; "
+)
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
 wildcard_constraints:
