@@ -32,6 +32,7 @@ from benchmarks.common import ROOT, prepare
 SUITE = {
     "trainer": trainer.run,  # 1 and 2
     "simulation": simulation.run,  # 3
+    "one-batch": simulation.one_batch,  # 3: SSGD's 64 learners of 2 as one batch
     "fused": fused.run,  # 3, on a GPU: 64 learners as one
     "allreduce": allreduce.run,  # 4
     "features": features.run,  # 5

@@ -175,14 +175,23 @@ class PreparedCorpus:
         return cls(Path(work), resolved, seq, Tokens.read(Path(work) / resolved.at(paths.TOKENS)))
 
     def settings_file(
-        self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train
+        self,
+        folder: Path,
+        algorithm: str,
+        learners: int,
+        world: str = "simulated",
+        fuse: str = "auto",
+        **train,
     ) -> Path:
-        """A run's settings file, as the workflow writes it, with `train` changes."""
+        """A run's settings file, as the workflow writes it, with `train` changes (a simulated
+        world's learners fused as study.fuse_learners `fuse` has them)."""
         from asrscale.config.study import Run
         from asrscale.io import atomic_write_json
 
         settings = self.resolved.run_settings(Run(world, algorithm, "default", learners, 1))
         settings["train"].update(train)
+        if world == "simulated":
+            settings["world"]["fuse_learners"] = fuse
         atomic_write_json(folder / "settings.json", settings)
         return folder / "settings.json"
 

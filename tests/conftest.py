@@ -522,9 +522,9 @@ def simulate(
     **train_changes,
 ):
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
-    (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
-    `instead` (by kind of request) in place of its own; a halved grid's run, its part `halving`
-    (at its rung: no model or metrics yet, None)."""
+    (asrscale.training.fused.fusers: gradients, updates, preconditionings; study.fuse_learners's
+    value where a string), with the fusers of `instead` (by kind of request) in place of its own;
+    a halved grid's run, its part `halving` (at its rung: no model or metrics yet, None)."""
     hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
@@ -535,7 +535,8 @@ def simulate(
         **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes},
     )
     servers = 1 if algorithm == "asgd" else 0
-    together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
+    setting = fuse if isinstance(fuse, str) else "on"
+    together = {**fusers(torch.device(device), setting), **(instead or {})} if fuse else None
     world = SimWorld(
         learners,
         costs,
