@@ -414,15 +414,10 @@ def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
     import asrscale.training.learner as trainer
 
     real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
-    if fused:
-        real_gradients = fusing.fused_gradients
-
-        def gradients(jobs, **options):
-            if any(next(count) == calls for _ in jobs):
-                raise Killed
-            return real_gradients(jobs, **options)
-
-        monkeypatch.setattr(fusing, "fused_gradients", gradients)
+    if fused:  # learners stacked, or SSGD's as one batch (which computes them stacked only where
+        # their models differ)
+        for name in ("fused_gradients", "one_batch_gradients"):
+            monkeypatch.setattr(fusing, name, counting(getattr(fusing, name), calls, count))
         return
 
     def loss(*args, **kwargs):
@@ -431,6 +426,18 @@ def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
         return real_loss(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "ctc_loss", loss)
+
+
+def counting(gradients, calls: int, count):
+    """`gradients` (a fuser of learners' gradients) killed as it computes the `calls`-th loss of
+    `count`."""
+
+    def counted(jobs, **options):
+        if any(next(count) == calls for _ in jobs):
+            raise Killed
+        return gradients(jobs, **options)
+
+    return counted
 
 
 # what differs between a run and its resumed twin: the clock
