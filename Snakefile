@@ -29,3 +29,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         f"reports/{STUDY.name}.html",
+        # the study's wall time at this machine's speed, once calibrated (study.wall_time)
+        [STUDY.at(paths.WALL_TIME)] if STUDY.wall_time else [],

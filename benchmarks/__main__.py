@@ -14,7 +14,7 @@ import os
 import time
 from pathlib import Path
 
-from asrscale import arithmetic
+from asrscale import machine
 from asrscale.provenance import environment
 from benchmarks import (
     allreduce,
@@ -59,7 +59,7 @@ def table(figures: list[dict]) -> str:
 
 
 def main(argv=None):
-    arithmetic.pin()  # the children compute as the workflow's jobs do (study.cpu_arithmetic)
+    machine.pin()  # the children compute as the workflow's jobs do (study.cpu_arithmetic)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument(
         "--quick", action="store_true", help="a tiny corpus and one repetition: proves it runs"

@@ -7,7 +7,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from asrscale import arithmetic
+from asrscale import machine
 
 PACKAGES = (
     "asrscale",
@@ -69,7 +69,7 @@ def environment() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "gpu": gpu_model(),
-        "cpu_arithmetic": arithmetic.described(),
+        "cpu_arithmetic": machine.described(),
         "mpi": " ".join(MPI.Get_library_version().split()[:3]),
         "packages": {p: _version(p) for p in PACKAGES},
         "commit": git_commit(),

@@ -5,7 +5,7 @@ import os
 import sys
 from dataclasses import replace
 
-from asrscale import arithmetic, jobs
+from asrscale import jobs, machine
 from asrscale.config import paths
 from asrscale.config.study import TUNED, Study
 from asrscale.data.corpus.formats import listings
@@ -25,11 +25,14 @@ STUDY = Study(config)
 # Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
 # in front of it), the package from this repository (a conda env does not install it). A prefix
 # of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
-# any command of a pipeline does (training's output goes through tee). Every job computes on the
-# CPU's code path of study.cpu_arithmetic (src/asrscale/arithmetic.py), its MPI ranks too.
+# any command of a pipeline does (training's output goes through tee). Two settings reach every job
+# in its environment, so that changing them reruns nothing: the CPU's code path
+# (study.cpu_arithmetic, src/asrscale/machine.py; MPI ranks inherit it) and whether a
+# calibration keeps a busy machine's rates (study.busy_machine).
 shell.prefix(
     f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; "
-    f"export {arithmetic.VARIABLE}={STUDY.config['study']['cpu_arithmetic']}; "
+    f"export {machine.ARITHMETIC}={STUDY.machine['cpu_arithmetic']}; "
+    f"export {machine.BUSY_MACHINE}={STUDY.machine['busy_machine']}; "
 )
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
@@ -162,6 +165,15 @@ def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)
     atomic_write_text(log, f"wrote {path}\n")
+
+
+def say_wall_time(calibration, wall_time, paths):
+    """The study's wall time at the speed its calibration timed (study.wall_time), in Snakemake's
+    own output and in each of `paths` (workflow/rules/train.smk)."""
+    said = machine.said_of(json.loads(Path(calibration).read_text()), wall_time)
+    print(f"\n{said}\n", flush=True)
+    for path in paths:
+        atomic_write_text(path, f"{said}\n")
 
 
 def write_run_settings(wildcards, input, path, log):
