@@ -25,7 +25,7 @@ count is busy. The repeats are recorded (`repeats`, `spread`, `cpu_share`, `held
 
 A calibration also times this machine's speed on one workload whatever the study's model
 (`machine_rate`), at which the study files' wall times are stated (study.wall_time), so that a
-study's time here can be told (asrscale.progress.wall_time_here)."""
+study's time here can be told (asrscale.machine.wall_time_here)."""
 
 import os
 import time
