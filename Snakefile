@@ -31,3 +31,5 @@ rule all:
     input:
         f"reports/{STUDY.name}.html",
         STUDY.at(paths.RESULTS),
+        # the study's wall time at this machine's speed, once calibrated (study.wall_time)
+        [STUDY.at(paths.WALL_TIME)] if STUDY.wall_time else [],

@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from asrscale import machine
 from asrscale.provenance import environment
 from benchmarks import (
     allreduce,
@@ -32,6 +33,7 @@ from benchmarks.common import ROOT, prepare
 SUITE = {
     "trainer": trainer.run,  # 1 and 2
     "simulation": simulation.run,  # 3
+    "one-batch": simulation.one_batch,  # 3: SSGD's 64 learners of 2 as one batch
     "fused": fused.run,  # 3, on a GPU: 64 learners as one
     "allreduce": allreduce.run,  # 4
     "features": features.run,  # 5
@@ -59,6 +61,7 @@ def table(figures: list[dict]) -> str:
 
 
 def main(argv=None):
+    machine.pin()  # the children compute as the workflow's jobs do (study.cpu_arithmetic)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument(
         "--quick", action="store_true", help="a tiny corpus and one repetition: proves it runs"

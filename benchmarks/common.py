@@ -96,7 +96,9 @@ def corpus_config(quick: bool) -> dict:
     if quick:
         tiny = {"train": 160, "dev": 16, "test": 8}
         config["corpus"]["builtin"] = dict(config["corpus"]["builtin"], utterances=tiny)
-    config["study"] = dict(config["study"], name=CORPUS)
+    # its figures are wall times measured in one run, and its profile's clock takes no time of this
+    # machine: a calibration on a busy machine stops nothing
+    config["study"] = dict(config["study"], name=CORPUS, busy_machine="go-on")
     return config
 
 
@@ -175,14 +177,23 @@ class PreparedCorpus:
         return cls(Path(work), resolved, seq, Tokens.read(Path(work) / resolved.at(paths.TOKENS)))
 
     def settings_file(
-        self, folder: Path, algorithm: str, learners: int, world: str = "simulated", **train
+        self,
+        folder: Path,
+        algorithm: str,
+        learners: int,
+        world: str = "simulated",
+        fuse: str = "auto",
+        **train,
     ) -> Path:
-        """A run's settings file, as the workflow writes it, with `train` changes."""
+        """A run's settings file, as the workflow writes it, with `train` changes (a simulated
+        world's learners fused as study.fuse_learners `fuse` has them)."""
         from asrscale.config.study import Run
         from asrscale.io import atomic_write_json
 
         settings = self.resolved.run_settings(Run(world, algorithm, "default", learners, 1))
         settings["train"].update(train)
+        if world == "simulated":
+            settings["world"]["fuse_learners"] = fuse
         atomic_write_json(folder / "settings.json", settings)
         return folder / "settings.json"
 

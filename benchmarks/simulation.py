@@ -15,6 +15,9 @@ On the CPU and on a GPU, for every algorithm: where a 64-learner run's wall time
 seconds outside it (exchanges, dev evaluation, checkpoints, batches, consensus models, the rest:
 the trainer's and the world's bookkeeping), which the fused learners' epochs must keep small.
 
+SSGD's learners as one batch (`one_batch`, its own entry of the suite): an epoch of 64 SSGD
+learners of 2 utterances against SEQ's, with the learners computed one by one and as one batch.
+
 Quick (the tests' run), 8 learners instead of 64 (`benchmarks.common.simulated_learners`)."""
 
 import json
@@ -36,6 +39,7 @@ SIMULATED = ("ssgd", "adpsgd")
 EVERY = ("ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd")
 FUSED = ("ssgd", "adpsgd", "kavg", "ma")
 EPOCHS = (1, 3)  # the GPU's figures: the difference between runs of these many epochs
+SMALL_BATCH = 2  # the 64-learner controls' utterances a learner (studies/bmuf-64.yaml)
 
 
 def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
@@ -102,7 +106,7 @@ def run(bench: Bench) -> None:
     # (the suite's 5 repetitions: on a shared 2-core machine single ones range over ±20%)
     runs = [("seq", 1)] + [(algorithm, learners) for algorithm in SIMULATED]
     measured = [
-        {a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0) for a, p in runs}
+        {a: child(bench, "simulation", bench.work, a, p, "cpu", 1, 0, "auto") for a, p in runs}
         for _ in range(bench.repetitions)
     ]
     seq = [m["seq"] for m in measured]
@@ -138,7 +142,9 @@ def run(bench: Bench) -> None:
         *EVERY,
     ):  # the repetitions' median where there are several; SEQ's: what any run pays
         found = [m[algorithm] for m in measured if algorithm in m]
-        found = found or [child(bench, "simulation", bench.work, algorithm, learners, "cpu", 1, 0)]
+        found = found or [
+            child(bench, "simulation", bench.work, algorithm, learners, "cpu", 1, 0, "auto")
+        ]
         outside(
             bench,
             "cpu",
@@ -178,7 +184,15 @@ def on_a_gpu(bench: Bench) -> None:
         for epochs in EPOCHS:
             runs.append(
                 child(
-                    bench, "simulation", bench.work, algorithm, learners, "cuda", epochs, batch_size
+                    bench,
+                    "simulation",
+                    bench.work,
+                    algorithm,
+                    learners,
+                    "cuda",
+                    epochs,
+                    batch_size,
+                    "auto",
                 )
             )
             if not runs[-1]["measured"]:
@@ -210,11 +224,54 @@ def on_a_gpu(bench: Bench) -> None:
         outside(bench, "cuda", algorithm, fused["wall"])
 
 
+def one_batch(bench: Bench) -> None:
+    """SSGD's learners as one batch (asrscale.training.fused.one_batch_gradients): an epoch of 64
+    simulated SSGD learners of `SMALL_BATCH` utterances, as the 64-learner controls train them,
+    against SEQ's epoch at the study's batch, their learners computed one by one
+    (study.fuse_learners off: before) and as one batch (auto: after), on the CPU."""
+    learners = bench.learners
+    runs = {
+        "seq": ("seq", 1, 0, "auto"),
+        "before": ("ssgd", learners, SMALL_BATCH, "off"),
+        "after": ("ssgd", learners, SMALL_BATCH, "auto"),
+    }
+    # in turn within each repetition, so that a drift of the machine's speed cancels in its ratios
+    measured = [
+        {
+            name: child(bench, "simulation", bench.work, algorithm, p, "cpu", 1, batch, fuse)
+            for name, (algorithm, p, batch, fuse) in runs.items()
+        }
+        for _ in range(bench.repetitions)
+    ]
+    for name, how in (("before", "one by one"), ("after", "as one batch")):
+        bench.add(
+            "simulation",
+            f"wall time, SSGD {learners} × {SMALL_BATCH} simulated learners {how} / SEQ, one epoch",
+            median(m[name]["wall_s"] / m["seq"]["wall_s"] for m in measured),
+            "x",
+            **{f"{key}_s": [m[key]["wall_s"] for m in measured] for key in runs},
+        )
+    bench.add(
+        "simulation",
+        f"wall time, SSGD {learners} × {SMALL_BATCH} simulated learners as one batch / one by one",
+        median(m["after"]["wall_s"] / m["before"]["wall_s"] for m in measured),
+        "x",
+        "<= 0.6",
+    )
+
+
 def measure(
-    work: Path, algorithm: str, learners: int, device: str, epochs: int, batch_size: int
+    work: Path,
+    algorithm: str,
+    learners: int,
+    device: str,
+    epochs: int,
+    batch_size: int,
+    fuse: str,
 ) -> dict:
-    """One run of `epochs` epochs on `device` (at `batch_size` a learner; 0: the study's): its
-    wall time, peak memory, frames trained, and where the process's wall time went."""
+    """One run of `epochs` epochs on `device` (at `batch_size` a learner; 0: the study's; a
+    simulated world's learners fused as study.fuse_learners `fuse` has them): its wall time, peak
+    memory, frames trained, and where the process's wall time went."""
     import torch
 
     from asrscale import cli
@@ -231,6 +288,7 @@ def measure(
         algorithm,
         learners,
         "simulated" if learners > 1 else "mpi",
+        fuse,
         epochs=epochs,
         device=device,
         **train,
@@ -269,5 +327,12 @@ def measure(
 
 if __name__ == "__main__":
     child_main(
-        measure, work=Path, algorithm=str, learners=int, device=str, epochs=int, batch_size=int
+        measure,
+        work=Path,
+        algorithm=str,
+        learners=int,
+        device=str,
+        epochs=int,
+        batch_size=int,
+        fuse=str,
     )

@@ -463,15 +463,10 @@ def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
     import asrscale.training.learner as trainer
 
     real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))
-    if fused:
-        real_gradients = fusing.fused_gradients
-
-        def gradients(jobs, **options):
-            if any(next(count) == calls for _ in jobs):
-                raise Killed
-            return real_gradients(jobs, **options)
-
-        monkeypatch.setattr(fusing, "fused_gradients", gradients)
+    if fused:  # learners stacked, or SSGD's as one batch (which computes them stacked only where
+        # their models differ)
+        for name in ("fused_gradients", "one_batch_gradients"):
+            monkeypatch.setattr(fusing, name, counting(getattr(fusing, name), calls, count))
         return
 
     def loss(*args, **kwargs):
@@ -480,6 +475,18 @@ def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
         return real_loss(*args, **kwargs)
 
     monkeypatch.setattr(trainer, "ctc_loss", loss)
+
+
+def counting(gradients, calls: int, count):
+    """`gradients` (a fuser of learners' gradients) killed as it computes the `calls`-th loss of
+    `count`."""
+
+    def counted(jobs, **options):
+        if any(next(count) == calls for _ in jobs):
+            raise Killed
+        return gradients(jobs, **options)
+
+    return counted
 
 
 # what differs between a run and its resumed twin: the clock
@@ -571,9 +578,9 @@ def simulate(
     **train_changes,
 ):
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
-    (asrscale.training.fused.fusers: gradients, updates, preconditionings), with the fusers of
-    `instead` (by kind of request) in place of its own; a halved grid's run, its part `halving`
-    (at its rung: no model or metrics yet, None)."""
+    (asrscale.training.fused.fusers: gradients, updates, preconditionings; study.fuse_learners's
+    value where a string), with the fusers of `instead` (by kind of request) in place of its own;
+    a halved grid's run, its part `halving` (at its rung: no model or metrics yet, None)."""
     hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}
@@ -584,7 +591,8 @@ def simulate(
         **{"epochs": 1, "batch_size": 4, "log_interval": 2, **train_changes},
     )
     servers = 1 if algorithm == "asgd" else 0
-    together = {**fusers(torch.device(device)), **(instead or {})} if fuse else None
+    setting = fuse if isinstance(fuse, str) else "on"
+    together = {**fusers(torch.device(device), setting), **(instead or {})} if fuse else None
     world = SimWorld(
         learners,
         costs,

@@ -88,6 +88,11 @@ def test_quick_suite_writes_every_figure(tmp_path):
     padding = "frames computed with padding, 8 learners {} / SEQ, one epoch"
     in_turn, rounds = figures[padding.format("in turn")], figures[padding.format("in fused rounds")]
     assert rounds["value"] >= in_turn["value"] >= in_turn["details"]["least_possible"]
+    # SSGD's learners of 2 utterances, one by one and as one batch, against SEQ's epoch
+    one_batch = "wall time, SSGD 8 × 2 simulated learners {} / SEQ, one epoch"
+    assert all(
+        figures[one_batch.format(how)]["value"] > 0 for how in ("one by one", "as one batch")
+    )
     # SEQ's own: what any run pays (building its learner, the dev evaluations)
     assert (
         figures["cpu: SEQ, one learner, an epoch's seconds outside their arithmetic"]["details"][

@@ -3,17 +3,21 @@ each alone, whatever the algorithm (TF32 plays no part on the CPU)."""
 
 import copy
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
 from asrscale.config.schema import profile_defaults
 from asrscale.config.sections import world_of
+from asrscale.data.batches import Batch
+from asrscale.models import build_model
+from asrscale.training import fused
 from asrscale.training.fused import fused_updates, fusers
-from asrscale.training.learner import Learner, make_optimizer
+from asrscale.training.learner import GradientJob, Learner, make_optimizer
 from asrscale.training.run import make_world
 from asrscale.worlds import ops
-from conftest import CALIBRATION, run_config, simulate
+from conftest import CALIBRATION, model_config, run_config, simulate
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"])
@@ -55,7 +59,7 @@ def test_learners_that_wait_for_their_gradients_together_are_computed_as_one(cor
         simulate(corpus, out, algorithm, 4, True, instead={kind: fuser}, **changes)
         return list(sizes)
 
-    assert set(sizes_of("ssgd", ops.Gradient)) == {4}
+    assert set(sizes_of("ssgd", ops.AveragedGradient)) == {4}
     for algorithm in ("kavg", "adpsgd"):
         found = sizes_of(algorithm, ops.Gradient)
         assert sum(found) == 4 * 6 and found.count(4) >= len(found) - 2, (algorithm, found)
@@ -115,7 +119,8 @@ def test_learners_updated_together_are_updated_as_each_alone(optimizer):
 @pytest.mark.parametrize("fuse", ["auto", "on", "off"])
 def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
     """`auto` fuses on a GPU only (on a CPU fusing is slower), `on` anywhere, `off` nowhere; fusing
-    covers gradients, updates and preconditionings."""
+    covers gradients, updates and preconditionings. The gradients a group averages (SSGD's) are
+    computed as one batch but where `off`."""
     calibration = tmp_path / "calibration.json"
     calibration.write_text(json.dumps(CALIBRATION))
     settings = {
@@ -130,4 +135,74 @@ def test_study_fuse_learners_decides_the_worlds_fusers(tmp_path, fuse):
         run_config("ma", seed=0, device="cpu", prefetch=4),
         calibration,
     )
-    assert set(world.fusers) == (set(ops.WORK) if fuse == "on" else set())
+    fused = {"on": {*ops.WORK, ops.AveragedGradient}, "auto": {ops.AveragedGradient}, "off": set()}
+    assert set(world.fusers) == fused[fuse]
+
+
+def test_ssgds_learners_as_one_batch_train_as_the_learners_one_by_one(corpus, tmp_path):
+    """SSGD's 4 learners' minibatches as one batch of the model at every step (study.fuse_learners
+    auto on a CPU), over an epoch of 6 steps: the model, each learner's losses and the dev loss of
+    the learners computed one by one (off), to float rounding (the sums' order differs), and the
+    modelled clock's times exactly."""
+    calls = []
+
+    def one_batch(jobs):
+        calls.append((len(jobs), fused._one_model(jobs)))
+        return fused.one_batch_gradients(jobs)
+
+    runs = [
+        simulate(
+            corpus, tmp_path / fuse, "ssgd", 4, fuse, instead=instead, optimizer="sgd", lr=0.05
+        )
+        for fuse, instead in (("off", None), ("auto", {ops.AveragedGradient: one_batch}))
+    ]
+    (alone, alone_metrics), (one, one_metrics) = runs
+    assert calls == [(4, True)] * 6
+    for name, tensor in alone.items():
+        torch.testing.assert_close(one[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+    steps = [metrics[metrics.kind == "interval"] for metrics in (alone_metrics, one_metrics)]
+    assert steps[0].loss.round(4).tolist() == steps[1].loss.round(4).tolist()
+    dev = [metrics[metrics.kind == "epoch"].dev_loss for metrics in (alone_metrics, one_metrics)]
+    assert dev[0].round(3).tolist() == dev[1].round(3).tolist()
+    assert alone_metrics.time_s.tolist() == one_metrics.time_s.tolist()
+
+
+def test_learners_of_other_models_are_not_computed_as_one_batch():
+    """Two learners of equal parameters: each learner's gradient is the mean of the two computed
+    alone, each loss its own; of unequal parameters (or clipped before the average), each its
+    own gradient, as alone."""
+    torch.manual_seed(0)
+    config = model_config(kind="lstm", layers=1, units=8, bidirectional=True)
+    learners = [
+        Learner(model, make_optimizer("sgd", 0.0, model), 1.0, "learner")
+        for model in [build_model(config, 40, 12) for _ in range(2)]
+    ]
+    learners[1].model.load_state_dict(learners[0].model.state_dict())
+    batches = [tiny_batch(seed) for seed in (1, 2)]
+    losses = [learner.compute(batch, clip=False) for learner, batch in zip(learners, batches)]
+    alone = [[g.clone() for g in learner.gradients] for learner in learners]
+    jobs = [GradientJob(learner, batch, clipped=False) for learner, batch in zip(learners, batches)]
+    assert fused.one_batch_gradients(jobs) == pytest.approx(losses, rel=1e-5)
+    for learner in learners:
+        for mine, first, second in zip(learner.gradients, *alone):
+            torch.testing.assert_close(mine, (first + second) / 2, rtol=1e-4, atol=1e-6)
+    with torch.no_grad():
+        learners[1].parameters[0].add_(0.01)  # another model: each as alone
+    assert not fused._one_model(jobs)
+    assert not fused._one_model([replace(job, clipped=True) for job in jobs[:1]])
+    losses = [learner.compute(batch, clip=False) for learner, batch in zip(learners, batches)]
+    alone = [[g.clone() for g in learner.gradients] for learner in learners]
+    assert fused.one_batch_gradients(jobs) == pytest.approx(losses, rel=1e-5)
+    for learner, own in zip(learners, alone):
+        for mine, theirs in zip(learner.gradients, own):
+            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
+def tiny_batch(seed: int) -> Batch:
+    """Three random utterances of 40 features and their targets, in a minibatch."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(20, 41, (3,), generator=generator)
+    features = torch.randn(3, int(lengths.max()), 40, generator=generator)
+    target_lengths = torch.tensor([4, 5, 3])
+    targets = torch.randint(1, 12, (int(target_lengths.sum()),), generator=generator)
+    return Batch(features, lengths, targets, target_lengths, ["a", "b", "c"])

@@ -340,3 +340,28 @@ def test_the_librispeech_claims_study_can_decide_the_halves_a_16_gpu_cluster_can
         ("zhang13", "accuracy"),
         ("zhang13", "speed"),
     ]
+
+
+def test_a_laptop_studys_plan_says_its_wall_time_at_this_machines_speed(capfd, monkeypatch):
+    """claims-at-4 states its wall time at the speed it was measured at: the plan times this
+    machine and scales it; LibriSpeech's cluster study states none and says nothing of it."""
+    import asrscale.training.calibration as calibration
+
+    monkeypatch.setattr(calibration, "machine_rate", lambda: 23_050.0)
+    for study, hardware in (("claims-at-4", "zhang19b-v100"), ("librispeech", "h100")):
+        main(
+            [
+                "plan",
+                "--configfile",
+                str(ROOT / "config.yaml"),
+                str(ROOT / "studies" / f"{study}.yaml"),
+                "--hardware",
+                hardware,
+            ]
+        )
+    claims, librispeech = capfd.readouterr().out.split("librispeech on h100")
+    assert (
+        "its wall time: this machine: 23,050 frames/s on one thread (the default BLSTM at batch "
+        "32), 0.38 times the 60,700 at which the study took 1 h 9 min: about 3 h 1 min here"
+    ) in claims
+    assert "its wall time" not in librispeech

@@ -1,10 +1,12 @@
 """The simulated world: virtual-time order, the cost model, and real training in one process."""
 
+import copy
+
 import pandas as pd
 import pytest
 import torch
 
-from asrscale.config.schema import profile_defaults
+from asrscale.config.schema import MINIMAL, profile_defaults
 from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.training.calibration import calibrate, measured_compute
 from asrscale.training.fused import fusers
@@ -192,7 +194,7 @@ def test_data_loading_overlaps_compute_only_with_prefetch(prefetch, waits):
             log("has")
             yield ops.Compute(0, frames=800)  # 0.4 s
 
-    (log,) = launch(world(1, prefetch=prefetch), program).values()
+    (log,) = launch(world(1, prefetch=prefetch, data_frames_per_s=10_000.0), program).values()
     assert [round(has - asks, 6) for (asks, _), (has, _) in zip(log[::2], log[1::2])] == waits
 
 
@@ -356,13 +358,16 @@ def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings
 def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_row(
     corpus, tmp_path, monkeypatch, algorithm, fused
 ):
-    """Fused learners too: killed while gradients wait deferred (ADPSGD's fixed by a gossip)."""
+    """Fused learners too: killed while gradients wait deferred (ADPSGD's fixed by a gossip). The
+    clock's jitter and its node's loader, which the learners wait for, resume where they were, so
+    that ASGD's updates and ADPSGD's pairings come in the uninterrupted run's order."""
 
     config = run_config(algorithm, epochs=1, batch_size=4, log_interval=2, checkpoint_steps=4)
     servers = 1 if algorithm == "asgd" else 0
 
     def run(out):
-        costs = CostModel(profile(), CALIBRATION, seed=QUICK.seed)
+        hardware = profile(jitter=0.1, data_frames_per_s=10_000.0)
+        costs = CostModel(hardware, CALIBRATION, seed=QUICK.seed)
         paths = run_paths(corpus, corpus / "shards" / "P2", out)
         together = fusers(torch.device("cpu")) if fused else None
         train(config, paths, SimWorld(2, costs, servers=servers, name=algorithm, fusers=together))
@@ -379,20 +384,58 @@ def test_a_simulated_run_killed_mid_epoch_resumes_without_losing_or_repeating_a_
     key = ["kind", "epoch", "step", "rank"]
     assert not metrics.duplicated(key).any()
     assert metrics[key].equals(whole_metrics[key])
-    # a finished run keeps learner 0's state (and the server's), in one file: every rank lives here
+    # a finished run keeps learner 0's state (and the server's) and the clock's, in one file: every
+    # rank lives here
     (kept,) = (tmp_path / "killed").glob("checkpoints/*/*.pt")
     names = sorted(torch.load(kept, weights_only=False)["skeletons"])
-    assert kept.name == "ranks.pt" and names == ["rank0"] + ["server0"] * servers
-    if algorithm not in (
-        "asgd",
-        "adpsgd",
-    ):  # the asynchronous ones' order follows the clock, which restarts
-        assert same_models(whole, resumed)
-        assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
+    assert kept.name == "ranks.pt" and names == ["clock", "rank0"] + ["server0"] * servers
+    # the modelled clock resumes too, and with it the asynchronous ones' order of events
+    assert same_models(whole, resumed)
+    assert metrics.drop(columns=TIMES).equals(whole_metrics.drop(columns=TIMES))
     # the run extended by an epoch: every learner goes on from learner 0's state
     config = run_config(algorithm, epochs=2, batch_size=4, log_interval=2, checkpoint_steps=4)
     _, extended = run(tmp_path / "killed")
     assert sorted(set(extended[extended.kind == "epoch"].epoch)) == [1, 2]
+
+
+def slower_host(calibration: dict, factor: float = 7.0) -> dict:
+    """`calibration` as a machine `factor` times slower, with 8 times the cores, would have timed
+    it: every second longer, every rate (the loading's too) lower, by `factor`."""
+    slow = copy.deepcopy(calibration)
+    for rates in slow["by_threads"].values():
+        for key, value in rates.items():
+            rates[key] = value / factor if key == "frames_per_s" else value * factor
+    slow["data_frames_per_s"] /= factor
+    slow["cores"] *= 8
+    slow["by_size"] = [
+        {**width, "backward_s_per_frame": width["backward_s_per_frame"] * factor}
+        for width in slow.get("by_size", [])
+    ]
+    return slow
+
+
+def simulated_at_two_host_speeds(corpus, out, algorithm, hardware, config, calibration):
+    """A run of 4 simulated learners on `hardware` twice, calibrated on this machine and on one
+    7 times slower: each run's metrics, server record (ASGD's) and model."""
+    found = []
+    for index, timed in enumerate((calibration, slower_host(calibration))):
+        folder = out / str(index)
+        costs = CostModel(hardware, timed, seed=config.seed)
+        servers = 1 if algorithm == "asgd" else 0
+        train(
+            config,
+            run_paths(corpus, corpus / "shards" / "P4", folder),
+            SimWorld(4, costs, servers=servers, name=algorithm),
+        )
+        server = folder / "server.tsv"
+        found.append(
+            (
+                pd.read_csv(folder / "metrics.tsv", sep="\t"),
+                pd.read_csv(server, sep="\t") if server.exists() else None,
+                torch.load(folder / "model.pt", weights_only=False)["model"],
+            )
+        )
+    return found
 
 
 @pytest.mark.parametrize("algorithm", ["ssgd", "asgd"])
@@ -400,23 +443,54 @@ def test_a_run_on_a_dedicated_profile_is_the_same_calibrated_at_two_host_speeds(
     corpus, tmp_path, algorithm
 ):
     """The modelled clock, ASGD's order of updates with it, and so the whole run, do not depend on
-    how fast the machine that simulates it ran its calibration."""
-    slow_host = dict(
-        CALIBRATION,
-        by_threads={
-            t: {k: 5 * v for k, v in r.items()} for t, r in CALIBRATION["by_threads"].items()
-        },
-    )
+    how fast the machine that simulates it ran its calibration: not its compute, not its loading
+    (a profile that states no loading rate loads at the fitted rate of a node)."""
     config = run_config(algorithm, epochs=1, batch_size=4)
-    results = []
-    for index, calibration in enumerate((CALIBRATION, slow_host)):
-        out = tmp_path / str(index)
-        costs = CostModel(profile(jitter=0.1), calibration, seed=QUICK.seed)
-        paths = run_paths(corpus, corpus / "shards" / "P4", out)
-        world = SimWorld(4, costs, servers=1 if algorithm == "asgd" else 0, name=algorithm)
-        train(config, paths, world)
-        results.append(pd.read_csv(out / "metrics.tsv", sep="\t"))
-    assert results[0].equals(results[1])
+    (metrics, server, model), (slow_metrics, slow_server, slow_model) = (
+        simulated_at_two_host_speeds(
+            corpus, tmp_path, algorithm, profile(jitter=0.1), config, CALIBRATION
+        )
+    )
+    assert profile().data_frames_per_s is None
+    assert metrics.equals(slow_metrics) and same_models(model, slow_model)
+    if algorithm == "asgd":
+        assert server.equals(slow_server)
+
+
+def test_the_tiny_studys_asgd_is_as_accurate_whatever_speed_its_calibration_timed(corpus, tmp_path):
+    """The tiny study's ASGD (studies/quick.yaml's model and training) at 4 learners on zhang19b's
+    V100s, calibrated on this machine and on one 7 times slower: the same order of updates (the
+    same staleness histogram), the same model, the same greedy WER on the test set."""
+    from asrscale.config.schema import validate, with_profiles
+    from asrscale.data.batches import Subset
+    from asrscale.data.tokens import Tokens
+    from asrscale.decoding.decode import model_outputs, wer
+    from asrscale.models import build_model
+
+    hardware = Hardware.from_config(
+        "zhang19b-v100",
+        validate(with_profiles(copy.deepcopy(MINIMAL)))["hardware"]["zhang19b-v100"],
+    )
+    tiny = run_config("asgd")  # 1 × 32 LSTM, Adam at 0.003, batch 8, 2 epochs: quick.yaml's
+    runs = simulated_at_two_host_speeds(corpus, tmp_path, "asgd", hardware, tiny, CALIBRATION)
+    (_, server, model), (_, slow_server, slow_model) = runs
+    assert server.staleness.value_counts().equals(slow_server.staleness.value_counts())
+    assert server.equals(slow_server) and same_models(model, slow_model)
+    tokens = Tokens.read(corpus / "tokens.txt")
+    test = Subset(
+        corpus / "data" / "test",
+        corpus / "feats" / "test",
+        corpus / "feats" / "train",
+        tiny.cmvn,
+        tokens,
+    )
+    errors = []
+    for weights in (model, slow_model):
+        network = build_model(tiny.model, tiny.features.dim, len(tokens))
+        network.load_state_dict(weights)
+        outputs = model_outputs(network.eval(), test)
+        errors.append(wer(outputs.references, outputs.greedy))
+    assert errors[0] == errors[1] and 0 < errors[0] <= 1.5
 
 
 @pytest.mark.parametrize("decentralized", ["adpsgd", "hadpsgd"])
@@ -580,8 +654,9 @@ def test_where_mpi_is_not_cuda_aware_every_allreduce_is_staged_through_host_memo
 
 def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_fast():
     """A node's loaders at 10,000 frames/s build its two learners' 1,000-frame batches one after
-    the other (0.1 s each): the second learner waits 0.2 s for its first; without prefetch
-    or a node rate each learner has a loader of its own at the calibrated rate."""
+    the other (0.1 s each): the second learner waits 0.2 s for its first. A shared device's
+    profile without a node rate gives each learner a loader of its own at the calibrated rate; a
+    dedicated one's node loads at the fitted rate."""
 
     def program(layout, serving, log):
         yield ops.DataWait(0, frames=1000)
@@ -589,8 +664,11 @@ def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_f
 
     node = world(2, prefetch=1, data_frames_per_s=10_000.0)
     assert sorted(log[0][0] for log in launch(node, program).values()) == pytest.approx([0.1, 0.2])
-    own = world(2, prefetch=1)  # the calibration's 10,000 frames/s, a loader each
+    own = world(2, prefetch=1, device="shared", compute=None)  # the calibration's 10,000 frames/s
     assert sorted(log[0][0] for log in launch(own, program).values()) == pytest.approx([0.1, 0.1])
+    fitted = world(2, prefetch=1).costs.achieved.node_data_frames_per_s
+    found = sorted(log[0][0] for log in launch(world(2, prefetch=1), program).values())
+    assert found == pytest.approx([1000 / fitted, 2000 / fitted])
 
 
 def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time():

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from asrscale import machine
 from asrscale.config.sections import read_settings_of
 from asrscale.errors import UserError
 from asrscale.io import read_settings
@@ -150,10 +151,14 @@ def calibrate(args):
     train_set = Subset(
         args.train_data, args.train_feats, args.train_feats, settings.cmvn, Tokens.read(args.tokens)
     )
-    calibration = calibrate(settings.train, settings.model, settings.features, train_set)
+    when_busy = os.environ.get(machine.BUSY_MACHINE, "refuse")  # study.busy_machine
+    calibration = calibrate(
+        settings.train, settings.model, settings.features, train_set, when_busy=when_busy
+    )
     calibration["environment"] = environment()
     atomic_write_json(args.out, calibration)
     print(json.dumps(calibration["by_threads"], indent=1))
+    print(machine.speed(calibration["machine_rate"]))
     profile = {
         "device": "dedicated",
         "compute": measured_compute(calibration, calibration["environment"]),
@@ -417,6 +422,15 @@ def plan(args):
     print_decidable(decidable(study, size.utterances))
     records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
     print_risks(under_trained_risks(study, size.utterances, recorded_gains(records)))
+    print_wall_time(study.config["study"]["wall_time"])
+
+
+def print_wall_time(wall_time: dict | None) -> None:
+    """A laptop study's wall time (study.wall_time) at this machine's speed, timed now."""
+    from asrscale.training.calibration import machine_rate
+
+    if wall_time is not None:
+        print(f"\nits wall time: {machine.wall_time_here(wall_time, machine_rate())}")
 
 
 def print_risks(risks: list[str]) -> None:
@@ -1000,6 +1014,7 @@ def main(argv=None):
     # a crash in native code (a signal: abort, segfault) prints every thread's Python stack into
     # the job's log, where otherwise a launcher reports only an exit code
     faulthandler.enable()
+    machine.pin()  # before any arithmetic: study.cpu_arithmetic, as the workflow passes it
     args = parser().parse_args(argv)
     try:
         args.run(args)

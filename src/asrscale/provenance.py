@@ -7,6 +7,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from asrscale import machine
+
 PACKAGES = (
     "asrscale",
     "torch",
@@ -67,6 +69,7 @@ def environment() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "gpu": gpu_model(),
+        "cpu_arithmetic": machine.described(),
         "mpi": " ".join(MPI.Get_library_version().split()[:3]),
         "packages": {p: _version(p) for p in PACKAGES},
         "commit": git_commit(),

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import replace
 
-from asrscale import jobs
+from asrscale import jobs, machine
 from asrscale.config import paths
 from asrscale.config.files import named_in_files
 from asrscale.config.study import TUNED, Study
@@ -18,18 +18,6 @@ from snakemake.logging import LogEvent, logger
 
 envvars:
     "PATH",
-
-
-# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
-# Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it). The venv
-# holds an mpiexec only with the mpich extra, whose library mpi4py's wheel then loads first: its
-# mpiexec must start the ranks. Without the extra (a cluster's install), mpiexec and the library
-# mpi4py loads are both the site's, as `module load` set PATH and LD_LIBRARY_PATH (docs/slurm.md).
-# A prefix of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job
-# fails when any command of a pipeline does (training's output goes through tee).
-shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
 # The rules read the configuration only through the study it resolves to (src/asrscale/config/):
@@ -45,6 +33,24 @@ def study_of(config):
 
 
 STUDY = study_of(config)
+
+# Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
+# Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
+# in front of it), the package from this repository (a conda env does not install it). The venv
+# holds an mpiexec only with the mpich extra, whose library mpi4py's wheel then loads first: its
+# mpiexec must start the ranks. Without the extra (a cluster's install), mpiexec and the library
+# mpi4py loads are both the site's, as `module load` set PATH and LD_LIBRARY_PATH (docs/slurm.md).
+# A prefix of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job
+# fails when any command of a pipeline does (training's output goes through tee). Two settings reach every job
+# in its environment, so that changing them reruns nothing: the CPU's code path
+# (study.cpu_arithmetic, src/asrscale/machine.py; MPI ranks inherit it) and whether a
+# calibration keeps a busy machine's rates (study.busy_machine).
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; "
+    f"export {machine.ARITHMETIC}={STUDY.machine['cpu_arithmetic']}; "
+    f"export {machine.BUSY_MACHINE}={STUDY.machine['busy_machine']}; "
+)
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
 wildcard_constraints:
@@ -175,6 +181,15 @@ def write_settings(path, log, settings):
     """A stage's or a run's settings file (workflow/rules/settings.smk), and a line of log."""
     atomic_write_json(path, settings)
     atomic_write_text(log, f"wrote {path}\n")
+
+
+def say_wall_time(calibration, wall_time, paths):
+    """The study's wall time at the speed its calibration timed (study.wall_time), in Snakemake's
+    own output and in each of `paths` (workflow/rules/train.smk)."""
+    said = machine.said_of(json.loads(Path(calibration).read_text()), wall_time)
+    print(f"\n{said}\n", flush=True)
+    for path in paths:
+        atomic_write_text(path, f"{said}\n")
 
 
 def write_run_settings(wildcards, input, path, log):

@@ -1,5 +1,6 @@
 localrules:
     replay_published,
+    wall_time,
     tune,
     halve,
     adopt,
@@ -41,6 +42,22 @@ rule calibrate:
     shell:
         "python -m asrscale calibrate --settings {input.settings} --train-data {input.train_data}"
         " --train-feats {input.train_feats} --tokens {input.tokens} --out {output} > {log} 2>&1"
+
+
+# The study's wall time at this machine's speed (study.wall_time), said in Snakemake's own output
+# as soon as the calibration has timed it (rule all asks for it where the study states one).
+rule wall_time:
+    input:
+        paths.CALIBRATION,
+    output:
+        paths.WALL_TIME,
+    log:
+        "logs/{corpus}/{study}/wall-time.log",
+    priority: 100
+    params:
+        wall_time=STUDY.wall_time,
+    run:
+        say_wall_time(input[0], params.wall_time, [output[0], log[0]])
 
 
 TRAIN_JOB = paths.run_job("train")

@@ -24,6 +24,8 @@ def compute_basis(world_record: dict) -> str:
         if calibration.get("spread"):  # (older calibrations timed each rate once)
             said.append(f"repeats at most {max(calibration['spread'].values()):.2f}× apart")
         said += calibration.get("slower_with_more_threads", [])
+        if calibration.get("busy"):  # kept by study.busy_machine: go-on
+            said.append(f"calibrated on a busy machine: {calibration['busy']}")
         return f"this machine's calibrated rates ({'; '.join(said)})"
     speed = compute.get("relative_speed", 1.0)
     assumed = f" × {speed:g} (assumed)" if speed != 1.0 else ""

@@ -22,6 +22,7 @@ LANGUAGE_MODEL = CORPUS + "/lm/words.arpa"  # decode.lm: train
 STUDY = CORPUS + "/studies/{study}"
 STUDY_SETTINGS = STUDY + "/settings/{stage}.json"
 CALIBRATION = STUDY + "/calibration.json"
+WALL_TIME = STUDY + "/wall-time.txt"  # study.wall_time at this machine's speed
 LANGUAGE_MODEL_STATISTICS = STUDY + "/lm.json"  # what decoding's LM knows of dev and test
 # {cluster}: what a run ran on, "mpi" (real ranks) or "sim-<profile>" (a simulated cluster)
 RUN = STUDY + "/runs/{cluster}/{algorithm}/{variant}/P{learners}/seed{seed}"

@@ -450,6 +450,18 @@ class Study(Grids):
         return self.config["train"]["device"]
 
     @property
+    def machine(self) -> dict:
+        """How every job meets the machine (asrscale.machine): its CPU's code path
+        (study.cpu_arithmetic) and whether its calibration keeps a busy machine's rates
+        (study.busy_machine)."""
+        return {key: self.config["study"][key] for key in ("cpu_arithmetic", "busy_machine")}
+
+    @property
+    def wall_time(self) -> dict | None:
+        """study.wall_time: the study's minutes on a machine of a stated speed, or None."""
+        return self.config["study"]["wall_time"]
+
+    @property
     def synthesis_jobs(self) -> int:
         return self.config["corpus"]["builtin"]["jobs"]
 

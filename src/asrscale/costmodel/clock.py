@@ -162,7 +162,9 @@ class Hardware:
     device: str
     learners_per_node: int
     nics_per_node: int
-    data_frames_per_s: float | None  # a node's (null: each learner's, as calibrated)
+    # a node's (null: a dedicated device's node at the fitted rate, a shared one's learners each
+    # at this machine's calibrated rate)
+    data_frames_per_s: float | None
     node_link: Link
     network_link: Link
     jitter: float
@@ -212,14 +214,17 @@ class Hardware:
 
 class CostModel:
     """Seconds for each request on a hardware profile (see the module docstring); `calibration`,
-    this machine's, gives a shared device's rates, the data loading rate a profile leaves open,
-    and the size of the model that a dedicated device's measured compute is carried over to;
-    `achieved`, what transports and software achieve (by default as fitted)."""
+    this machine's, gives a shared device's rates and, where the profile states no loading rate,
+    its learners' own loaders' rate. A dedicated device takes from it only the size of the model
+    that its measured compute is carried over to: no time of the simulating machine reaches its
+    clock, so the order of its events (ASGD's updates, ADPSGD's pairings) is the same on any
+    machine. `achieved`, what transports and software achieve (by default as fitted)."""
 
     def __init__(
         self, hardware: Hardware, calibration: dict, seed: int = 1, achieved: Achieved | None = None
     ):
-        self.hardware, self.calibration = hardware, calibration
+        self.hardware = hardware
+        self.calibration = calibration if hardware.device == "shared" else None
         self.achieved = achieved or Achieved.fitted()
         # each learner's jitter drawn from a stream of its own: a learner's n-th computation is as
         # slow whatever order the world charges the learners' requests in (which the times decide)
@@ -242,8 +247,18 @@ class CostModel:
                     "the workflow calibrates again"
                 )
             self.dedicated_rates = hardware.compute.rates_for(calibration["model"])
-        self.data_frames_per_s = hardware.data_frames_per_s or calibration["data_frames_per_s"]
-        self.loading_per_node = hardware.data_frames_per_s is not None
+        self.data_frames_per_s, self.loading_per_node = self._loading(calibration)
+
+    def _loading(self, calibration: dict) -> tuple[float, bool]:
+        """The loading rate, and whether it is a node's (shared by its learners): the profile's
+        where it states one; else a dedicated device's node loads at the fitted rate (as a
+        published cluster that states none), and a shared device's learners each at this
+        machine's calibrated rate."""
+        if self.hardware.data_frames_per_s is not None:
+            return self.hardware.data_frames_per_s, True
+        if self.hardware.device == "dedicated":
+            return self.achieved.node_data_frames_per_s, True
+        return calibration["data_frames_per_s"], False
 
     def _rates(self, ranks_on_machine: int) -> tuple[dict, float]:
         """The rates that apply to one rank, and how much slower it runs."""
@@ -273,10 +288,7 @@ class CostModel:
             seconds = rates["backward_s_per_batch"] + rates["backward_s_per_frame"] * frames
             if self.hardware.jitter:
                 sigma = self.hardware.jitter
-                stream = self.jitters.setdefault(
-                    learner, np.random.default_rng([self.seed, learner or 0])
-                )
-                seconds *= math.exp(sigma * stream.standard_normal() - sigma**2 / 2)
+                seconds *= math.exp(sigma * self._jitter(learner).standard_normal() - sigma**2 / 2)
         elif kind == "update":
             seconds = rates["update_s"]
         elif kind == "precondition":
@@ -286,6 +298,23 @@ class CostModel:
         else:
             raise ValueError(f"no cost for compute of kind {kind!r}")
         return seconds * slowdown * self.hardware.stragglers.get(learner, 1.0)
+
+    def _jitter(self, learner: int | None):
+        """A learner's stream of jitter, drawn from the run's seed and the learner (a server's from
+        the seed alone: it shares none of a learner's draws)."""
+        if learner not in self.jitters:
+            key = [self.seed] if learner is None else [self.seed, learner]
+            self.jitters[learner] = np.random.default_rng(key)
+        return self.jitters[learner]
+
+    def jitter_state(self) -> dict:
+        """Where each stream of jitter stands, for a checkpoint (`load_jitter_state`)."""
+        return {learner: stream.bit_generator.state for learner, stream in self.jitters.items()}
+
+    def load_jitter_state(self, state: dict) -> None:
+        """Each stream of jitter where a checkpoint's `jitter_state` had it."""
+        for learner, position in state.items():
+            self._jitter(learner).bit_generator.state = position
 
     def load_s(self, frames: int) -> float:
         return frames / self.data_frames_per_s
@@ -333,11 +362,12 @@ class CostModel:
         return self.achieved.serving * exchange_s
 
     def description(self) -> dict:
-        """What the modelled times rest on: the profile, what its links achieve, and this machine's
-        calibration where a shared device's rates (or the data loading rate) come from it."""
+        """What the modelled times rest on: the profile, what its links achieve, and a dedicated
+        device's compute carried to the model, or the calibration that a shared device's rates
+        come from."""
         described = {"hardware": asdict(self.hardware), "achieved": asdict(self.achieved)}
         if self.hardware.device == "dedicated":
             described["compute"] = self.dedicated_rates
-        if self.hardware.device == "shared" or not self.hardware.data_frames_per_s:
+        else:
             described["calibration"] = self.calibration
         return described

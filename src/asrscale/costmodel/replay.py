@@ -11,9 +11,9 @@ world's fusers, which carry out learners' work, are given ones that do nothing).
 64 learners of a 43M-parameter model replays in seconds on a CPU, with the orders of the
 asynchronous algorithms (ASGD's pushes, ADPSGD's pairings) coming from the modelled clock as in a
 trained run. What a replay leaves out: the data (every step has the stated frames; no loader
-waits beyond the profile's data rate: a node's, shared by its learners, where the profile states
-one), dev evaluation and checkpoints (a trained run's epoch time leaves them out too), and
-anything that depends on values (KAVG's plateau policy sees no dev loss).
+waits beyond the profile's data rate: a node's, shared by its learners, at the fitted rate where
+the profile states none), dev evaluation and checkpoints (a trained run's epoch time leaves them
+out too), and anything that depends on values (KAVG's plateau policy sees no dev loss).
 
 The compute a step costs is the hardware profile's (`hardware.<name>.compute`), carried to the
 stated model by the ratio of FLOPs per frame and of parameters: a profile whose compute was
@@ -161,9 +161,7 @@ def replay(
         )
     servers = algorithm_spec(algorithm).servers
     model = {"flops_per_frame": workload.flops_per_frame, "parameters": workload.parameters}
-    costs = CostModel(
-        hardware, {"model": model, "data_frames_per_s": math.inf}, seed=seed, achieved=achieved
-    )
+    costs = CostModel(hardware, {"model": model}, seed=seed, achieved=achieved)
     world = SimWorld(
         learners,
         costs,

@@ -8,8 +8,11 @@ timed while another process holds the cores is many times too slow, and a simula
 gives speedups beyond P (2,533 frames/s at 2 threads against 75,825 at 1 on a 2-core machine running
 a test suite made a modelled SSGD at 2 learners 19× SEQ). So each thread count's rates are timed
 `REPEATS` times and the fastest kept (the least disturbed), and the two fastest must agree (within
-`AGREEMENT`); where they do not, everything is timed again, up to `ATTEMPTS` times, before a
-`BusyMachine` error that names the rates. More threads are never modelled slower than fewer
+`AGREEMENT`); where they do not, the calibration waits (`WAITS_S`, a few minutes in all: a burst
+of another process passes) and times everything again, before a `BusyMachine` error that names the
+rates, or, where the study accepts a busy machine (study.busy_machine: go-on), the rates kept with
+why the machine was busy (`busy`), which the report says beside every modelled time resting on
+them. More threads are never modelled slower than fewer
 (`slower_with_more_threads` says where they ran slower, and at which rates they are modelled): SEQ
 on all cores would otherwise be modelled slower than one learner on one. On a CPU, a busy machine
 shows directly in two shares of each repeat: other processes' time on the cores this process may run
@@ -18,7 +21,11 @@ every core could run `BUSY_FACTOR` times slower; a 2-core machine with a process
 core gave one thread 67% of its core, and 2 threads rates 1.7× too slow that agreed), and the
 process's own share of one thread's time on a core (its CPU time over wall time, below 1 /
 `BUSY_FACTOR` where a quota throttles it). A machine where either held in every repeat of a thread
-count is busy. The repeats are recorded (`repeats`, `spread`, `cpu_share`, `held_by_others`)."""
+count is busy. The repeats are recorded (`repeats`, `spread`, `cpu_share`, `held_by_others`).
+
+A calibration also times this machine's speed on one workload whatever the study's model
+(`machine_rate`), at which the study files' wall times are stated (study.wall_time), so that a
+study's time here can be told (asrscale.machine.wall_time_here)."""
 
 import os
 import time
@@ -30,7 +37,7 @@ import torch
 
 from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
 from asrscale.costmodel.clock import RATES
-from asrscale.data.batches import Subset
+from asrscale.data.batches import Batch, Subset
 from asrscale.errors import UserError
 from asrscale.models import build_model, flops_per_frame
 from asrscale.provenance import available_cores
@@ -51,7 +58,17 @@ BUSY_FACTOR = (
     1.5  # the slowdown the shares of a busy machine admit (others' time, one thread's own)
 )
 AGREEMENT = 2.0  # the two fastest repeats within this factor (a busy machine's were 2-30× apart)
-ATTEMPTS = 3  # times everything is timed before a machine whose rates disagree is called busy
+# seconds waited before each new attempt where a machine's rates disagree: a burst of another
+# process (a 20-s command beside it stopped a study) passes, a machine busy for minutes stays busy
+WAITS_S = (10, 20, 40, 80)
+# The workload a machine's speed is told by (`machine_rate`): the default BLSTM (config.yaml's: 2 ×
+# 128 each way, 3 frames stacked, 40 features) forward and backward, clipped, at batch 32 on one
+# thread, over 8 batches of like lengths at the built-in corpus's (frames at its 0th, 12.5th, ...,
+# 100th percentiles: 5,000 training utterances, mean 222) and characters a frame (0.166). It reads
+# as the calibration of that model reads its rate at one thread (within 3% on the 2-core machine).
+REFERENCE_MODEL = ModelConfig("lstm", 2, 128, True, 3, 2)
+REFERENCE_LENGTHS = (71, 121, 151, 177, 204, 237, 276, 330, 680)
+REFERENCE_CHARACTERS_A_FRAME = 0.166
 
 
 class BusyMachine(UserError):
@@ -130,12 +147,15 @@ def calibrate(
     features: FeatureConfig,
     train_set: Subset,
     batches: int = 12,
+    when_busy: str = "refuse",
 ) -> dict:
     """Time this model on this process's device (`train.device`): forward-backward seconds
     a + b·frames (least squares over minibatches of the training data of BATCH_SCALES' sizes),
     update and preconditioning seconds; on the CPU at one thread and at all cores. Also the
     single-thread data loading rate, the model's size, and the seconds a frame of the model at
-    WIDTH_SCALES' widths (`by_size`, on the device at full speed, net of a batch's fixed cost)."""
+    WIDTH_SCALES' widths (`by_size`, on the device at full speed, net of a batch's fixed cost), and
+    this machine's speed (`machine_rate`). On a machine that stays busy, `when_busy` "go-on" keeps
+    the rates with why it was busy (`busy`); "refuse" stops with BusyMachine."""
     device = resolve_device(train.device)
     sizes, groups = _timed_groups(train, train_set, batches)
     threads_before = torch.get_num_threads()
@@ -162,11 +182,12 @@ def calibrate(
         "utterances": len(preconditioned.utts),
         "frames": preconditioned.frames,
     }
-    repeats = _agreed(
+    repeats, calibration["busy"] = _agreed(
         thread_counts,
         lambda: _learner(train, model, features.dim, tokens, device),
         (minibatches, train.lr, policy_sized, preconditioned),
         device.type == "cpu",
+        go_on=when_busy == "go-on",
     )
     calibration |= _by_threads(repeats)
     calibration["model"] = {
@@ -181,6 +202,7 @@ def calibrate(
     calibration["by_size"] = _by_size(
         train, model, features.dim, tokens, device, policy_sized, fixed_s
     )
+    calibration["machine_rate"] = machine_rate()
     torch.set_num_threads(threads_before)
     return calibration
 
@@ -246,47 +268,109 @@ def _by_size(
 
 
 def _agreed(
-    thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True
-) -> dict[str, list[dict]]:
+    thread_counts: list[int], learner, timed: tuple, on_cpu: bool = True, go_on: bool = False
+) -> tuple[dict[str, list[dict]], str | None]:
     """`REPEATS` timings of the rates at each thread count (each of a fresh `learner()`, over
     `timed`: `_time_learner`'s minibatches, rate, policy-sized and preconditioned ones) that agree
-    (`disagreement`; `on_cpu`: with the process's share of its threads' time), timed again where
-    they do not, up to `ATTEMPTS` times (an attempt ends at the first thread count that disagrees:
-    a busy machine's many threads are the slowest to time)."""
-    for attempt in range(1, ATTEMPTS + 1):
-        repeats, why = {}, None
-        for threads in thread_counts:
-            torch.set_num_threads(threads)
-            repeats[str(threads)] = [
-                _shared(threads, lambda: _time_learner(learner(), *timed)) for _ in range(REPEATS)
-            ]
-            # one thread's share alone: many threads may leave some idle where the model is too
-            # small to split
-            shares = (
-                {"1": [r["cpu_share"] for r in repeats["1"]]} if on_cpu and "1" in repeats else None
-            )
-            held = (
-                {t: [r["held_by_others"] for r in runs] for t, runs in repeats.items()}
-                if on_cpu
-                else None
-            )
-            why = disagreement(
-                {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}, shares, held
-            )
-            if why:
-                break
+    (`disagreement`; `on_cpu`: with the process's share of its threads' time), timed again after
+    each of `WAITS_S` where they do not; and None. On a machine busy through every wait,
+    BusyMachine, unless `go_on`: then the last attempt's, timed at every thread count, and why the
+    machine was busy."""
+    for attempt, wait in enumerate((*WAITS_S, None), start=1):
+        repeats, why = _attempt(thread_counts, learner, timed, on_cpu, whole=go_on and not wait)
         if why is None:
-            return repeats
-        if attempt < ATTEMPTS:
-            print(
-                f"calibration: {why}: the machine is busy; timing again ({attempt + 1} of "
-                f"{ATTEMPTS})",
-                flush=True,
-            )
+            return repeats, None
+        if wait is None:
+            break
+        print(
+            f"calibration: {why}: the machine is busy; waiting {wait} s, then timing again "
+            f"(attempt {attempt + 1} of {len(WAITS_S) + 1})",
+            flush=True,
+        )
+        time.sleep(wait)
+    waited = f"in each of {len(WAITS_S) + 1} attempts over {sum(WAITS_S)} s of waiting"
+    if go_on:
+        print(
+            f"calibration: {why}, {waited}: the machine stays busy; its rates kept as timed "
+            "(study.busy_machine: go-on), and the report marks every modelled time resting on them",
+            flush=True,
+        )
+        return repeats, why
     raise BusyMachine(
-        f"calibration: {why}, in each of {ATTEMPTS} attempts: the machine is busy (another process "
-        "holds its cores); calibrate on a machine to itself"
+        f"calibration: {why}, {waited}: the machine is busy (another process holds its cores); "
+        "calibrate on a machine to itself, or keep a busy machine's rates with study.busy_machine: "
+        "go-on (the report marks the times resting on them)"
     )
+
+
+def _attempt(
+    thread_counts: list[int], learner, timed: tuple, on_cpu: bool, whole: bool = False
+) -> tuple[dict[str, list[dict]], str | None]:
+    """`REPEATS` timings at each thread count, and why they cannot be this machine's own (None
+    where they can). The attempt ends at the first thread count that disagrees (a busy machine's
+    many threads are the slowest to time), unless `whole`."""
+    repeats, why = {}, None
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        repeats[str(threads)] = [
+            _shared(threads, lambda: _time_learner(learner(), *timed)) for _ in range(REPEATS)
+        ]
+        # one thread's share alone: many threads may leave some idle where the model is too small
+        # to split
+        shares = (
+            {"1": [r["cpu_share"] for r in repeats["1"]]} if on_cpu and "1" in repeats else None
+        )
+        held = (
+            {t: [r["held_by_others"] for r in runs] for t, runs in repeats.items()}
+            if on_cpu
+            else None
+        )
+        rates = {t: [r["frames_per_s"] for r in runs] for t, runs in repeats.items()}
+        why = why or disagreement(rates, shares, held)
+        if why and not whole:
+            break
+    return repeats, why
+
+
+def machine_rate(repeats: int = REPEATS) -> float:
+    """This machine's speed: frames/s of the reference workload (`REFERENCE_MODEL` over batches of
+    `REFERENCE_LENGTHS`) on one thread, the fastest of `repeats` timings (the least disturbed)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(SEED)
+    network = build_model(REFERENCE_MODEL, 40, 30)
+    learner = Learner(network, make_optimizer("adam", 0.0, network), 5.0, "reference")
+    batches = _reference_batches()
+    ops.run_alone(learner.backward(batches[0]))  # warm-up
+    frames = sum(batch.frames for batch in batches)
+    seconds = min(
+        _seconds(lambda: [ops.run_alone(learner.backward(b)) for b in batches])
+        for _ in range(repeats)
+    )
+    torch.set_num_threads(threads)
+    return frames / seconds
+
+
+def _reference_batches(count: int = 8, size: int = 32) -> list[Batch]:
+    """The reference workload's batches: `count` × `size` utterances at the built-in corpus's
+    lengths (`REFERENCE_LENGTHS`, interpolated), cut in order of length, random features and
+    characters."""
+    generator = torch.Generator().manual_seed(SEED)
+    percentiles = np.linspace(0, 100, len(REFERENCE_LENGTHS))
+    lengths = np.interp(np.linspace(0, 100, count * size), percentiles, REFERENCE_LENGTHS)
+    batches = []
+    for cut in torch.tensor(lengths.round(), dtype=torch.long).split(size):
+        characters = (cut * REFERENCE_CHARACTERS_A_FRAME).round().long().clamp(min=1)
+        batches.append(
+            Batch(
+                torch.randn(size, int(cut.max()), 40, generator=generator),
+                cut,
+                torch.randint(1, 30, (int(characters.sum()),), generator=generator),
+                characters,
+                [str(u) for u in range(size)],
+            )
+        )
+    return batches
 
 
 def _shared(threads: int, timing) -> dict:

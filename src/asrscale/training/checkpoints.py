@@ -5,7 +5,9 @@ the random state and the learner's progress (asrscale.training.records.Progress)
 On real ranks each rank writes its own file. Where every rank lives in this process (a simulated
 world), a checkpoint is one file, `ranks.pt`, every tensor stacked over the ranks whose states
 hold tensors of the same shapes (64 learners' states are then a few thousand tensors to pickle,
-not a hundred thousand), each rank's state restored from it exactly as it was saved."""
+not a hundred thousand), each rank's state restored from it exactly as it was saved, and with
+them the modelled clock's (`CLOCK`: its jitter and its links' and loaders' times), so that a
+resumed run's events come in the order of an uninterrupted one's (ASGD's updates among them)."""
 
 import shutil
 from dataclasses import asdict, dataclass
@@ -18,6 +20,7 @@ from asrscale.io import atomic_torch_save, atomic_write_text
 
 CHECKPOINT_FORMAT = 5  # a checkpoint of another format is not resumed
 TOGETHER = "ranks.pt"  # every rank's state, where all live in one process
+CLOCK = "clock"  # in it, the modelled clock's
 
 
 def identity(run: RunConfig, world: dict) -> dict:
@@ -38,8 +41,11 @@ class Checkpoints:
     never resumed. Only the newest complete folder is kept, and the newest of an epoch's end (an
     `epoch-end` mark), which a rejected epoch goes back to."""
 
-    def __init__(self, folder: Path, identity: dict, together: bool = False):
+    def __init__(self, folder: Path, identity: dict, together: bool = False, clock=None):
         self.folder, self.identity, self.together = folder, identity, together
+        # together: a simulated world's modelled clock (state_dict, load_state_dict), saved with
+        # the ranks' states as `CLOCK` and restored with the first rank's
+        self.clock, self._clock_restored = clock if together else None, False
         self._pending: dict[
             str, dict
         ] = {}  # together: the states saved for the checkpoint under way
@@ -89,6 +95,7 @@ class Checkpoints:
         there is no such checkpoint."""
         if (state := self._state(name)) is None:
             return None
+        self._restore_clock()
         held = (
             state if "model" in state else self._state("rank0")
         )  # a replica's model is learner 0's
@@ -98,6 +105,15 @@ class Checkpoints:
         learner.steps = state["learner_steps"]
         torch.set_rng_state(state["rng"])
         return state.get("progress") or {}
+
+    def _restore_clock(self) -> None:
+        """The modelled clock as the newest checkpoint left it, once: every rank resumes from it."""
+        if self.clock is None or self._clock_restored:
+            return
+        self._clock_restored = True
+        together = self._together(self.latest())
+        if CLOCK in together["skeletons"]:
+            self.clock.load_state_dict(unstack(together, CLOCK))
 
     def roll_back(self, name: str, learner) -> None:
         """Rank `name`'s model and optimizer back to the newest checkpoint of an epoch's end (the
@@ -138,6 +154,8 @@ class Checkpoints:
         """Mark the checkpoint of `step` complete; the others go, but the newest of an epoch's end
         (a rejected epoch goes back to it)."""
         if self.together:
+            if self.clock is not None:
+                self._pending[CLOCK] = self.clock.state_dict()
             atomic_torch_save(stack(self._pending), self._at(step) / TOGETHER)
             self._pending = {}
         if epoch_end:

@@ -22,6 +22,7 @@ from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
 from asrscale.config.sections import ModelConfig
+from asrscale.data.batches import Batch
 from asrscale.models import reverse_within_lengths, stack_frames
 from asrscale.training.cells import best_cell
 from asrscale.training.natural_gradient import Recorder, precondition_together
@@ -130,15 +131,10 @@ def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
     log_probs, out_lengths = fused_forward(
         model.config, stacked, features, lengths, recorder, loops
     )
-    losses = F.ctc_loss(
-        log_probs.flatten(0, 1).transpose(0, 1),
-        targets,
-        out_lengths.flatten(),
-        target_lengths.flatten(),
-        reduction="none",
-        zero_infinity=True,
+    losses = utterance_losses(
+        log_probs.flatten(0, 1), out_lengths.flatten(), targets, target_lengths.flatten()
     )
-    per_utterance = (losses / target_lengths.flatten().clamp(min=1)).view_as(weights) * weights
+    per_utterance = losses.view_as(weights) * weights
     per_learner = per_utterance.sum(1) / weights.sum(1)
     per_learner.sum().backward()
     gradients = [stacked[name].grad for name in names]
@@ -164,6 +160,58 @@ def fused_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
                 name: (x[index], d[index]) for name, (x, d) in recorder.record.items()
             }
     return per_learner.tolist()
+
+
+def utterance_losses(log_probs, lengths, targets, target_lengths) -> torch.Tensor:
+    """Each utterance's CTC loss over its target length (as asrscale.training.learner's), from
+    log-probabilities [B, T, V] and output lengths [B]."""
+    losses = F.ctc_loss(
+        log_probs.transpose(0, 1),
+        targets,
+        lengths,
+        target_lengths,
+        reduction="none",
+        zero_infinity=True,
+    )
+    return losses / target_lengths.clamp(min=1)
+
+
+def one_batch_gradients(jobs: list, loops: Loops = EAGER) -> list[float]:
+    """The simulated world's fuser of gradients that a group averages unclipped (SSGD's: the jobs
+    of asrscale.worlds.ops.AveragedGradient): where the learners hold equal parameters (SSGD's
+    replicas), their minibatches computed as one batch of the model, whose gradient of the mean
+    of the learners' losses is the mean of their gradients, up to the order of summation; that
+    mean written as each learner's gradient (the group's average keeps it), each learner's loss
+    its own utterances'. A small minibatch costs a CPU a fixed time a step: 64 learners of 2
+    utterances cost about twice what one batch of 128 does. Where the parameters differ (or NG-SGD
+    records statistics), each as alone (`fused_gradients`). Returns the losses."""
+    if not _one_model(jobs):
+        return fused_gradients(jobs, loops)
+    first = jobs[0].learner
+    batch = _one_batch([job.batch for job in jobs], first.device)
+    first.optimizer.zero_grad(set_to_none=False)
+    log_probs, lengths = first.model(batch.features, batch.lengths)
+    losses = utterance_losses(log_probs, lengths, batch.targets, batch.target_lengths)
+    sizes = [len(job.batch.utts) for job in jobs]
+    per_learner = torch.stack([part.mean() for part in losses.split(sizes)])
+    per_learner.mean().backward()
+    for job in jobs[1:]:
+        torch._foreach_copy_(job.learner.gradients, first.gradients)
+    return per_learner.tolist()
+
+
+def _one_model(jobs: list) -> bool:
+    """Whether the jobs compute on one model: each on its learner's own parameters, all equal to
+    the first's, none recording NG-SGD's statistics or clipped before the average."""
+    first = jobs[0].parameters
+    own = all(
+        job.recorder is None and not job.clipped and job.parameters is job.learner.parameters
+        for job in jobs
+    )
+    return own and all(
+        all(torch.equal(mine, theirs) for mine, theirs in zip(job.parameters, first))
+        for job in jobs[1:]
+    )
 
 
 @torch.no_grad()  # as an optimizer's step
@@ -224,19 +272,37 @@ def fused_updates(jobs: list[tuple]) -> None:
             learner.steps += 1
 
 
-def fusers(device: torch.device) -> dict:
-    """The simulated world's fusers on `device`, by kind of a learner's work (asrscale.worlds.ops):
-    gradients (fused_gradients; on a GPU, the recurrence's loops replayed as CUDA graphs, each
-    step's algebra one Triton kernel each way where Triton is), updates (fused_updates) and NG-SGD's
-    preconditionings (asrscale.training.natural_gradient.precondition_together)."""
-    gradients = fused_gradients
-    if device.type == "cuda":
-        gradients = partial(fused_gradients, loops=GraphedLoops(best_cell(device)))
+def fusers(device: torch.device, fuse: str = "on") -> dict:
+    """The simulated world's fusers on `device`, by kind of a learner's work (asrscale.worlds.ops),
+    as study.fuse_learners has them (`fuse`): gradients that a group averages as one batch
+    (one_batch_gradients) unless "off"; and, "on", every learner's gradients (fused_gradients; on
+    a GPU, the recurrence's loops replayed as CUDA graphs, each step's algebra one Triton kernel
+    each way where Triton is), updates (fused_updates) and NG-SGD's preconditionings
+    (asrscale.training.natural_gradient.precondition_together). "auto" is "on" on a GPU."""
+    if fuse == "off":
+        return {}
+    loops = GraphedLoops(best_cell(device)) if device.type == "cuda" else EAGER
+    averaged = {ops.AveragedGradient: partial(one_batch_gradients, loops=loops)}
+    if fuse == "auto" and device.type != "cuda":  # each learner alone is faster on a CPU
+        return averaged
     return {
-        ops.Gradient: gradients,
+        ops.Gradient: partial(fused_gradients, loops=loops),
         ops.Update: fused_updates,
         ops.Precondition: precondition_together,
+        **averaged,
     }
+
+
+def _one_batch(batches: list, device: torch.device) -> Batch:
+    """Minibatches as one, in order, each utterance padded to the longest of all, on `device`."""
+    frames = max(batch.features.shape[1] for batch in batches)
+    return Batch(
+        torch.cat([F.pad(b.features, (0, 0, 0, frames - b.features.shape[1])) for b in batches]),
+        torch.cat([batch.lengths for batch in batches]),
+        torch.cat([batch.targets for batch in batches]),
+        torch.cat([batch.target_lengths for batch in batches]),
+        [utt for batch in batches for utt in batch.utts],
+    ).to(device)
 
 
 def _joint_batch(batches: list, device: torch.device):

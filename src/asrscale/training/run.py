@@ -92,10 +92,7 @@ def make_world(
         read_settings(calibration),
         seed=run.seed,
     )
-    fuse, place = settings.fuse_learners, resolve_device(device)
-    fused = (
-        fusers(place) if fuse == "on" or fuse == "auto" and place.type == "cuda" else None
-    )  # slower on a CPU
+    fused = fusers(resolve_device(device), settings.fuse_learners)
     return SimWorld(
         settings.learners,
         costs,
@@ -124,6 +121,7 @@ def train(
         paths.out / "checkpoints",
         checkpoints.identity(run, world.description()),
         together=world.all_ranks_here,
+        clock=world,  # a simulated world's modelled clock, saved with its ranks
     )
     loader = batch_loader()
     # a learner's batches of an epoch (`Prefetcher`): built ahead by the process's loader thread

@@ -11,7 +11,7 @@ Tensors travel through their buffers and are changed in place.
 """
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
@@ -48,6 +48,9 @@ class Gradient:
     alone: Callable[[], float]
     frames: int
     job: object = None
+    #: the group whose average this gradient becomes, unclipped (`AveragedGradient`'s): a world
+    #: may compute the group's minibatches as one where their parameters are equal (SSGD's)
+    averaged_over: str | None = None
     kind = "backward"
 
 
@@ -71,7 +74,7 @@ class AveragedGradient:
         return [parameter.grad for parameter in self.parameters]
 
     def parts(self):
-        loss = yield self.gradient
+        loss = yield replace(self.gradient, averaged_over=self.group)
         # the barrier splits waiting for slower learners (idle) from the transfer (communication)
         yield Barrier(self.group)
         yield Allreduce(self.gradients, self.group)

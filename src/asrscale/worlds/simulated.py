@@ -77,7 +77,9 @@ class SimWorld:
     carries out many learners' at once), learners' gradients, updates and preconditionings are
     carried out together: a learner's is deferred until that learner needs it, and is then carried
     out with every deferred one of its kind, each exactly as alone (a gossip with a learner whose
-    gradient waits fixes what that gradient computes on). It computes with
+    gradient waits fixes what that gradient computes on). A fuser of `ops.AveragedGradient` takes
+    the gradients that a group averages (SSGD's), with the group's others: their average is what
+    they compute. It computes with
     `cores` threads (the job's; by default every core the process may run on): its clock is
     modelled, not measured."""
 
@@ -164,6 +166,27 @@ class SimWorld:
             **self.costs.description(),
         }
 
+    def state_dict(self) -> dict:
+        """The modelled clock's state for a checkpoint, taken where every learner waits at one
+        barrier (the trainer's checkpoints): each learner's stream of jitter, and when each link,
+        port and loader is free and each learner's queued batches were taken, relative to the
+        latest rank's time. A resumed run's ranks start at 0: it goes on as if never stopped."""
+        now = max(rank.time for rank in self.ranks)
+        return {
+            "jitter": self.costs.jitter_state(),
+            "free": {key: at - now for key, at in self._free.items()},
+            "taken": {rank.rank: [at - now for at in rank.taken] for rank in self.ranks},
+            "owed_s": {rank.rank: rank.owed_s for rank in self.ranks},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """The modelled clock where a checkpoint's `state_dict` left it, before any rank goes on."""
+        self.costs.load_jitter_state(state["jitter"])
+        self._free = dict(state["free"])
+        for rank in self.ranks:
+            rank.taken = deque(state["taken"].get(rank.rank, []))
+            rank.owed_s = state["owed_s"].get(rank.rank, 0.0)
+
     def abort(self, code: int = 1) -> None:
         """Nothing else to end: every simulated rank lives in this process."""
 
@@ -225,9 +248,9 @@ class SimWorld:
     @execute.register(ops.Precondition)
     def _(self, request, rank: _Rank):
         """A learner's own arithmetic, whose modelled time depends on its kind and frames alone:
-        with a fuser for its kind it waits (`_carry_out_deferred`)."""
+        with a fuser for it, it waits (`_carry_out_deferred`)."""
         done = self._computing(rank, request.kind, request.frames)
-        if type(request) in self.fusers:
+        if self._fusion(request, rank) is not None:
             self._deferred[rank.rank] = request
             self._resume(rank, done)
         else:
@@ -241,13 +264,27 @@ class SimWorld:
         none waits past anything that reads or changes what it computes on (a learner waits for
         what it asked, so it has one at most; a peer about to be averaged has its update carried
         out, its gradient's parameters fixed)."""
-        kind = type(self._deferred[rank.rank])
-        ranks = [index for index, request in self._deferred.items() if type(request) is kind]
+        fusion = self._fusion(self._deferred[rank.rank], rank)
+        ranks = [
+            index
+            for index, request in self._deferred.items()
+            if self._fusion(request, self.ranks[index]) == fusion
+        ]
         jobs = [self._deferred.pop(index).job for index in ranks]
         with self.wall.measure("arithmetic"):
-            results = self.fusers[kind](jobs) or ()  # gradients' losses; others return nothing
+            results = self.fusers[fusion[0]](jobs) or ()  # gradients' losses; others return nothing
         for index, result in zip(ranks, results):
             self.ranks[index].result = result
+
+    def _fusion(self, request, rank: _Rank) -> tuple | None:
+        """Which requests `request` is carried out with, as (the fuser's key, what they share): a
+        gradient averaged over a group (SSGD's), by the fuser of `ops.AveragedGradient`, with the
+        group's others (their average is what they compute); else by its kind's fuser, with every
+        deferred one of its kind; None where no fuser takes it."""
+        averaged = isinstance(request, ops.Gradient) and request.averaged_over
+        if averaged and ops.AveragedGradient in self.fusers:
+            return ops.AveragedGradient, self._group(rank, request.averaged_over)[0]
+        return (type(request), None) if type(request) in self.fusers else None
 
     @execute.register
     def _(self, request: ops.DataWait, rank: _Rank):
