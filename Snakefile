@@ -8,7 +8,8 @@ from asrscale.config.files import read_config_file
 min_version("9.0")
 
 # A typo in config.yaml named by its line and column, before Snakemake reads it (Snakemake's own
-# message names neither; a file of --configfile it reads before this line runs).
+# message names neither). A file of --configfile Snakemake reads before this line runs:
+# `asrscale check --configfile config.yaml <files>` reads every one first (docs/slurm.md).
 if Path("config.yaml").is_file():
     read_config_file("config.yaml")
 
@@ -29,3 +30,4 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         f"reports/{STUDY.name}.html",
+        STUDY.at(paths.RESULTS),

@@ -18,7 +18,8 @@ from benchmarks.common import Bench, PreparedCorpus, median
 def run(bench: Bench) -> None:
     from asrscale.config.sections import DecodeSettings, from_settings
     from asrscale.decoding.beam import LexiconBeamSearch, Weights
-    from asrscale.decoding.decode import choose_weights, model_outputs, wer
+    from asrscale.decoding.decode import choose_weights, wer
+    from asrscale.decoding.log_probs import model_outputs
 
     study = PreparedCorpus.of(bench.work)
     steps = 2 if bench.quick else 400

@@ -1,5 +1,6 @@
 import copy
 import dataclasses
+import functools
 import getpass
 import json
 import os
@@ -186,14 +187,62 @@ def write_settings(path: Path, run: RunConfig, world: dict = MPI_WORLD) -> Path:
     return path
 
 
+def open_mpi(launcher: str) -> bool:
+    version = subprocess.run([launcher, "--version"], capture_output=True, text=True)
+    return "Open MPI" in version.stdout or "OpenRTE" in version.stdout
+
+
+@functools.cache
+def launcher_environment(launcher: str) -> dict:
+    """What an mpiexec needs here: Open MPI's, to start ranks as root (CI's user) on a machine
+    of fewer cores than ranks; MPICH's nothing."""
+    if not open_mpi(launcher):
+        return {}
+    return {
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    }
+
+
+def default_launcher() -> str:
+    """The mpiexec the MPI tests start ranks with: the mpich extra's, else the one on PATH."""
+    return shutil.which("mpiexec", path=str(BIN)) or shutil.which("mpiexec") or "mpiexec"
+
+
+def site_mpi() -> tuple[str, dict] | None:
+    """The MPI that PATH finds outside this environment (a site's, as `module load` sets it): its
+    mpiexec, and the environment in which mpi4py loads its library even where the mpich extra is
+    installed (mpi4py's wheel dlopens MPI4PY_LIBMPI first: Open MPI's libmpi.so.40); None where
+    PATH has none, or one whose library cannot be told apart from the extra's (an MPICH)."""
+    folders = [f for f in os.environ["PATH"].split(os.pathsep) if f and Path(f) != BIN]
+    launcher = shutil.which("mpiexec", path=os.pathsep.join(folders))
+    if launcher is None:
+        return None
+    if open_mpi(launcher):
+        return launcher, {**launcher_environment(launcher), "MPI4PY_LIBMPI": "libmpi.so.40"}
+    return None if (BIN / "mpiexec").exists() else (launcher, {})
+
+
 def mpiexec(
-    ranks: int, *command, timeout: float = 300, check: bool = True, env: dict | None = None
+    ranks: int,
+    *command,
+    timeout: float = 300,
+    check: bool = True,
+    env: dict | None = None,
+    launcher: str | None = None,
 ):
-    """Run `command` on `ranks` real MPI ranks (the pip-installed MPICH), one thread each, with
-    `env` added to the environment."""
+    """Run `command` on `ranks` real MPI ranks, one thread each, with `env` added to the
+    environment: by `launcher`, or the mpich extra's mpiexec, else the one on PATH."""
     paths = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=paths, **(env or {}))
-    launcher = shutil.which("mpiexec", path=str(BIN)) or "mpiexec"
+    launcher = launcher or default_launcher()
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": paths,
+        **launcher_environment(launcher),
+        **(env or {}),
+    }
     result = subprocess.run(
         [launcher, "-n", str(ranks), *map(str, command)],
         capture_output=True,
@@ -569,10 +618,11 @@ LOCAL = {
     "default-resources": {"mem_mb": 2000, "runtime": 30},
     "set-resources": {
         "train": {"mem_mb_per_cpu": 1000, "runtime": 30},
+        "train_rung": {"mem_mb_per_cpu": 1000, "runtime": 30},
         "decode": {"mem_mb": 2000},
         "features": {"mem_mb": 2000},
     },
-    "set-threads": {"train": 1, "calibrate": 1, "decode": 1},
+    "set-threads": {"train": 1, "train_rung": 1, "calibrate": 1, "log_probs": 1, "decode": 1},
 }
 
 

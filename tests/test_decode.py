@@ -22,7 +22,8 @@ from asrscale.decoding.lm import (
     vocabulary,
     write_arpa,
 )
-from asrscale.decoding.scoring import align
+from asrscale.decoding.outputs import load
+from asrscale.decoding.scoring import Errors, align, kaldi_line
 from asrscale.errors import UserError
 from asrscale.models import error_counts
 
@@ -165,22 +166,74 @@ def test_alignment_marks_each_error_as_sclite_does():
         "Eval:     S       I",
     ]
     assert confusions == {("cat", "dog"): 1, ("", "a"): 1, ("b", ""): 1}
-    assert errors == [2, 1]  # each utterance's word errors, for the analysis's bootstrap
+    # each utterance's word errors by kind, for the analysis's bootstrap and the Kaldi line
+    assert errors == [Errors(1, 0, 1), Errors(0, 1, 0)] and [e.total for e in errors] == [2, 1]
+    assert kaldi_line(sum(errors, Errors()), 6) == "%WER 50.00 [ 3 / 6, 1 ins, 1 del, 1 sub ]"
+
+
+def _decode_in_other_processes(corpus, model, settings, tmp_path) -> None:
+    """`asrscale log-probs` and `asrscale decode` in processes of their own, torch on 2 threads,
+    the beam search over 3 processes, into tmp_path/other."""
+    import subprocess
+    import sys
+
+    program = (
+        "import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
+        "main(sys.argv[1:])"
+    )
+    (tmp_path / "decode.json").write_text(json.dumps(settings.__dict__))
+    data = [corpus / "data" / name for name in ("dev", "test")]
+    feats = [corpus / "feats" / name for name in ("dev", "test")]
+    for command in (
+        [
+            "log-probs",
+            "--settings",
+            tmp_path / "decode.json",
+            "--model",
+            model,
+            "--data",
+            *data,
+            "--feats",
+            *feats,
+            "--train-feats",
+            corpus / "feats" / "train",
+            "--out",
+            tmp_path / "again",
+        ],
+        [
+            "decode",
+            "--settings",
+            tmp_path / "decode.json",
+            "--log-probs",
+            tmp_path / "again",
+            "--lm",
+            tmp_path / "lm.arpa",
+            "--test-sets",
+            "test",
+            "--processes",
+            "3",
+            "--out",
+            tmp_path / "other",
+        ],
+    ):
+        subprocess.run(
+            [sys.executable, "-c", program, *map(str, command)], check=True, capture_output=True
+        )
 
 
 def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses(
     corpus, tmp_path
 ):
-    """The decode job's whole path (dev weights chosen from a grid, then test) twice here and once
-    in another process with another thread count: the same hypotheses, LM and greedy."""
-    import subprocess
-    import sys
+    """The decode's whole path (log-probabilities once, dev weights chosen from a grid, then test)
+    twice here, in one process and over a pool of two, and once in other processes with another
+    thread count (log-probabilities and search both): the same hypotheses, LM and greedy."""
 
     from asrscale.config.schema import profile_defaults
     from asrscale.config.sections import DecodeSettings
     from asrscale.costmodel.clock import CostModel, Hardware
     from asrscale.data.datadir import read_table
     from asrscale.decoding.decode import decode_run
+    from asrscale.decoding.log_probs import write_log_probs
     from asrscale.training.run import train
     from asrscale.worlds.simulated import SimWorld
     from conftest import CALIBRATION, GPU, build, run_config, run_paths
@@ -198,62 +251,38 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
     settings = build(
         DecodeSettings, "decode", device="cpu", lm_weights=[0.5, 1.0], word_bonuses=[0.0, 1.0]
     )
-    dev, tests = (
-        (corpus / "data" / "dev", corpus / "feats" / "dev"),
-        {"test": (corpus / "data" / "test", corpus / "feats" / "test")},
-    )
-    arguments = (
-        tmp_path / "run" / "model.pt",
-        dev,
-        tests,
-        corpus / "feats" / "train",
-        tmp_path / "lm.arpa",
-        settings,
-    )
-    for attempt in ("first", "second"):
-        decode_run(*arguments, tmp_path / attempt)
-    program = (
-        "import sys, torch; torch.set_num_threads(2); from asrscale.cli import main; "
-        "main(sys.argv[1:])"
-    )
-    (tmp_path / "decode.json").write_text(json.dumps(settings.__dict__))
-    command = [
-        sys.executable,
-        "-c",
-        program,
-        "decode",
-        "--settings",
-        tmp_path / "decode.json",
-        "--model",
-        tmp_path / "run" / "model.pt",
-        "--lm",
-        tmp_path / "lm.arpa",
-        "--data",
-        corpus / "data" / "test",
-        "--feats",
-        corpus / "feats" / "test",
-        "--dev-data",
-        corpus / "data" / "dev",
-        "--dev-feats",
-        corpus / "feats" / "dev",
-        "--train-feats",
-        corpus / "feats" / "train",
-        "--out",
-        tmp_path / "other",
-    ]
-    subprocess.run(list(map(str, command)), check=True, capture_output=True)
+    subsets = {name: (corpus / "data" / name, corpus / "feats" / name) for name in ("dev", "test")}
+    model = tmp_path / "run" / "model.pt"
+    write_log_probs(model, subsets, corpus / "feats" / "train", "cpu", tmp_path / "log-probs")
+    for attempt, processes in (("first", 1), ("second", 2)):
+        decode_run(
+            tmp_path / "log-probs",
+            ["test"],
+            tmp_path / "lm.arpa",
+            settings,
+            processes,
+            tmp_path / attempt,
+        )
+    _decode_in_other_processes(corpus, model, settings, tmp_path)
     hypotheses = [
         (tmp_path / name / "test" / "hypotheses.tsv").read_text()
         for name in ("first", "second", "other")
     ]
     assert hypotheses[0] == hypotheses[1] == hypotheses[2] and len(hypotheses[0].splitlines()) > 10
-    # each utterance's word errors add up to the WERs scored
+    # each utterance's word errors add up to the WERs scored, and to the speakers'
     utterances = pd.read_csv(tmp_path / "first" / "test" / "utterances.tsv", sep="\t")
+    speakers = pd.read_csv(tmp_path / "first" / "test" / "speakers.tsv", sep="\t")
     scores = json.loads((tmp_path / "first" / "test" / "scores.json").read_text())
     for decode in ("lm", "greedy"):
         assert utterances[f"{decode}_errors"].sum() / utterances.words.sum() == pytest.approx(
             scores[decode]["wer"]
         )
+        kinds = [f"{decode}_{kind}" for kind in ("sub", "del", "ins")]
+        assert speakers[kinds].sum().tolist() == [
+            scores[decode][kind] for kind in ("substitutions", "deletions", "insertions")
+        ]
+        assert speakers.words.sum() == scores[decode]["words"]
+        assert scores[decode]["wer_line"].startswith(f"%WER {100 * scores[decode]['wer']:.2f} [ ")
 
 
 def test_an_arpa_lm_in_capitals_gzipped_is_folded_as_the_transcripts_are(tmp_path):
@@ -348,7 +377,7 @@ def _graded_utterances(tokens: Tokens) -> dict[str, np.ndarray]:
 
 
 def _outputs(utterances: dict[str, np.ndarray], references: list[str], greedy: list[str]):
-    from asrscale.decoding.decode import Outputs
+    from asrscale.decoding.outputs import Outputs
 
     utts = [f"u{i}" for i in range(len(references))]
     return Outputs(
@@ -419,10 +448,11 @@ def _saved_model(path, tokens: Tokens) -> None:
     )
 
 
-def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, monkeypatch, capsys):
-    from asrscale.config.sections import DecodeSettings
-    from asrscale.decoding import decode
-    from conftest import build
+def _written_log_probs(tmp_path, monkeypatch) -> dict:
+    """The graded utterances as the log-probabilities job writes them, from a model saved
+    before features.kaldi_dim and dither were settings: each subset's outputs by name."""
+    from asrscale.decoding import log_probs
+    from asrscale.decoding.outputs import read_outputs
 
     search = _graded_search(tmp_path)
     frames, tokens = _graded_utterances(search.tokens), search.tokens
@@ -440,21 +470,32 @@ def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, m
         assert subset_tokens.symbols == tokens.symbols
         return outputs[data]
 
-    monkeypatch.setattr(decode, "Subset", lambda *arguments: arguments)
+    monkeypatch.setattr(log_probs, "Subset", lambda *arguments: arguments)
     monkeypatch.setattr(
-        decode, "resolve_device", {"cpu": torch.device("meta")}.get
+        log_probs, "resolve_device", {"cpu": torch.device("meta")}.get
     )  # (where the model must go)
-    monkeypatch.setattr(decode, "model_outputs", model_outputs)
+    monkeypatch.setattr(log_probs, "model_outputs", model_outputs)
+    subsets = {name: (name, f"{name}-feats") for name in ("dev", "test", "other")}
+    log_probs.write_log_probs(tmp_path / "model.pt", subsets, "train-feats", "cpu", tmp_path / "lp")
+    read = read_outputs(tmp_path / "lp", "test")  # each utterance's frames, bit for bit
+    assert read.references == outputs["test"].references and read.speakers[2] == "spk1"
+    assert all(
+        np.array_equal(load(spec), frames)
+        for spec, frames in zip(read.log_probs, outputs["test"].log_probs)
+    )
+    return outputs
+
+
+def test_the_decode_uses_on_test_the_pair_best_on_dev_and_records_it(tmp_path, monkeypatch, capsys):
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.decoding import decode
+    from conftest import build
+
+    _written_log_probs(tmp_path, monkeypatch)
     settings = build(DecodeSettings, "decode", device="cpu", beam=16, beam_threshold=25, **GRID)
-    tests = {name: (name, f"{name}-feats") for name in ("test", "other")}
+    tests = ["test", "other"]
     found = decode.decode_run(
-        tmp_path / "model.pt",
-        ("dev", "dev-feats"),
-        tests,
-        "train-feats",
-        tmp_path / "lm.arpa",
-        settings,
-        tmp_path / "out",
+        tmp_path / "lp", tests, tmp_path / "lm.arpa", settings, 2, tmp_path / "out"
     )
     for name in tests:
         assert found[name] == json.loads((tmp_path / "out" / name / "scores.json").read_text())
@@ -512,10 +553,20 @@ def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and
         "cer": 3 / chars,
         "words": words,
         "chars": chars,
+        "substitutions": 1,
+        "deletions": 0,
+        "insertions": 0,
+        "wer_line": f"%WER {100 / words:.2f} [ 1 / {words}, 0 ins, 0 del, 1 sub ]",
         "confusions": [["dog", "cat", 1]],
     }
     greedy = scores["greedy"]
     assert greedy["wer"] == (2 + 1 + CONFUSIONS_KEPT + 1) / words and greedy["words"] == words
+    # the hat, an inserted "on", a deleted "a", every w a substitution
+    assert (greedy["substitutions"], greedy["deletions"], greedy["insertions"]) == (
+        1 + CONFUSIONS_KEPT + 1,
+        1,
+        1,
+    )
     assert len(greedy["confusions"]) == CONFUSIONS_KEPT and greedy["confusions"][0] == [
         "cat",
         "hat",
@@ -536,12 +587,18 @@ def test_scores_count_each_decodes_errors_and_write_its_alignment_hypotheses_and
         f"utt\tspeaker\twords\tlm_errors\tgreedy_errors\nu0\tspk0\t3\t0\t2\nu1\tspk0\t2\t1\t1\n"
         f"u2\tspk1\t{CONFUSIONS_KEPT + 1}\t0\t21\n"
     )
+    assert (tmp_path / "speakers.tsv").read_text().splitlines() == [
+        "speaker\tutterances\twords\tlm_sub\tlm_del\tlm_ins\tlm_wer_percent\tgreedy_sub\t"
+        "greedy_del\tgreedy_ins\tgreedy_wer_percent",
+        "spk0\t2\t5\t1\t0\t0\t20.00\t1\t1\t1\t60.00",
+        "spk1\t1\t21\t0\t0\t0\t0.00\t21\t0\t0\t100.00",
+    ]
 
 
 def test_the_forward_passes_run_with_deterministic_kernels_and_leave_the_settings_as_they_were(
     monkeypatch,
 ):
-    from asrscale.decoding.decode import deterministic
+    from asrscale.decoding.log_probs import deterministic
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
@@ -589,7 +646,7 @@ class _Subset:
 def test_model_outputs_are_each_utterances_log_probabilities_and_best_path_sorted_by_utterance(
     capsys,
 ):
-    from asrscale.decoding.decode import model_outputs
+    from asrscale.decoding.log_probs import model_outputs
 
     class Model(torch.nn.Module):  # its outputs: its input features, as log-probabilities
         def __init__(self):

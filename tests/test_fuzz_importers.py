@@ -281,8 +281,9 @@ class Case:
             )
             recording = {
                 "id": f"rec{index}",
-                "sources": [source],
+                "sources": [{"channels": [0], **source}],
                 "sampling_rate": 16000,
+                "num_samples": 16000,
                 "duration": 1.0,
             }
             fault = self.rng.random()

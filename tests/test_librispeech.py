@@ -127,7 +127,8 @@ SITE = {
     "default-resources": {"slurm_account": "myproject", "slurm_partition": "cpu"},
     "set-resources": {
         "train": {"slurm_partition": "gpu"},
-        "decode": {"slurm_partition": "gpu"},
+        "train_rung": {"slurm_partition": "gpu"},
+        "log_probs": {"slurm_partition": "gpu"},
         "calibrate": {"slurm_partition": "gpu"},
     },
 }
@@ -166,9 +167,14 @@ def test_the_librispeech_study_plans_each_job_as_a_users_profile_and_the_run_say
     runtime = {(job["algorithm"], int(job["learners"])): int(job["runtime"]) for job in trains}
     assert runtime["seq", 1] == pytest.approx(705 * 30 * 1.5 / 60 + 15, rel=0.01)
     assert 48 * 30 * 1.5 / 60 * 1.5 + 15 < runtime["ssgd", 16] < 48 * 30 * 1.5 / 60 * 2.1 + 15
+    # a run's log-probabilities on a GPU, its beam search on the CPU partition with none
+    log_probs = [job for job in jobs if job["rule"] == "log_probs"]
+    assert len(log_probs) == 18 and all(
+        (job["slurm_partition"], job["gres"]) == ("gpu", "gpu:1") for job in log_probs
+    )
     decodes = [job for job in jobs if job["rule"] == "decode"]
-    assert decodes and all(
-        (job["slurm_partition"], job["gres"]) == ("gpu", "gpu:1") for job in decodes
+    assert len(decodes) == 18 and all(
+        job["slurm_partition"] == "cpu" and "gres" not in job for job in decodes
     )
     cpu_stages = [
         job for job in jobs if job["rule"] in ("import_subset", "features", "shard", "tokens")

@@ -14,7 +14,8 @@ from asrscale.data.datadir import read_data_dir
 from asrscale.data.features import extract_part, read_frame_counts
 from conftest import bad_input_policy, feature_config, import_settings, read_frame_counts_of_part
 
-SEGMENTED = ("kaldi_segments", "manifest_segments", "lhotse_supervisions", "lhotse_cuts")
+SEGMENTED = ("kaldi_segments", "manifest_segments")
+LHOTSE = ("lhotse_supervisions", "lhotse_cuts")  # lhotse's cuts, which lhotse loads
 WHOLE = ("kaldi", "kaldi_piped", "librispeech", "manifest")
 KINDS = SEGMENTED + WHOLE
 
@@ -112,6 +113,7 @@ def _lhotse(kind, train, utts, folder):
             "id": "long",
             "sources": [{"type": "file", "channels": [0], "source": str(folder / "long.wav")}],
             "sampling_rate": 16000,
+            "num_samples": soundfile.info(folder / "long.wav").frames,
             "duration": spans[-1][1],
         }
     ]
@@ -133,12 +135,14 @@ def _lhotse(kind, train, utts, folder):
             if index == 0
             else {"type": "file", "source": wav[u]}
         )
-        duration = soundfile.info(wav[u]).duration
+        info = soundfile.info(wav[u])
+        duration = info.duration
         recordings.append(
             {
                 "id": f"rec-{u}",
                 "sources": [{"channels": [0], **source}],
                 "sampling_rate": 16000,
+                "num_samples": info.frames,
                 "duration": duration,
             }
         )
@@ -196,6 +200,7 @@ def test_two_formats_mix_in_one_subset_through_features(corpus, sources, tmp_pat
     import_subset([sources[first][0], sources[second][0]], stop, tmp_path / subset)
     data = read_data_dir(tmp_path / subset)
     assert bool(data.segments) == (first in SEGMENTED or second in SEGMENTED)
+    assert bool(data.cuts) == (first in LHOTSE or second in LHOTSE)
     extract_part(data, feature_config(), 0, 1, tmp_path / "part0", bad_input_policy("stop"))
     original = read_frame_counts(corpus / "feats" / "train")
     ids = {**sources[first][1], **sources[second][1]}

@@ -122,6 +122,7 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     assert others.jobs.to_dict() == {
         "features": 4 * 32,
         "calibrate": 1,
+        "log-probs": 18,
         "decode": 18,
     }  # no synthesis: imported
     assert others.cpu_hours["features"] == pytest.approx(116.5 / OTHER_JOBS["features_real_time"])
@@ -131,7 +132,10 @@ def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():
     )
     assert others.cpu_hours["decode"] == pytest.approx(18 * search_s / 3600, rel=1e-3)
     assert (
-        0 < others.device_hours["decode"] < found.runs.device_hours.sum() / 100
+        others.device_hours["decode"] == 0 == others.cpu_hours["log-probs"]
+    )  # a GPU's job, a CPU's
+    assert (
+        0 < others.device_hours["log-probs"] < found.runs.device_hours.sum() / 100
     )  # forward passes on H100s
     smoke = plan(
         study_of("config.yaml", "studies/librispeech.yaml", "studies/librispeech-smoke.yaml"),
@@ -170,7 +174,7 @@ def test_the_built_in_corpus_is_priced_from_its_utterances_and_a_shared_profile_
         and others.jobs["synthesise"] == 2
     )
     for stage, (low, high) in OTHER_JOB_MISSES.items():
-        hours = "device_hours" if stage == "calibrate" else "cpu_hours"
+        hours = "device_hours" if stage in ("calibrate", "log-probs") else "cpu_hours"
         band = others.loc[stage, [f"{hours}_low", f"{hours}_high"]] / others.loc[stage, hours]
         assert tuple(band) == pytest.approx((min(1, low), max(1, high)))
     assert others.cpu_hours_high["decode"] == pytest.approx(1.21 * others.cpu_hours["decode"])

@@ -79,7 +79,7 @@ def test_the_tiny_study_runs_on_slurm_to_its_report(study):
             r"submitted with SLURM jobid \d+ \(log: \S+/slurm_logs/rule_(\w+)/", log.read_text()
         )
     )
-    assert {"synthesise", "features", "calibrate", "train", "decode"} <= submitted
+    assert {"synthesise", "features", "calibrate", "train", "log_probs", "decode"} <= submitted
     assert "report" not in submitted
     run = (
         study

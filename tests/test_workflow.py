@@ -159,6 +159,10 @@ def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_ver
 ):
     page = page_of(study)
     top = page.split("<h2>Summary</h2>")[0]
+    # it opens with the answer: here none, its runs deciding nothing (a demonstration)
+    answer = top.split("<h2>At a glance</h2>")[0]
+    assert '<table id="answers">' in answer and "none reaches the target</b> at P=" in answer
+    assert "This study recommends no algorithm at any learner count" in answer
     assert re.search(
         r"Scale: these runs train a model of 0.0\d M parameters on 0.\d hours of read speech", top
     )
@@ -168,13 +172,12 @@ def test_the_report_opens_with_its_scale_every_algorithm_at_a_glance_and_the_ver
     assert [name for name, _ in rows] == ["SEQ", "SSGD", "ASGD", "ADPSGD"]
     cells = dict(rows)
     assert re.search(
-        r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · stopped "
-        r"by its "
-        r"budget",
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · [\d.]+× \([\d.]+-[\d.]+\) · 0.00\d+ device-hours · its "
+        r"budget ran out",
         cells["ASGD"],
     )
     assert re.search(
-        r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · stopped by its budget", cells["SEQ"]
+        r"[\d.]+% \([\d.]+%-[\d.]+%\) · 0.00\d+ device-hours · its budget ran out", cells["SEQ"]
     )
     verdicts = re.search(r'<table id="verdicts">.*?</table>', top).group(0)
     assert (
@@ -531,18 +534,28 @@ def test_snakemake_report_has_the_figures(study):
     page = archive.read(
         next(name for name in archive.namelist() if name.endswith("report.html"))
     ).decode()
-    # each figure with its own caption
+    # each figure with its own caption; the study's own report and RESULTS.md beside them
     assert (
         "A sweep (study.sweeps): one setting varied" in page
         and "ASGD: the distribution of the staleness" in page
     )
+    names = archive.namelist()
+    assert any(name.endswith("tiny.html") for name in names), names
+    assert any(name.endswith("RESULTS.md") for name in names), names
 
 
 @pytest.mark.parametrize(
     "change, message",
     [
-        (("model", "units", "big"), r"config: model.units: 'big' is not of type 'integer'"),
-        (("train", "optimiser", "adam"), r"'optimiser' was unexpected"),
+        (  # named with the file and line that set it
+            ("model", "units", "big"),
+            r"config: \S+bad.yaml, line \d+, column \d+: "
+            r"model.units: 'big' is not of type 'integer'",
+        ),
+        (
+            ("train", "optimiser", "adam"),
+            r"train.optimiser: not a setting \(did you mean optimizer\?\)",
+        ),
         (
             ("study", "runs", [{"algorithm": "seq", "learners": [2]}]),
             r"study.runs\[0\]: seq is one learner",
@@ -599,18 +612,18 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
         ((), 9, 4),
         (("validation.yaml",), 24, 4),
         (("reproduction.yaml",), 77, 4),
-        (("claims-at-4.yaml",), 20, 4),
+        (("claims-at-4.yaml",), 28, 4),
         (("stragglers.yaml",), 9, 4),
-        (("kavg-at-20.yaml",), 15, 20),
-        (("adpsgd-at-32.yaml",), 15, 32),
-        (("scaled-64.yaml",), 15, 64),
+        (("kavg-at-20.yaml",), 21, 20),
+        (("adpsgd-at-32.yaml",), 21, 32),
+        (("scaled-64.yaml",), 21, 64),
         (("averaging.yaml",), 12, 4),
         (("averaging-scaled.yaml",), 9, 32),
         (("large-batch.yaml",), 21, 16),
-        (("bmuf.yaml",), 20, 16),
-        (("bmuf-64.yaml",), 15, 64),
-        (("bmuf-ma.yaml",), 15, 16),
-        (("bmuf-longer.yaml",), 10, 16),
+        (("bmuf.yaml",), 28, 16),
+        (("bmuf-64.yaml",), 21, 64),
+        (("bmuf-ma.yaml",), 21, 16),
+        (("bmuf-longer.yaml",), 14, 16),
     ],
 )
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):
@@ -890,3 +903,36 @@ def test_a_halved_study_plans_every_grid_run_to_its_rung_then_each_grid_halved(t
         rf"asrscale halve --settings \S+/settings/halving.json --rungs {rungs}--out {decision}",
         result.stdout,
     )
+
+
+def test_a_study_writes_its_results_md_per_test_set(study):
+    """RESULTS.md, as icefall's recipes keep one: per test set, each algorithm's WER with the LM and
+    greedily, each with its interval, and its speedup with what it rests on; every run's scores
+    with Kaldi's %WER line and its three kinds of error, and a table of its speakers."""
+    written = (study / STUDY / "RESULTS.md").read_text()
+    assert written.startswith("# asrscale: the tiny study") and "\n## test\n" in written
+    assert written.index("The answer: at each learner count") < written.index("\n## test\n")
+    assert "| SEQ | 1 | 2 | " in written and "Speedups modelled on this-machine" in written
+    for scores in (study / STUDY / "runs").glob("*/*/*/P*/seed*/test/scores.json"):
+        found = json.loads(scores.read_text())
+        errors = [found["lm"][kind] for kind in ("substitutions", "deletions", "insertions")]
+        assert found["lm"]["wer_line"] == (
+            f"%WER {100 * found['lm']['wer']:.2f} [ {sum(errors)} / {found['lm']['words']}, "
+            f"{errors[2]} ins, {errors[1]} del, {errors[0]} sub ]"
+        )
+        speakers = pd.read_csv(scores.with_name("speakers.tsv"), sep="\t")
+        assert speakers.words.sum() == found["lm"]["words"]
+
+
+def test_an_interim_report_covers_the_runs_finished_so_far(study, tmp_path, monkeypatch):
+    """A study of days: `asrscale interim` renders the runs finished so far, marked as interim."""
+    from asrscale.analysis.interim import interim_report
+
+    shutil.copytree(study / "results", tmp_path / "results")
+    monkeypatch.chdir(tmp_path)
+    runs = sorted({p.parents[1] for p in STUDY.glob("runs/*/*/*/P*/seed*/test/scores.json")})
+    (runs[0] / "test" / "scores.json").unlink()  # its decode not yet done
+    said = interim_report(STUDY, tmp_path / "interim.html")
+    assert said == f"{len(runs) - 1} of {len(runs)} runs finished"
+    page = (tmp_path / "interim.html").read_text()
+    assert f"<h1>INTERIM, {said}: asrscale: the tiny study" in page

@@ -202,27 +202,25 @@ def train(args):
     run_settings_file(read_settings(args.settings), paths, args.calibration, args.cores, halving)
 
 
+def log_probs(args):
+    from asrscale.config.sections import DecodeSettings
+    from asrscale.decoding.log_probs import write_log_probs
+
+    if len(args.data) != len(args.feats):
+        raise UserError("--data and --feats name the same subsets, one feature dir a data dir")
+    subsets = {Path(data).name: (data, feats) for data, feats in zip(args.data, args.feats)}
+    device = read_settings_of(DecodeSettings, args.settings).device
+    write_log_probs(args.model, subsets, args.train_feats, device, args.out)
+
+
 def decode(args):
     import json
 
     from asrscale.config.sections import DecodeSettings
     from asrscale.decoding.decode import decode_run
 
-    if len(args.data) != len(args.feats):
-        raise SystemExit(
-            "asrscale decode: --data and --feats name the same test sets, one feature dir a data "
-            "dir"
-        )
-    tests = {Path(data).name: (data, feats) for data, feats in zip(args.data, args.feats)}
-    scores = decode_run(
-        args.model,
-        (args.dev_data, args.dev_feats),
-        tests,
-        args.train_feats,
-        args.lm,
-        read_settings_of(DecodeSettings, args.settings),
-        args.out,
-    )
+    settings = read_settings_of(DecodeSettings, args.settings)
+    scores = decode_run(args.log_probs, args.test_sets, args.lm, settings, args.processes, args.out)
     print(
         json.dumps(
             {
@@ -454,6 +452,39 @@ def print_regimes(corpus: str, runs) -> None:
         print(f"  {run.algorithm} at {run.learners}: global batch {run.global_batch:,} ({where})")
 
 
+def check(args):
+    from asrscale import jobs
+    from asrscale.config.files import (
+        named_in_files,
+        profile_file,
+        profile_resources,
+        read_config_file,
+        read_config_files,
+    )
+    from asrscale.config.study import Study
+    from asrscale.errors import ConfigError
+
+    try:
+        study = Study(read_config_files(args.configfile))
+    except ConfigError as error:
+        raise named_in_files(error, args.configfile) from None
+    print(
+        f"{' '.join(map(str, args.configfile))}: every key and path checked; study {study.name}, "
+        f"{len(study.runs())} runs"
+    )
+    if args.profile:
+        path = profile_file(args.profile)
+        defaults, by_rule = profile_resources(read_config_file(path))
+        warning = jobs.on_gpus(study.config) and jobs.partition_warning(
+            by_rule, defaults.get("slurm_partition")
+        )
+        print(
+            f"warning: {path}: {warning}"
+            if warning
+            else f"{path}: every GPU job's partition agrees"
+        )
+
+
 def amount(value: float, decimals: int = 0) -> str:
     """A price as a plan prints it: to `decimals` places where they leave two significant figures,
     else to three, so that a small study's seconds and hours read as more than zero."""
@@ -529,6 +560,27 @@ def report(args):
         args.skipped,
         settings.config,
     )
+
+
+def study_results(args):
+    from asrscale.analysis.results import results_markdown
+    from asrscale.analysis.tables import load
+    from asrscale.config.sections import ReportStage
+    from asrscale.io import atomic_write_text
+
+    settings = read_settings_of(ReportStage, args.settings)
+    atomic_write_text(
+        args.out, results_markdown(load(args.tables), settings.config, settings.title)
+    )
+
+
+def interim(args):
+    from asrscale.analysis.interim import interim_report
+
+    said = interim_report(
+        args.study, args.out or Path("reports") / f"{args.study.name}.interim.html"
+    )
+    print(f"an interim report: {said}")
 
 
 def record(args):
@@ -652,14 +704,15 @@ COMMANDS = [
         ],
     ),
     (
-        decode,
-        "decode the test sets greedily and with the LM (its weights chosen on dev) and score both",
+        log_probs,
+        "a run's model on its dev and test sets, once: each utterance's log-probabilities and "
+        "greedy hypothesis",
         [
             SETTINGS,
-            *paths("model", "dev-data", "dev-feats", "train-feats", "lm"),
+            *paths("model", "train-feats", "out"),
             (
                 "--data",
-                {"type": Path, "nargs": "+", "required": True, "help": "each test set's data dir"},
+                {"type": Path, "nargs": "+", "required": True, "help": "each subset's data dir"},
             ),
             (
                 "--feats",
@@ -667,9 +720,27 @@ COMMANDS = [
                     "type": Path,
                     "nargs": "+",
                     "required": True,
-                    "help": "each test set's features, in that order",
+                    "help": "each subset's features, in that order",
                 },
             ),
+        ],
+    ),
+    (
+        decode,
+        "decode the test sets greedily and with the LM (its weights chosen on dev) from their "
+        "log-probabilities, the beam search over a pool of processes, and score both",
+        [
+            SETTINGS,
+            *paths("log-probs", "lm"),
+            (
+                "--test-sets",
+                {
+                    "nargs": "+",
+                    "required": True,
+                    "help": "the test sets' names (test, test-<name>)",
+                },
+            ),
+            ("--processes", {"type": int, "default": 1, "help": "the beam search's processes"}),
             (
                 "--out",
                 {
@@ -784,6 +855,25 @@ COMMANDS = [
         ],
     ),
     (
+        check,
+        "check config.yaml and the files over it before Snakemake reads them: a typo by its file, "
+        "line and column, an unknown key with the nearest one, every path; with --profile, a GPU "
+        "job left without the GPU partition",
+        [
+            (
+                "--configfile",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "default": [Path("config.yaml")],
+                    "help": "config.yaml and the files over it, as given to snakemake (default: "
+                    "config.yaml)",
+                },
+            ),
+            ("--profile", {"default": None, "help": "your SLURM profile: its folder or name"}),
+        ],
+    ),
+    (
         screenshot,
         "the top of a report as a laptop shows it, as a PNG (headless Chromium)",
         paths("report", "out"),
@@ -834,6 +924,36 @@ COMMANDS = [
         [
             *paths("record", "out"),
             ("--figures", {"type": Path, "required": True, "help": "where its figures go"}),
+        ],
+    ),
+    (
+        interim,
+        "a study's report over the runs finished so far, marked as interim (the workflow may "
+        "still be running)",
+        [
+            ("--study", {**PATH, "help": "the study's folder: results/<corpus>/studies/<study>"}),
+            (
+                "--out",
+                {"type": Path, "default": None, "help": "default: reports/<study>.interim.html"},
+            ),
+        ],
+    ),
+    (
+        study_results,
+        "a study's RESULTS.md: per test set, each algorithm's WER with the LM and greedily, with "
+        "their intervals, and its speedup with what it rests on",
+        [
+            SETTINGS,
+            *paths("out"),
+            (
+                "--tables",
+                {
+                    "type": Path,
+                    "nargs": "+",
+                    "required": True,
+                    "help": "the study's gathered tables",
+                },
+            ),
         ],
     ),
     (

@@ -9,7 +9,12 @@ class UserError(ValueError):
 
 
 class ConfigError(UserError):
-    """A configuration the schema does not allow, or whose keys disagree."""
+    """A configuration the schema does not allow, or whose keys disagree; `key`, where one key is
+    wrong, its path (as `key_of` takes it), so that the file and line that set it can be named."""
+
+    def __init__(self, message: str, key=()):
+        super().__init__(message)
+        self.key = tuple(key)
 
 
 def key_of(path) -> str:

@@ -1,5 +1,6 @@
 import functools
 import json
+import logging
 import math
 import os
 import sys
@@ -7,9 +8,12 @@ from dataclasses import replace
 
 from asrscale import jobs
 from asrscale.config import paths
+from asrscale.config.files import named_in_files
 from asrscale.config.study import TUNED, Study
 from asrscale.data.corpus.formats import listings
+from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_json, atomic_write_text
+from snakemake.logging import LogEvent, logger
 
 
 envvars:
@@ -18,16 +22,29 @@ envvars:
 
 # Rules call `python -m asrscale` and `mpiexec`: the tools first from the environment that runs
 # Snakemake (a venv needs no activation; a conda env of --sw-deployment-method conda is activated
-# in front of it), the package from this repository (a conda env does not install it). A prefix
-# of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job fails when
-# any command of a pipeline does (training's output goes through tee).
+# in front of it), the package from this repository (a conda env does not install it). The venv
+# holds an mpiexec only with the mpich extra, whose library mpi4py's wheel then loads first: its
+# mpiexec must start the ranks. Without the extra (a cluster's install), mpiexec and the library
+# mpi4py loads are both the site's, as `module load` set PATH and LD_LIBRARY_PATH (docs/slurm.md).
+# A prefix of one's own replaces Snakemake's bash strict mode, so it is restated: with it a job
+# fails when any command of a pipeline does (training's output goes through tee).
 shell.prefix(f"set -euo pipefail; export PYTHONPATH={Path(workflow.basedir) / 'src'}; ")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
+
 # The rules read the configuration only through the study it resolves to (src/asrscale/config/):
-# every key checked and every default filled in, once, before any job starts. Every path is a
-# template of asrscale.config.paths, its fields the rules' wildcards.
-STUDY = Study(config)
+# every key checked and every default filled in, once, before any job starts; a wrong key named
+# with the file and line that set it. Every path is a template of asrscale.config.paths, its
+# fields the rules' wildcards.
+def study_of(config):
+    files = ["config.yaml", *workflow.overwrite_configfiles]
+    try:
+        return Study(config)
+    except ConfigError as error:
+        raise named_in_files(error, files) from None
+
+
+STUDY = study_of(config)
 
 
 wildcard_constraints:

@@ -1,6 +1,7 @@
 localrules:
     gather,
     report,
+    results,
     record,
 
 
@@ -49,7 +50,7 @@ rule report:
         published=paths.PUBLISHED_SPEEDUPS,
         skipped=skipped_reports(),
     output:
-        html=paths.REPORT,
+        html=report(paths.REPORT, caption="../report/report.rst", category="Report"),
         figures=report(
             directory(fill(paths.FIGURES, corpus=STUDY.corpus)),
             patterns=["{name}.png"],
@@ -65,6 +66,21 @@ rule report:
         "python -m asrscale report --settings {input.settings} --tables {input.tables} --figures {output.figures}"
         " --lm-statistics {input.lm} --published-speedups {input.published} --skipped {input.skipped}"
         " --out {output.html} > {log} 2>&1"
+
+
+# RESULTS.md beside the study's tables, as icefall's and ESPnet's recipes keep one
+rule results:
+    input:
+        settings=fill(paths.STUDY_SETTINGS, stage="report"),
+        tables=[fill(paths.TABLE, table=table) for table in paths.TABLES],
+    output:
+        report(paths.RESULTS, caption="../report/results.rst", category="Report"),
+    log:
+        "logs/{corpus}/results/{study}.log",
+    conda:
+        "../../envs/report.yaml"
+    shell:
+        "python -m asrscale study-results --settings {input.settings} --tables {input.tables} --out {output} > {log} 2>&1"
 
 
 # A study's record (not made by `all`: `snakemake ... record`), written beside the study's results;

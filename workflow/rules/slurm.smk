@@ -34,7 +34,7 @@ def mpi_program(wildcards):
 
 def default_launcher(wildcards):
     """What starts a run's ranks where no profile says (its `launcher` resource): srun in a SLURM
-    allocation, mpiexec here. The shipped SLURM profile says it (set-resources: train: launcher:
+    allocation, mpiexec here (the MPI's that mpi4py loads: common.smk). The shipped SLURM profile says it (set-resources: train: launcher:
     srun --mpi=pmi2), so that a dry run through it shows the srun a cluster will run."""
     return "srun --mpi=pmi2" if on_slurm() else "mpiexec"
 
@@ -149,3 +149,73 @@ def train_cores(wildcards):
         workflow.cores,
         uses_gpu(STUDY.device),
     )
+
+
+# A profile that gives some GPU rules a partition and leaves others on the default one sends
+# those to nodes without GPUs: said once, by the process that submits the jobs.
+def plain(resources) -> dict:
+    """A profile's resources as names and values (Snakemake keeps them as Resource objects)."""
+    return {
+        name: getattr(value, "raw", value)
+        for name, value in dict(resources or {}).items()
+    }
+
+
+if jobs.on_gpus(STUDY.config) and not workflow.remote_exec:
+    PARTITION_WARNING = jobs.partition_warning(
+        {
+            name: plain(resources)
+            for name, resources in workflow.resource_settings.overwrite_resources.items()
+        },
+        plain(workflow.resource_settings.default_resources).get("slurm_partition"),
+    )
+    if PARTITION_WARNING:
+        logger.warning(f"Warning: your SLURM profile: {PARTITION_WARNING}")
+
+
+def sbatch_options(threads, resources) -> str:
+    """A job's sbatch options as the SLURM executor plugin renders them (its own code, less the
+    job's name, log and comment)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    job = SimpleNamespace(resources=resources, threads=threads)
+    partition = resources.get("slurm_partition")
+    account = resources.get("slurm_account")
+    settings = {
+        "run_uuid": "",
+        "slurm_logfile": "",
+        "comment_str": "",
+        "account": f"-A {account}" if account else "",
+        "partition": f"-p {partition}" if partition else "",
+        "workdir": "",
+    }
+    call = get_submit_command(job, settings) + set_gres_string(job)
+    return " ".join(call.split("--export=ALL --comment '' ", 1)[-1].split())
+
+
+class SbatchShown(logging.Filter):
+    """A dry run through a SLURM profile (its jobs' slurm_ resources: a dry run has no executor to
+    ask) shows each job's sbatch options before its command, as a no-op (`: sbatch ...;`): the
+    options of each job's information, put in its command's line. A logging filter, so that the
+    options are no setting of the job's (changing the profile reruns nothing)."""
+
+    job = None  # the threads and resources of the job whose command comes next
+
+    def filter(self, record):
+        event = getattr(record, "event", None)
+        if event == LogEvent.JOB_INFO:
+            resources = record.resources
+            slurm = any(name.startswith("slurm_") for name in resources.keys())
+            self.job = (
+                (record.threads, resources) if workflow.dryrun and slurm else None
+            )
+        elif event == LogEvent.SHELLCMD and self.job and record.shellcmd:
+            record.msg = f"Shell command: : sbatch {sbatch_options(*self.job)}; {record.shellcmd}"
+            self.job = None
+        return True
+
+
+logger.addFilter(SbatchShown())

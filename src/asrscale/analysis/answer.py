@@ -102,3 +102,27 @@ def _rests_on(runs: pd.DataFrame) -> str:
     if kind.startswith("modelled"):
         return f"{kind} (the cost model's band), accuracy measured"
     return f"{kind} on {runs.gpu.iloc[0] or 'CPU'} ranks"
+
+
+def answer_markdown(table: pd.DataFrame) -> list[str]:
+    """The answer (`answer`'s table) as the lines of a Markdown table, for RESULTS.md."""
+    if table.empty:
+        return []
+    lines = [
+        f"The answer: at each learner count, the algorithm that reaches {table.target.iloc[0]} "
+        "soonest (recommended only where this study's rules decide it reaches it).",
+        "",
+        "| timing | P | reaches the target soonest | training time | speedup over SEQ (band) | "
+        "device-hours | the others |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in table.itertuples():
+        if row.algorithm == NONE:
+            cells = f"{NONE} | | | "
+        else:
+            cells = (
+                f"**{row.algorithm.upper()}** | {row.time_s:.3g} s | {row.speedup:.2f}× "
+                f"({row.speedup_low:.2f}-{row.speedup_high:.2f}) | {row.device_hours:.3g} "
+            )
+        lines.append(f"| {row.speedups} | {row.learners} | {cells}| {row.others} |")
+    return [*lines, ""]

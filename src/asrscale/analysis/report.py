@@ -25,6 +25,8 @@ from asrscale.analysis.tables import Tables, load
 from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
+#: the order of the algorithms in a table, by their names
+ORDER = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD", "BMUF"]
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)
 NOT_CONVERGED = {**halves.NOT_CONVERGED, "diverged": "diverged"}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
@@ -287,8 +289,7 @@ def glance(
                     ],
                 )
             )
-        order = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD", "BMUF"]
-        rows.sort(key=lambda row: order.index(row[0]) if row[0] in order else len(order))
+        rows.sort(key=lambda row: ORDER.index(row[0]) if row[0] in ORDER else len(ORDER))
         tables.append((kind, counts, rows))
     return tables
 

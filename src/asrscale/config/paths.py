@@ -29,9 +29,12 @@ RUN = STUDY + "/runs/{cluster}/{algorithm}/{variant}/P{learners}/seed{seed}"
 TUNING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.json"
 # its grid's halving at the rung (study.tuning.halving): which runs go on, which stop
 HALVING = STUDY + "/tuning/{cluster}/{algorithm}/P{learners}.halving.json"
+# a run's dev and test sets' log-probabilities and greedy hypotheses, which decoding reads
+LOG_PROBS = RUN + "/log-probs"
 # what decoding writes of a run's test set, in <run>/<test set>/
 SCORES = (
     "scores.json",
+    "speakers.tsv",
     "hypotheses.tsv",
     "utterances.tsv",
     "alignment.lm.txt",
@@ -50,6 +53,7 @@ TABLES = (
     "tuning",
 )
 FIGURES = STUDY + "/figures"
+RESULTS = STUDY + "/RESULTS.md"  # per test set, each algorithm's WERs and speedup
 REPORT = "reports/{study}.html"
 PUBLISHED_SPEEDUPS = (
     "results/published-speedups.tsv"  # the cost model replaying the studies' own figures

@@ -3,6 +3,7 @@ its default (the algorithms' options excepted: their defaults are in `asrscale.c
 a wrong configuration is an error that names the key."""
 
 import copy
+import difflib
 from importlib import resources
 
 import jsonschema
@@ -121,6 +122,20 @@ def _where_options_go(error: jsonschema.ValidationError) -> str:
     )
 
 
+def _unknown_key(error: jsonschema.ValidationError) -> ConfigError | None:
+    """A key the schema does not know, named with the nearest it knows."""
+    known = error.schema.get("properties", {})
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return None
+    unknown = sorted(key for key in error.instance if key not in known)
+    if not unknown or _where_options_go(error):
+        return None
+    path = [*error.absolute_path, unknown[0]]
+    nearest = difflib.get_close_matches(str(unknown[0]), list(known), n=1, cutoff=0.6)
+    said = f"did you mean {nearest[0]}?" if nearest else f"the keys here: {', '.join(known)}"
+    return ConfigError(f"config: {key_of(path)}: not a setting ({said})", key=path)
+
+
 def validate(config: dict) -> dict:
     """Check `config` against the schema, filling in every default (in place); returns it."""
     _moved(config)
@@ -129,8 +144,12 @@ def validate(config: dict) -> dict:
     )
     if errors:
         first = errors[0]
+        if unknown := _unknown_key(first):
+            raise unknown
         where = key_of(first.absolute_path) or "(top level)"
-        raise ConfigError(f"config: {where}: {first.message}{_where_options_go(first)}")
+        raise ConfigError(
+            f"config: {where}: {first.message}{_where_options_go(first)}", key=first.absolute_path
+        )
     return config
 
 

@@ -5,10 +5,14 @@ audio), `text` (utt → transcript), `utt2spk`, `spk2utt`, `utt2dur` (seconds) a
 are cut from longer recordings, `segments` (utt → recording, start and end in seconds; an end of
 -1 is the end of the recording). Without `segments` each utterance is its own recording; with it,
 every utterance is listed there (Kaldi's rule), an utterance that is a whole recording as the
-segment from 0 to -1, so that sources with and without segments mix in one data dir. Every
-importer, the built-in corpus included, writes one.
+segment from 0 to -1, so that sources with and without segments mix in one data dir. An utterance of
+a lhotse source is its lhotse cut instead (`cuts.jsonl.gz`, a manifest lhotse reads: its audio with
+the cut's transforms, or its features), in none of wav.scp and segments. Every importer, the
+built-in corpus included, writes one.
 """
 
+import gzip
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +29,7 @@ class DataDir:
     feats: dict[str, str] = field(
         default_factory=dict
     )  # utt -> Kaldi features, used instead of audio
+    cuts: dict[str, dict] = field(default_factory=dict)  # utt -> its lhotse cut, instead of audio
 
     def add(
         self,
@@ -35,9 +40,11 @@ class DataDir:
         duration: float,
         segment=None,
         feats: str | None = None,
+        cut: dict | None = None,
     ) -> None:
         """One utterance; `segment` (recording, start, end or None) when it is cut from `wav`;
-        `feats` (a feats.scp entry) for an utterance known by its features, not its audio."""
+        `feats` (a feats.scp entry) for an utterance known by its features, not its audio; `cut`
+        (a lhotse cut, as a dict) for one lhotse loads."""
         if utt in self.text:
             raise ValueError(f"duplicate utterance id {utt!r}")
         recording = segment[0] if segment else utt
@@ -47,6 +54,8 @@ class DataDir:
             self.segments[utt] = segment
         if feats is not None:
             self.feats[utt] = feats
+        if cut is not None:
+            self.cuts[utt] = cut
         self.text[utt], self.utt2spk[utt], self.utt2dur[utt] = text, speaker, duration
 
     def audio(self, utt: str) -> tuple[str, float, float | None]:
@@ -56,7 +65,7 @@ class DataDir:
 
     def merge(self, other: "DataDir") -> None:
         for utt in other.text:
-            wav = other.audio(utt)[0] if not other.feats else None
+            wav = other.audio(utt)[0] if not other.feats and utt not in other.cuts else None
             self.add(
                 utt,
                 wav,
@@ -65,6 +74,7 @@ class DataDir:
                 other.utt2dur[utt],
                 other.segments.get(utt),
                 other.feats.get(utt),
+                other.cuts.get(utt),
             )
 
     @property
@@ -90,11 +100,20 @@ class DataDir:
             atomic_write_text(
                 folder / "feats.scp", "".join(f"{u} {self.feats[u]}\n" for u in sorted(self.feats))
             )
+        cuts = folder / "cuts.jsonl.gz"
+        if self.cuts:
+            # each cut under its utterance's id (a source's prefix included)
+            lines = "".join(json.dumps({**self.cuts[u], "id": u}) + "\n" for u in sorted(self.cuts))
+            with gzip.open(f"{cuts}.tmp", "wt", encoding="utf-8") as out:
+                out.write(lines)
+            Path(f"{cuts}.tmp").rename(cuts)
+        else:
+            cuts.unlink(missing_ok=True)
         if self.segments:
             whole = {
                 u: (u, 0.0, None)
                 for u in self.text
-                if u not in self.segments and u not in self.feats
+                if u not in self.segments and u not in self.feats and u not in self.cuts
             }
             lines = (
                 f"{u} {r} {s:.6f} {-1 if e is None else e:.6f}\n"
@@ -129,13 +148,18 @@ def read_data_dir(folder: Path) -> DataDir:
             recording, start, end = value.split()
             segments[utt] = (recording, float(start), None if float(end) < 0 else float(end))
     feats = read_table(folder / "feats.scp") if (folder / "feats.scp").is_file() else {}
-    # the utterances: those of segments, else of feats.scp (features without audio), else of wav.scp
+    cuts = {}
+    if (folder / "cuts.jsonl.gz").is_file():
+        with gzip.open(folder / "cuts.jsonl.gz", "rt", encoding="utf-8") as lines:
+            cuts = {cut["id"]: cut for cut in map(json.loads, lines)}
+    # the utterances: those of segments, else of feats.scp (features without audio), else of
+    # wav.scp; and lhotse's cuts
     listing = "segments" if segments else "feats.scp" if feats else "wav.scp"
-    utterances = segments or feats or wav
+    utterances = (segments or feats or wav).keys() | cuts.keys()
     for name, table in (("text", text), ("utt2spk", utt2spk), ("utt2dur", durations)):
-        if table.keys() != utterances.keys():
-            missing = sorted(utterances.keys() ^ table.keys())[:3]
+        if table.keys() != utterances:
+            missing = sorted(utterances ^ table.keys())[:3]
             raise ValueError(
                 f"{folder / name} and {folder / listing} list different utterances, e.g. {missing}"
             )
-    return DataDir(wav, text, utt2spk, durations, segments, feats)
+    return DataDir(wav, text, utt2spk, durations, segments, feats, cuts)

@@ -102,13 +102,8 @@ MIN_FRAMES = 10  # shorter utterances (0.1 s) are left out: too short to learn f
 SILENCE = 1e-4  # peak amplitude below which audio is silent (-80 dBFS)
 
 
-def _utterance_audio(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
-    """The utterance's samples at the configured rate; BadInput says what is wrong with them."""
-    audio, start, end = data.audio(utt)
-    try:
-        samples, rate = read_audio(audio, start, end, config.channel)
-    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
-        raise BadInput(f"unreadable audio: {error}") from None
+def _usable(samples: np.ndarray, rate: int, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """Samples at the configured rate; BadInput where they are empty or silent."""
     if len(samples) == 0:
         raise BadInput("empty audio")
     if np.abs(samples).max() < SILENCE:
@@ -117,6 +112,55 @@ def _utterance_audio(data: DataDir, utt: str, config: FeatureConfig, resampled: 
         resampled.add(rate)
         samples = resample(samples, config.sample_rate, rate).astype(np.float32)
     return samples
+
+
+def _utterance_audio(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
+    """The utterance's samples at the configured rate; BadInput says what is wrong with them."""
+    audio, start, end = data.audio(utt)
+    try:
+        samples, rate = read_audio(audio, start, end, config.channel)
+    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+        raise BadInput(f"unreadable audio: {error}") from None
+    return _usable(samples, rate, config, resampled)
+
+
+#: lhotse's names of Kaldi's log-mel filterbank (lhotse's Fbank, KaldifeatFbank, TorchaudioFbank)
+FBANKS = ("kaldi-fbank", "kaldifeat-fbank", "fbank")
+
+
+def stored_differs(stored: dict, config: FeatureConfig) -> str | None:
+    """How a lhotse cut's stored features differ from the study's (kind, dimension, frame shift,
+    rate); None where they are the study's."""
+    kind, dim = stored.get("type"), stored.get("num_features")
+    if config.kind != "fbank" or kind not in FBANKS:
+        return f"{kind}, where the study's are {config.kind}"
+    if dim != config.bins:
+        return f"{kind} of {dim} bins, where the study's have {config.bins}"
+    if abs(stored.get("frame_shift", 0) - config.shift_ms / 1000) > 1e-9:
+        return f"shifted {stored.get('frame_shift')} s, where the study's {config.shift_ms} ms"
+    if stored.get("sampling_rate") != config.sample_rate:
+        return f"of {stored.get('sampling_rate')} Hz audio, where the study's {config.sample_rate}"
+    return None
+
+
+def _cut_features(cut: dict, config: FeatureConfig, resampled: set, said: dict) -> np.ndarray:
+    """A lhotse cut's features: its stored ones where they are the study's, else extracted from
+    its audio as lhotse loads it (speed perturbation and other transforms applied); `said` counts
+    which, and why, for the log."""
+    from lhotse.serialization import deserialize_item
+
+    differs = stored_differs(cut["features"], config) if cut.get("features") else "none stored"
+    try:
+        loaded = deserialize_item(dict(cut))
+        if differs is None:
+            said["taken as stored"] = said.get("taken as stored", 0) + 1
+            return loaded.load_features().astype(np.float32)
+        samples, rate = loaded.load_audio()[0], loaded.sampling_rate
+    except Exception as error:  # lhotse's loaders raise many kinds, over several lines
+        raise BadInput(f"lhotse cannot load it: {' '.join(str(error).split())[:300]}") from None
+    reason = f"extracted (stored features: {differs})"
+    said[reason] = said.get(reason, 0) + 1
+    return compute(_usable(samples.astype(np.float32), rate, config, resampled), config)
 
 
 class FeatureCache:
@@ -159,15 +203,31 @@ def _kaldi_features(entry: str, config: FeatureConfig) -> np.ndarray:
     return feats.astype(np.float32)
 
 
-def _features(data: DataDir, utt: str, config: FeatureConfig, resampled: set) -> np.ndarray:
-    """The utterance's features: computed from its audio, or read from its feats.scp entry."""
-    if config.kind == "kaldi":
+def _features(
+    data: DataDir, utt: str, config: FeatureConfig, resampled: set, said: dict
+) -> np.ndarray:
+    """The utterance's features: computed from its audio, or read from its feats.scp entry, or
+    its lhotse cut's (`_cut_features`)."""
+    if utt in data.cuts:
+        feats = _cut_features(data.cuts[utt], config, resampled, said)
+    elif config.kind == "kaldi":
         feats = _kaldi_features(data.feats[utt], config)
     else:
         feats = compute(_utterance_audio(data, utt, config, resampled), config)
     if len(feats) < MIN_FRAMES:
         raise BadInput(f"{len(feats)} frames, fewer than {MIN_FRAMES}")
     return feats
+
+
+def _source(data: DataDir, utt: str, config: FeatureConfig) -> tuple | None:
+    """What an utterance's features are made from, as the cache keys it: its audio (file or
+    command, start, end), or a lhotse cut's first audio file and the cut itself; None for Kaldi's
+    features."""
+    if utt in data.cuts:
+        cut = data.cuts[utt]
+        sources = [source["source"] for source in cut.get("recording", {}).get("sources", [])]
+        return (" ".join(sources) or "(features)", json.dumps(cut, sort_keys=True), None)
+    return None if config.kind == "kaldi" else data.audio(utt)
 
 
 def extract_part(
@@ -186,7 +246,7 @@ def extract_part(
         cache if config.kind != "kaldi" else None
     )  # reading Kaldi features is as cheap as the cache
     speakers = sorted(data.spk2utt.items())[part::parts]
-    stats, frames, resampled, reused = {}, {}, set(), 0
+    stats, frames, resampled, reused, said = {}, {}, set(), 0, {}
     skipped = Skipped(
         bad_input, Path(f"{out_prefix}.skipped"), "features", Path(f"{out_prefix}.watch")
     )
@@ -198,7 +258,9 @@ def extract_part(
             for utt in utts:
                 done += 1
                 ticker(done)
-                feats, from_cache = _cached_features(data, utt, config, cache, resampled, skipped)
+                feats, from_cache = _cached_features(
+                    data, utt, config, cache, resampled, skipped, said
+                )
                 reused += from_cache
                 if feats is None:
                     continue
@@ -216,6 +278,8 @@ def extract_part(
         )
     for rate in sorted(resampled):
         print(f"note: audio at {rate} Hz was resampled to {config.sample_rate} Hz")
+    for how, count in said.items():
+        print(f"lhotse cuts: {count} utterances' features {how}")
     skipped.finish(sum(len(utts) for _, utts in speakers))
     _write_part_stats(out_prefix, stats, frames)
     Path(f"{scp}.tmp").rename(scp)
@@ -228,17 +292,19 @@ def _cached_features(
     cache: FeatureCache | None,
     resampled: set,
     skipped: Skipped,
+    said: dict,
 ) -> tuple[np.ndarray | None, bool]:
     """The utterance's features and whether the cache had them (else they are computed, and
-    cached); None where its input cannot be used (then it is in `skipped`)."""
-    audio = None if config.kind == "kaldi" else data.audio(utt)
+    cached); None where its input cannot be used (then it is in `skipped`); `said` counts how a
+    lhotse cut's were made."""
+    audio = _source(data, utt, config)
     where = data.feats[utt] if audio is None else audio[0]
     cached = cache.path(audio, config) if cache else None
     feats = cache.load(cached) if cache else None
     if feats is not None:
         return feats, True
     try:
-        feats = _features(data, utt, config, resampled)
+        feats = _features(data, utt, config, resampled, said)
     except BadInput as error:
         skipped.add(utt, where, str(error), "" if audio is None else where)
         return None, False

@@ -22,6 +22,7 @@ class Entry:
     feats: str | None = (
         None  # a Kaldi data dir's feats.scp entry (used when features.kind is "kaldi")
     )
+    cut: dict | None = None  # a lhotse cut of the utterance alone, from which lhotse loads it
 
 
 def not_a_folder(path: Path, what: str) -> str | None:

@@ -1,11 +1,16 @@
-"""Lhotse manifests, as ESPnet, icefall and k2 recipes keep corpora: a supervisions manifest
-(`*_supervisions_<subset>.jsonl[.gz]`: id, recording_id, start, duration, text, speaker) with the
-recordings manifest beside it (the same name with `recordings` for `supervisions`: id, sources,
-duration), or a cuts manifest (`*_cuts_<subset>.jsonl[.gz]`), whose cuts hold their recording
-and supervisions. Each supervision is an utterance, cut from its recording. A recording's audio
-is its one source: a file (a relative path is taken from the working directory, as lhotse writes
-it, else from the manifest's folder) or a command that writes the audio. The channel is
-features.channel for every recording, as for the other formats."""
+"""Lhotse manifests, as ESPnet, icefall and k2 recipes keep corpora, read by the lhotse library: a
+supervisions manifest (`*_supervisions_<subset>.jsonl[.gz]`) with the recordings manifest beside it
+(the same name with `recordings` for `supervisions`), or a cuts manifest (`*_cuts_<subset>.jsonl
+[.gz]`), whose cuts hold their recording, supervisions and perhaps their features. Each
+supervision is an utterance: its cut, trimmed to it, as lhotse makes it, transforms (speed
+perturbation, resampling, volume) and a recording's several sources included, is kept in the data
+dir (asrscale.data.datadir's cuts.jsonl.gz), from which the features stage loads its audio, or its
+precomputed features where they are the study's (asrscale.data.features).
+
+Each line is read on its own, so that a bad one (not lhotse's, a recording not in its manifest, a
+missing audio file) is named with its manifest and line and left out. A file's relative path is
+taken from the working directory, as lhotse writes it, else from the manifest's folder. lhotse
+(which loads torch) is imported where a manifest is read, never where a path is checked."""
 
 import math
 from pathlib import Path
@@ -13,81 +18,6 @@ from pathlib import Path
 from asrscale.data.badinput import Skipped
 from asrscale.data.corpus.entry import Entry, not_a_listing
 from asrscale.data.corpus.manifest import json_lines
-
-
-def _text(row: dict, key: str) -> str:
-    value = row.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"no {key} (a string)")
-    return value
-
-
-def _number(row: dict, key: str) -> float:
-    value = row.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"no {key} (a number)")
-    return float(value)
-
-
-def _audio(recording: dict, manifest: Path) -> str:
-    """The audio of a recording (a path, or a command ending in "|"); ValueError says why none."""
-    sources = recording.get("sources")
-    if not isinstance(sources, list) or len(sources) != 1 or not isinstance(sources[0], dict):
-        raise ValueError("a recording needs exactly one source (one per channel is not supported)")
-    if any(
-        not isinstance(t, dict) or t.get("name") != "Resample"
-        for t in recording.get("transforms") or []
-    ):
-        raise ValueError(
-            "transforms other than Resample (speed perturbation, ...) are not supported"
-        )
-    kind, where = sources[0].get("type"), _text(sources[0], "source")
-    if kind == "command":
-        return f"{where} |"
-    if kind != "file":
-        raise ValueError(f"source type {kind!r} is not supported (only file and command)")
-    path = Path(where)
-    return str(path if path.is_absolute() or path.exists() else manifest.parent / path)
-
-
-def _recordings(path: Path, skipped: Skipped) -> tuple[dict[str, tuple[dict, str]], dict[str, str]]:
-    """Recording id -> (recording, "file:line"), and the ids listed more than once -> where."""
-    found, duplicated = {}, {}
-    for row, where in json_lines(path, skipped):
-        key = row.get("id")
-        if not isinstance(key, str):
-            skipped.add(f"{path.name}:{where.rsplit(':', 1)[1]}", where, "a recording with no id")
-        elif key in duplicated:
-            duplicated[key] += f" and {where}"
-        elif key in found:
-            duplicated[key] = f"at {found.pop(key)[1]} and {where}"
-        else:
-            found[key] = (row, where)
-    return found, duplicated
-
-
-def _entry(
-    supervision: dict, where: str, recording: dict, manifest: Path, offset: float = 0.0
-) -> Entry:
-    """The utterance of one supervision (its times `offset` into the recording, for a cut's)."""
-    start = offset + _number(supervision, "start")
-    end = start + _number(supervision, "duration")
-    text = supervision.get("text")
-    if text is not None and not isinstance(text, str):
-        raise ValueError("text is not a string")
-    speaker = supervision.get("speaker") or supervision["id"]
-    if not isinstance(speaker, str):
-        raise ValueError("speaker is not a string")
-    return Entry(
-        supervision["id"],
-        _audio(recording, manifest),
-        text or "",
-        speaker,
-        where,
-        start,
-        end,
-        _text(recording, "id"),
-    )
 
 
 def _recordings_manifest(supervisions: Path) -> Path:
@@ -116,61 +46,154 @@ def lhotse_problem(path: Path) -> str | None:
     return None
 
 
-def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
-    """The utterances of a lhotse manifest (`lhotse_problem` says it is one)."""
-    name = path.name
-    if "cuts" in name:
-        return _from_cuts(path, skipped)
-    recordings_path = _recordings_manifest(path)
-    recordings, duplicated = _recordings(recordings_path, skipped)
-    entries = []
+def _items(path: Path, skipped: Skipped, kind):
+    """(lhotse's object, "file:line") of every line of a manifest that lhotse reads as `kind`; a
+    line it does not is named with its reason."""
+    from lhotse.serialization import deserialize_item
+
     for row, where in json_lines(path, skipped):
-        if not isinstance(row.get("id"), str) or not row["id"]:
-            skipped.add(f"{name}:{where.rsplit(':', 1)[1]}", where, "a supervision with no id")
-            continue
-        recording_id = row.get("recording_id")
-        if recording_id in duplicated:
-            skipped.add(
-                row["id"],
-                where,
-                f"its recording {recording_id!r} is listed twice, {duplicated[recording_id]}",
-            )
-        elif not isinstance(recording_id, str) or recording_id not in recordings:
-            skipped.add(
-                row["id"], where, f"its recording {recording_id!r} is not in {recordings_path}"
-            )
-        else:
-            try:
-                entries.append(_entry(row, where, recordings[recording_id][0], path))
-            except ValueError as error:
-                skipped.add(row["id"], where, str(error))
-    return entries
-
-
-def _from_cuts(path: Path, skipped: Skipped) -> list[Entry]:
-    entries = []
-    for cut, where in json_lines(path, skipped):
-        supervisions = cut.get("supervisions")
-        recording = cut.get("recording")
-        if not isinstance(supervisions, list) or not isinstance(recording, dict):
+        try:
+            item = deserialize_item(row)
+            if not isinstance(item, kind):
+                raise ValueError(f"not a {kind.__name__} but a {type(item).__name__}")
+        except Exception as error:  # lhotse raises many kinds for a bad line
             skipped.add(
                 f"{path.name}:{where.rsplit(':', 1)[1]}",
                 where,
-                "a cut needs its recording and supervisions",
+                f"not lhotse's: {' '.join(str(error).split())[:300]}",
             )
             continue
-        for supervision in supervisions:
-            if (
-                not isinstance(supervision, dict)
-                or not isinstance(supervision.get("id"), str)
-                or not supervision["id"]
-            ):
-                skipped.add(
-                    f"{path.name}:{where.rsplit(':', 1)[1]}", where, "a supervision with no id"
-                )
-                continue
-            try:
-                entries.append(_entry(supervision, where, recording, path, _number(cut, "start")))
-            except ValueError as error:
-                skipped.add(supervision["id"], where, str(error))
+        yield item, where
+
+
+def _resolved(path: str, manifest: Path) -> str:
+    """A file's path as lhotse wrote it: from the working directory, else the manifest's folder."""
+    found = Path(path)
+    beside = manifest.parent / found
+    return (
+        str(beside) if not found.is_absolute() and not found.exists() and beside.exists() else path
+    )
+
+
+def _located(cut: dict, manifest: Path) -> dict:
+    """A cut's dict with its audio files' and features' relative paths resolved (`_resolved`)."""
+    for source in cut.get("recording", {}).get("sources", []):
+        if source.get("type") == "file":
+            source["source"] = _resolved(source["source"], manifest)
+    if features := cut.get("features"):
+        features["storage_path"] = _resolved(features["storage_path"], manifest)
+    return cut
+
+
+def _missing_audio(cut: dict) -> str | None:
+    """A file of the cut's recording that does not exist."""
+    for source in cut.get("recording", {}).get("sources", []):
+        if source.get("type") == "file" and not Path(source["source"]).is_file():
+            return source["source"]
+    return None
+
+
+def _supervision_problem(supervision, cut) -> str | None:
+    """What is wrong with a supervision of a cut, which lhotse would cut as it is."""
+    start, duration = supervision.start, supervision.duration
+    if not (math.isfinite(start) and math.isfinite(duration) and start >= 0 and duration > 0):
+        return (
+            f"supervision from {start:g} s lasting {duration:g} s: expected finite times, "
+            "start >= 0, a duration > 0"
+        )
+    if start + duration > cut.duration + 0.01:
+        end = start + duration
+        return f"supervision ends at {end:g} s, after the end of its cut ({cut.duration:.2f} s)"
+    if supervision.text is not None and not isinstance(supervision.text, str):
+        return "text is not a string"
+    return None
+
+
+def _entries(cut, where: str, manifest: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of one cut: each supervision's cut, trimmed to it."""
+    from lhotse import CutSet
+
+    entries, kept = [], []
+    for supervision in cut.supervisions:
+        if problem := _supervision_problem(supervision, cut):
+            skipped.add(supervision.id, where, problem)
+        else:
+            kept.append(supervision)
+    cut.supervisions = kept
+    for piece in CutSet.from_cuts([cut]).trim_to_supervisions(keep_overlapping=False):
+        (supervision,) = piece.supervisions
+        kept = _located(piece.to_dict(), manifest)
+        sources = [source["source"] for source in kept.get("recording", {}).get("sources", [])]
+        if missing := _missing_audio(kept):
+            skipped.add(supervision.id, where, f"audio file {missing} does not exist", missing)
+            continue
+        entries.append(
+            Entry(
+                supervision.id,
+                " ".join(sources) or "(features)",
+                supervision.text or "",
+                supervision.speaker or supervision.id,
+                where,
+                recording=piece.recording_id,
+                end=piece.duration,
+                cut=kept,
+            )
+        )
+    return entries
+
+
+def _recordings(path: Path, skipped: Skipped) -> tuple[dict, dict]:
+    """Recording id -> (recording, "file:line"), and the ids listed more than once -> where."""
+    from lhotse import Recording
+
+    found, duplicated = {}, {}
+    for recording, where in _items(path, skipped, Recording):
+        if recording.id in duplicated:
+            duplicated[recording.id] += f" and {where}"
+        elif recording.id in found:
+            duplicated[recording.id] = f"at {found.pop(recording.id)[1]} and {where}"
+        else:
+            found[recording.id] = (recording, where)
+    return found, duplicated
+
+
+def _supervised(path: Path, skipped: Skipped) -> list[tuple]:
+    """A supervisions manifest's supervisions, each as a cut of its recording."""
+    from lhotse import SupervisionSegment
+
+    recordings_path = _recordings_manifest(path)
+    recordings, duplicated = _recordings(recordings_path, skipped)
+    cuts = []
+    for supervision, where in _items(path, skipped, SupervisionSegment):
+        recording = supervision.recording_id
+        if recording in duplicated:
+            skipped.add(
+                supervision.id,
+                where,
+                f"its recording {recording!r} is listed twice, {duplicated[recording]}",
+            )
+        elif recording not in recordings:
+            skipped.add(
+                supervision.id, where, f"its recording {recording!r} is not in {recordings_path}"
+            )
+        else:
+            cut = recordings[recording][0].to_cut()
+            cut.supervisions = [supervision]
+            cuts.append((cut, where))
+    return cuts
+
+
+def import_lhotse(path: Path, skipped: Skipped) -> list[Entry]:
+    """The utterances of a lhotse manifest (`lhotse_problem` says it is one)."""
+    from lhotse.cut import Cut
+
+    cuts = list(_items(path, skipped, Cut)) if "cuts" in path.name else _supervised(path, skipped)
+    entries = []
+    for cut, where in cuts:
+        try:
+            entries += _entries(cut, where, path, skipped)
+        except Exception as error:  # a cut lhotse cannot trim: named with its line
+            skipped.add(
+                cut.id, where, f"lhotse cannot cut it: {' '.join(str(error).split())[:300]}"
+            )
     return entries

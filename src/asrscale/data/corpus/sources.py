@@ -120,6 +120,9 @@ def build_data_dir(entries: list[Entry], settings: ImportSettings, skipped: Skip
         if not text:
             skipped.add(entry.utt, entry.text_where or entry.where, "empty transcript")
             continue
+        if entry.cut is not None:  # lhotse's, which checked it (asrscale.data.corpus.lhotse)
+            data.add(entry.utt, None, text, entry.speaker, entry.end, cut=entry.cut)
+            continue
         try:
             if features.kind == "kaldi":
                 duration = _features_duration(entry, features)
