@@ -384,6 +384,8 @@ def plan(args):
         "each run may take"
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
+    if found.carried:
+        print(found.carried)
     others = found.others
     print(
         "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on "
