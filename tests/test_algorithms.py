@@ -1,3 +1,4 @@
+import itertools
 from types import SimpleNamespace
 
 import pytest
@@ -426,6 +427,28 @@ class QuadraticLearner:
     def restart_momentum(self):
         """Plain gradient steps: no momentum to restart."""
 
+    def momentum_correction(self, steps):
+        """Plain gradient steps: no momentum to correct."""
+        return 1.0
+
+
+class ScriptedLearner(Learner):
+    """A real learner (asrscale's SGD with momentum 0.9) of two weights on a scripted loss: g·w, a
+    steady gradient g, or ½(w − c)² of its own c."""
+
+    def __init__(self, target: float | None = None, gradient: float = 1.0):
+        model = nn.Module()
+        model.w = nn.Parameter(torch.zeros(2, dtype=torch.float64))
+        super().__init__(model, make_optimizer("sgd", 0.9, model), 0.0, "scripted")
+        self.target, self.gradient = target, gradient
+
+    def backward(self, batch):
+        yield from ()
+        weight = self.parameters[0]
+        steady = torch.full_like(weight, self.gradient)
+        weight.grad.copy_(steady if self.target is None else weight.detach() - self.target)
+        return 0.0
+
 
 def in_lockstep(programs) -> None:
     """The learners' programs run together, each Allreduce averaged over all, each Broadcast from
@@ -441,6 +464,9 @@ def in_lockstep(programs) -> None:
                 )
                 for tensor in tensors:
                     tensor.copy_(common)
+        for request in requests:
+            if isinstance(request, ops.Update):
+                request.alone()
         requests = [request for program in programs if (request := next(program, None)) is not None]
 
 
@@ -466,27 +492,161 @@ def test_bmuf_filters_each_blocks_average_with_its_block_momentum(nesterov, star
     assert found == starts
 
 
+@pytest.mark.parametrize("name", ["kavg", "bmuf"])
 @pytest.mark.parametrize(
     "optimizer, restarted, kept",
     [("sgd", ["momentum_buffer"], []), ("adam", ["exp_avg"], ["exp_avg_sq"])],
 )
-def test_bmuf_restarts_each_learners_momentum_after_a_block_unless_told_not_to(
-    optimizer, restarted, kept
+def test_a_blocks_averaging_restarts_each_learners_momentum_unless_it_is_kept(
+    name, optimizer, restarted, kept
 ):
     """CNTK's block-momentum learner resets its learners' SGD momentum after each aggregation: so
-    does BMUF by default (SGD's velocity, Adam's first moment; Adam's second, a scale, is kept)."""
-    for restart in (True, False):
+    do KAVG and BMUF where `learner_momentum` is "restarted" or "corrected" (SGD's velocity, Adam's
+    first moment; Adam's second, a scale, is kept), and not where it is "kept", nor where a lone
+    learner averages with no one (P = 1 is SEQ)."""
+    for learners, treatment in itertools.product((2, 1), ("kept", "restarted", "corrected")):
         model = nn.Linear(3, 2)
         learner = Learner(model, make_optimizer(optimizer, 0.9, model), 5.0, "0")
         for state in learner.optimizer.state.values():
             for key in restarted + kept:
                 state[key].fill_(1.0)
-        bmuf = make_algorithm("bmuf", Layout(0, 1), {"restart_momentum": restart})
-        bmuf._new_block(learner)
-        bmuf.after_averaging(learner)
+        options = {"learner_momentum": treatment}
+        algorithm = make_algorithm(name, Layout(0, learners), options)
+        if name == "bmuf":
+            algorithm._new_block(learner)
+        algorithm.block_steps = 3
+        algorithm.after_averaging(learner)
+        left = 1.0 if treatment == "kept" or learners == 1 else 0.0
+        assert algorithm.block_steps == 0
         for state in learner.optimizer.state.values():
-            assert all(bool((state[key] == (0.0 if restart else 1.0)).all()) for key in restarted)
+            assert all(bool((state[key] == left).all()) for key in restarted)
             assert all(bool((state[key] == 1.0).all()) for key in kept)
+
+
+def test_a_restarted_velocity_corrected_steps_by_the_mean_of_its_gradients():
+    """SGD's velocity from zero after t steps of a steady gradient g is (1 − 0.9^t)·g: corrected,
+    the t-th step after a restart moves lr·g, as with the momentum built up; uncorrected, a block of
+    4 moves 0.9049·lr·g."""
+    learner, lr = ScriptedLearner(gradient=2.0), 0.1
+    moved = []
+    for steps in range(1, 5):
+        before = learner.parameters[0].detach().clone()
+        list(learner.backward(None))
+        learner.apply(lr * learner.momentum_correction(steps))
+        moved.append((before - learner.parameters[0].detach())[0].item())
+    assert moved == pytest.approx([lr * 2.0] * 4, rel=1e-12)
+    learner.restart_momentum()
+    start = learner.parameters[0].detach().clone()
+    for _ in range(4):
+        list(learner.backward(None))
+        learner.apply(lr)
+    uncorrected = (start - learner.parameters[0].detach())[0].item()
+    assert uncorrected == pytest.approx(lr * 2.0 * sum(1 - 0.9**t for t in range(1, 5)))
+    assert uncorrected == pytest.approx(0.9049 * lr * 2.0)
+
+
+def test_adams_first_moment_restarted_is_corrected_by_its_own_steps_not_adams():
+    """Adam divides its first moment by 1 − β₁^n, n its steps in all; restarted t steps ago, the
+    correction makes it 1 − β₁^t: the step after a restart is lr·g / (√v̂ + ε) with m̂ = g."""
+    model = nn.Linear(3, 2)
+    learner = Learner(model, make_optimizer("adam", 0.9, model), 0.0, "0")
+    for _ in range(5):  # Adam's steps in all: 5, then the 6th
+        for p in learner.parameters:
+            p.grad = torch.randn_like(p)
+        learner.apply(1e-3)
+    learner.restart_momentum()
+    gradient = [torch.randn_like(p) for p in learner.parameters]
+    for p, g in zip(learner.parameters, gradient):
+        p.grad = g.clone()
+    before = [p.detach().clone() for p in learner.parameters]
+    squares = [learner.optimizer.state[p]["exp_avg_sq"].clone() for p in learner.parameters]
+    learner.apply(1e-3 * learner.momentum_correction(1))
+    beta2, eps = 0.999, 1e-8
+    for p, g, was, square in zip(learner.parameters, gradient, before, squares):
+        second = (beta2 * square + (1 - beta2) * g * g) / (1 - beta2**6)
+        assert torch.allclose(was - p.detach(), 1e-3 * g / (second.sqrt() + eps), rtol=1e-4)
+
+
+KAVG_ARMS = ("kept", "restarted", "corrected")
+
+
+def blocks(name: str, options: dict, learners: list, steps: int, lr: float = 0.05) -> list:
+    """`steps` steps of `name` over `learners` in lockstep, at `lr` times the algorithm's factor
+    (as the trainer applies it); the algorithms."""
+    algorithms = [make_algorithm(name, Layout(rank, len(learners)), options) for rank in range(2)]
+    in_lockstep([a.start(learner) for a, learner in zip(algorithms, learners)])
+    rate = lr * algorithms[0].rate_factor
+    for _ in range(steps):
+        in_lockstep([a.step(learner, None, rate) for a, learner in zip(algorithms, learners)])
+    return algorithms
+
+
+def held(learners: list) -> list[torch.Tensor]:
+    """Every learner's weights and velocities."""
+    return [tensor.clone() for learner in learners for tensor in learner.averaged]
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("treatment", ["kept", "restarted", "corrected"])
+def test_bmuf_at_eta_0_is_its_kavg_arm_to_the_last_bit(treatment, nesterov):
+    """η = 0, ζ = 1: BMUF is KAVG at the same K and learners' momentum, its weights and velocities
+    equal to the last bit over 5 blocks of 3 steps (two learners, targets 1 and 3, SGD with
+    momentum 0.9); KAVG at another treatment of the momentum is not."""
+    trained = {}
+    for name, momentum in [("bmuf", treatment), *(("kavg", t) for t in KAVG_ARMS)]:
+        options = {"period": 3, "learner_momentum": momentum, "averages": "model"}
+        if name == "bmuf":
+            options |= {"block_momentum": 0.0, "block_lr": 1.0, "nesterov": nesterov}
+        learners = [ScriptedLearner(1.0), ScriptedLearner(3.0)]
+        blocks(name, options, learners, steps=15)
+        trained[name, momentum] = held(learners)
+    for other in KAVG_ARMS:
+        same = all(
+            torch.equal(a, b) for a, b in zip(trained["bmuf", treatment], trained["kavg", other])
+        )
+        assert same == (other == treatment), other
+
+
+def test_a_block_of_bmuf_at_eta_0_moves_as_far_as_kavgs_with_its_momentum_corrected():
+    """A steady gradient g, blocks of 4 steps at rate 0.05: KAVG with its momentum kept moves
+    4·lr·g a block once its velocity has built; BMUF at η = 0 with its learners' momentum restarted
+    and corrected moves as far from its first block; restarted alone, 0.9049·lr·g (CNTK's reset
+    on a block of 4 steps)."""
+    lr, g = 0.05, 1.0
+    kept = [ScriptedLearner(gradient=g), ScriptedLearner(gradient=g)]
+    kavg = blocks("kavg", {"period": 4, "learner_momentum": "kept"}, kept, 400, lr)
+    moved = moved_in_a_block(kavg, kept, lr)
+    assert moved == pytest.approx(4 * lr * g, rel=1e-12)
+    eta_0 = {"period": 4, "block_momentum": 0.0}
+    for treatment, expected in (("corrected", 4.0), ("restarted", 0.9049)):
+        learners = [ScriptedLearner(gradient=g), ScriptedLearner(gradient=g)]
+        bmuf = blocks("bmuf", eta_0 | {"learner_momentum": treatment}, learners, 0, lr)
+        assert moved_in_a_block(bmuf, learners, lr) == pytest.approx(expected * lr * g, rel=1e-4)
+
+
+def moved_in_a_block(algorithms: list, learners: list, lr: float) -> float:
+    """How far one more block of `algorithms` moves the learners' (common) first weight."""
+    before = learners[0].parameters[0][0].item()
+    rate = lr * algorithms[0].rate_factor
+    for _ in range(algorithms[0].period):
+        in_lockstep([a.step(learner, None, rate) for a, learner in zip(algorithms, learners)])
+    return before - learners[0].parameters[0][0].item()
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_once_its_filter_has_built_a_block_of_bmuf_moves_as_far_as_kavgs(nesterov):
+    """η = 15/16: the learners step at (1 − η)/ζ of KAVG's rate, and the filter's momentum, built
+    over 1/(1 − η) = 16 blocks, makes up the rest: after 300 blocks of a steady gradient a block
+    moves the model 4·lr·g, as KAVG's (with its momentum kept, as built); after 1 block, 1/16 of
+    it."""
+    lr, options = 0.05, {"period": 4, "block_momentum": 15 / 16, "nesterov": nesterov}
+    learners = [ScriptedLearner(), ScriptedLearner()]
+    bmuf = blocks("bmuf", options, learners, 0, lr)
+    first = moved_in_a_block(bmuf, learners, lr)
+    assert first == pytest.approx(4 * lr / 16 * (1 + (15 / 16 if nesterov else 0)), rel=1e-12)
+    for _ in range(300):
+        built = moved_in_a_block(bmuf, learners, lr)
+    assert built == pytest.approx(4 * lr, rel=1e-6)
 
 
 def test_bmufs_block_momentum_is_one_less_its_learners_share_unless_given():

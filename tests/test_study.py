@@ -97,6 +97,25 @@ def test_sweeps_make_variants_and_the_configured_value_is_the_algorithms_own_run
     assert mpi.ranks(Run("mpi", "asgd", "default", 4, 1)) == 5
 
 
+def test_a_sweep_of_words_names_its_variants_without_quotes():
+    """A sweep of an option's choices (KAVG's learner_momentum): its variants name the word as it
+    is, no quotes in the paths the shell is given, and its runs train with it."""
+    config = merged()
+    config["study"]["sweeps"] = [
+        {
+            "algorithm": "kavg",
+            "learners": 4,
+            "vary": "learner_momentum",
+            "values": ["kept", "corrected"],
+        }
+    ]
+    study = Study(config)
+    assert [p["variant"] for p in study.sweep_points()] == ["default", "learner_momentum=corrected"]
+    run = Run("simulated", "kavg", "learner_momentum=corrected", 4, 1)
+    assert study.run_settings(run)["options"]["learner_momentum"] == "corrected"
+    assert '"' not in study.folder(run)
+
+
 def test_an_algorithm_may_train_as_its_study_did():
     """MA with Kaldi's plain SGD at N times an effective rate, every other algorithm with train:;
     an algorithm with train settings of its own trains its one-learner run itself, and its sweeps

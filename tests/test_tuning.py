@@ -209,6 +209,86 @@ def test_momenta_cross_every_grid_and_the_edge_is_of_the_chosen_momentums_rates(
     assert choose(grid[:3] + [grid_point(0.002, 1.3)] + grid[4:])["at_edge"] == "lowest"
 
 
+def test_bmufs_block_momenta_cross_its_grid_alone_and_its_choice_is_its_option():
+    """study.tuning.block_momenta: BMUF's rates at each η (its option, algorithms.bmuf), no other
+    configuration's; a tuned run takes the chosen η as an option, as the chosen grid run trained;
+    the edge is of the chosen η's rates."""
+    study = tuned_study(lr_factors=[0.5, 1, 2], block_momenta=[0.5, 0.75])
+    bmuf, kavg = Run("simulated", "bmuf", TUNED, 4, 1), Run("simulated", "kavg", TUNED, 4, 1)
+    assert [run.variant for run in study.grid(bmuf)] == [
+        f"train.lr={lr},block_momentum={eta}"
+        for eta in (0.5, 0.75)
+        for lr in (0.0015, 0.003, 0.006)
+    ]
+    assert [run.variant for run in study.grid(kavg)] == [
+        f"train.lr={lr}" for lr in (0.0015, 0.003, 0.006)
+    ]
+    settings = study.run_settings(study.grid(bmuf)[4])
+    assert settings["options"]["block_momentum"] == 0.75 and settings["train"]["lr"] == 0.003
+    chosen = {"lr": 0.003, "batch_size": 32, "momentum": 0.9, "block_momentum": 0.75}
+    assert study.run_settings(replace_seed(bmuf, 1), chosen) == settings
+    tuned = study.run_settings(replace_seed(bmuf, 2), chosen)
+    assert tuned["options"]["block_momentum"] == 0.75 and "block_momentum" not in tuned["train"]
+    grid = [
+        grid_point(lr, loss) | {"block_momentum": 0.5}
+        for lr, loss in ((0.001, 2.0), (0.002, 1.9), (0.004, 1.8))
+    ]
+    grid += [
+        grid_point(lr, loss) | {"block_momentum": 0.75}
+        for lr, loss in ((0.002, 1.7), (0.004, 1.5), (0.008, 1.6))
+    ]
+    choice = choose(grid)
+    assert choice["chosen"] == chosen | {"lr": 0.004} and choice["at_edge"] is None
+    assert choose(grid[:3] + [grid_point(0.008, 1.4) | {"block_momentum": 0.5}])["at_edge"] == (
+        "highest"
+    )
+
+
+def test_a_bmuf_grid_runs_records_name_its_eta_at_the_rung_and_at_the_end(tmp_path):
+    """A grid run's point names the options its grid tunes (BMUF's η and ζ), from run.json and
+    rung.json alike (what the halving and the choice compare it by), not its other options."""
+    from types import SimpleNamespace
+
+    from asrscale.training.tuning import write_rung
+
+    write_run(tmp_path / "a", 0.003, 1.25)
+    record = json.loads((tmp_path / "a" / "run.json").read_text())
+    options = {"period": 4, "block_momentum": 0.75, "block_lr": 1.0}
+    (tmp_path / "a" / "run.json").write_text(json.dumps(record | {"options": options}))
+    found = point(tmp_path / "a")
+    assert (found["block_momentum"], found["block_lr"]) == (0.75, 1.0) and "period" not in found
+    train = SimpleNamespace(**record["train"])
+    progress = SimpleNamespace(best={"dev_loss": 1.5, "dev_ter": 0.3}, diverged=None, stopped=None)
+    write_rung(tmp_path / "a", SimpleNamespace(train=train, options=options), progress, 3)
+    rung = json.loads((tmp_path / "a" / "rung.json").read_text())
+    assert rung["options"] == {"block_momentum": 0.75, "block_lr": 1.0}
+
+
+@pytest.mark.parametrize(
+    "tuning, runs, said",
+    [
+        (
+            {"block_momenta": [0.5, 0.75]},
+            None,
+            "config: study.tuning.block_momenta: tunes algorithms.bmuf.block_momentum beside "
+            "the rates of study.tuning.lr_factors, and none is given",
+        ),
+        (
+            {"lr_factors": [0.5, 1, 2], "block_lrs": [0.5, 1]},
+            [{"algorithm": "seq"}, {"algorithm": "kavg"}],
+            "config: study.tuning.block_lrs: tunes algorithms.bmuf.block_lr and no entry of "
+            "study.runs is bmuf",
+        ),
+    ],
+)
+def test_a_grid_of_bmufs_options_that_tunes_nothing_is_named(tuning, runs, said):
+    config = merged()
+    config["study"] |= {"tuning": tuning} | ({"runs": runs} if runs else {})
+    with pytest.raises(ConfigError) as raised:
+        Study(config)
+    assert str(raised.value) == said
+
+
 def test_momenta_under_adam_are_named():
     config = merged()
     config["study"] |= {"tuning": {"lr_factors": [0.5, 1, 2], "momenta": [0, 0.9]}}

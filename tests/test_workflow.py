@@ -620,10 +620,10 @@ def test_the_all_algorithms_study_plans_every_run_on_real_ranks(tmp_path):
         (("averaging.yaml",), 12, 4),
         (("averaging-scaled.yaml",), 9, 32),
         (("large-batch.yaml",), 21, 16),
-        (("bmuf.yaml",), 28, 16),
-        (("bmuf-64.yaml",), 21, 64),
-        (("bmuf-ma.yaml",), 21, 16),
-        (("bmuf-longer.yaml",), 14, 16),
+        (("bmuf.yaml",), 38, 16),
+        (("bmuf-64.yaml",), 31, 64),
+        (("bmuf-ma.yaml",), 31, 16),
+        (("bmuf-longer.yaml",), 24, 16),
     ],
 )
 def test_the_default_and_validation_studies_plan_every_run(tmp_path, study, runs, simulated):

@@ -121,10 +121,10 @@ STUDIES = {
         "about 2 hours on 2 CPU cores, estimated",
     ),
     "bmuf": (
-        "BMUF and KAVG at 16 learners and the SSGD control against SEQ, each tuned over one grid "
-        "of rates and "
-        "halved, 3 seeds, 16 epochs each",
-        "1 hour 38 minutes on 2 CPU cores",
+        "BMUF beside the KAVG arm that differs from it by the filter alone, at 16 learners, and "
+        "the SSGD control against SEQ, each tuned over one grid of rates (BMUF's also of its "
+        "block momentum) and halved, 3 seeds, 16 epochs each",
+        "about 2 hours on 2 CPU cores, estimated from its probe",
     ),
 }
 

@@ -39,6 +39,8 @@ class AlgorithmSpec:
     #: with all its learners in one node, exactly this algorithm's computation, so a study trains
     #: that one and reports its run for this algorithm too (tests/test_sim.py checks it)
     in_one_node_is: str | None = None
+    #: the options a tuned study may grid beside the rates: option -> its list in study.tuning
+    grids: dict = field(default_factory=dict)
     #: whether an update combines every learner's minibatch (directly, or by averaging models that
     #: each took a step): the learning rate then follows P (asrscale.training.schedule), and the
     #: global batch is P times a learner's
@@ -83,6 +85,22 @@ AVERAGES = {
         "weights alone (as the studies averaged)",
     )
 }
+
+
+def learner_momentum(default: str) -> dict:
+    """The learners' optimizer momentum across a block-averaging algorithm's averagings (KAVG's,
+    BMUF's: training/algorithms/kavg.py)."""
+    return {
+        "learner_momentum": Option(
+            default,
+            {"enum": ["kept", "restarted", "corrected"]},
+            "each learner's optimizer momentum across averagings: kept; restarted from zero "
+            "(CNTK's block-momentum learner); or restarted and bias-corrected as Adam's moments "
+            "are (the rate at a block's t-th step divided by 1 − μ^t)",
+        )
+    }
+
+
 GRAPH = {
     "graph": Option(
         "ring",
@@ -152,6 +170,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                     {"type": "number", "minimum": 0},
                     "plateau: relative dev-loss gain that counts as progress",
                 ),
+                **learner_momentum("kept"),
                 **AVERAGES,
             },
             alone_is_seq=True,
@@ -161,33 +180,30 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "bmuf.BlockwiseModelUpdateFiltering",
             {
                 "period": Option(
-                    8, {"type": "integer", "minimum": 1}, "K: local steps a block, as KAVG's"
+                    8,
+                    {"type": "integer", "minimum": 1},
+                    "K: local steps a block, as KAVG's (no more than a learner's steps an epoch "
+                    "times 1 − η, CNTK's data rule: docs/studies.md)",
                 ),
                 "block_momentum": Option(
                     None,
                     {"type": ["number", "null"], "minimum": 0, "exclusiveMaximum": 1},
-                    "η, the block momentum (null: 1 − 1/P, Chen and Huo's)",
+                    "η, the block momentum (null: 1 − 1/P, CNTK's)",
                 ),
                 "block_lr": Option(
                     1.0, {"type": "number", "exclusiveMinimum": 0}, "ζ, the block learning rate"
                 ),
                 "nesterov": Option(
-                    False,
-                    {"type": "boolean"},
-                    "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like "
-                    "block "
-                    "momentum) rather than from W",
-                ),
-                "restart_momentum": Option(
                     True,
                     {"type": "boolean"},
-                    "each block, every learner's optimizer momentum from zero (SGD's velocity, "
-                    "Adam's first moment), as CNTK's block-momentum learner does: the filter's "
-                    "is then the only momentum across blocks",
+                    "start each block from the look-ahead W + η·G (Chen and Huo's Nesterov-like "
+                    "block momentum, CNTK's default) rather than from W",
                 ),
+                **learner_momentum("corrected"),
                 **AVERAGES,
             },
             alone_is_seq=True,
+            grids={"block_momentum": "block_momenta", "block_lr": "block_lrs"},
         ),
         AlgorithmSpec(
             "ma",
@@ -228,6 +244,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         ),
     )
 }
+
+
+#: every option some algorithm's grid may tune (a grid run's record names its value)
+GRIDDED = tuple(dict.fromkeys(option for spec in ALGORITHMS.values() for option in spec.grids))
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

@@ -5,15 +5,18 @@ grid trains, which of them successive halving decides, and where their choices a
 
 A tuned study (study.tuning, `asrscale.training.tuning`) trains each configuration it reports (an
 algorithm at a learner count, as it is trained) first at each point of its grid, at the tuning
-seed (the first of study.seeds): variants "train.lr=<rate>" (SEQ's also with train.batch_size), a
-variant of several settings joining them with commas. Its runs are then the "tuned" variant, whose
+seed (the first of study.seeds): variants "train.lr=<rate>" (SEQ's also with train.batch_size,
+BMUF's also with the options its table row grids, "block_momentum=<η>"), a variant of several
+settings joining them with commas. Its runs are then the "tuned" variant, whose
 settings are those its grid chose; at the tuning seed that run is the chosen grid run itself."""
 
+import itertools
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from asrscale.config import paths
+from asrscale.config.algorithms import ALGORITHMS, algorithm_spec
 from asrscale.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -77,8 +80,8 @@ class Grids:
 
     def grid(self, tuned: "Run") -> list["Run"]:
         """The grid of a configuration (`tunings`): its runs at each multiple of its untuned rate
-        (SEQ's at each of study.tuning.seq_batch_sizes), at each of study.tuning.momenta, at the
-        tuning seed."""
+        (SEQ's at each of study.tuning.seq_batch_sizes), at each of study.tuning.momenta, at each
+        value of the options its algorithm grids (`_option_points`), at the tuning seed."""
         tuning = self.config["study"]["tuning"]
         lr = self._in_effect(tuned.algorithm, "train.lr")
         batches = tuning["seq_batch_sizes"] if tuned.algorithm == "seq" else []
@@ -91,9 +94,37 @@ class Grids:
             for factor in sorted(tuning["lr_factors"])
         ]
         return [
-            replace(tuned, variant=self.variant_of(point), seed=self.tuning_seed)
+            replace(tuned, variant=self.variant_of(point, options), seed=self.tuning_seed)
+            for options in self._option_points(tuned.algorithm)
             for point in points
         ]
+
+    def _option_points(self, algorithm: str) -> list[dict]:
+        """Each combination of the values of the options `algorithm`'s grid tunes (its table row's
+        `grids`, each a list of study.tuning: BMUF's η and ζ), or one of none."""
+        tuning = self.config["study"]["tuning"]
+        grids = algorithm_spec(algorithm).grids
+        values = {option: tuning[key] for option, key in grids.items() if tuning[key]}
+        return [dict(zip(values, point)) for point in itertools.product(*values.values())]
+
+    def _check_option_grids(self) -> None:
+        """An option's list in study.tuning (BMUF's η) tunes a configuration of the study beside
+        its rates."""
+        tuning = self.config["study"]["tuning"]
+        algorithms = {entry["algorithm"] for entry in self.config["study"]["runs"]}
+        for spec in ALGORITHMS.values():
+            for option, key in spec.grids.items():
+                if not tuning[key]:
+                    continue
+                if not tuning["lr_factors"]:
+                    why = "beside the rates of study.tuning.lr_factors, and none is given"
+                elif spec.name not in algorithms:
+                    why = f"and no entry of study.runs is {spec.name}"
+                else:
+                    continue
+                raise ConfigError(
+                    f"config: study.tuning.{key}: tunes algorithms.{spec.name}.{option} {why}"
+                )
 
     # successive halving (study.tuning.halving)
     @property
@@ -156,10 +187,12 @@ class Grids:
         )
 
     @staticmethod
-    def variant_of(train: dict) -> str:
-        """The variant that changes these train settings: "train.<key>=<value as JSON>",
-        comma-joined."""
-        return ",".join(f"train.{key}={json.dumps(value)}" for key, value in train.items())
+    def variant_of(train: dict, options: dict | None = None) -> str:
+        """The variant that changes these train settings and algorithm options:
+        "train.<key>=<value as JSON>", then "<option>=<value as JSON>", comma-joined."""
+        changes = [f"train.{key}={json.dumps(value)}" for key, value in train.items()]
+        changes += [f"{key}={json.dumps(value)}" for key, value in (options or {}).items()]
+        return ",".join(changes)
 
     def tuning_file(self, tuned: "Run") -> str:
         """Where a configuration's grid and choice are written (paths.TUNING)."""

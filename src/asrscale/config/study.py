@@ -46,6 +46,20 @@ def arpa_problem(path: Path) -> str | None:
     return None
 
 
+def value_in_variant(value) -> str:
+    """A sweep's value as its variant's folder names it: JSON, but a word (an option's choice, as
+    learner_momentum's "kept") as it is, its quotes kept out of the paths the shell is given."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def value_of_variant(text: str):
+    """A variant's value (`value_in_variant`): JSON, else the word."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several sets: test-<name> each
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 
@@ -54,7 +68,7 @@ TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 class Run:
     world: str  # "simulated" or "mpi"
     algorithm: str
-    variant: str  # "default", or "<setting>=<value as JSON>"
+    variant: str  # "default", or "<setting>=<value as JSON, a word as it is>"
     learners: int
     seed: int
 
@@ -73,6 +87,7 @@ class Study(Grids):
         self.hardware = self.config["study"]["hardware"]
         self._check(check_paths)
         self._check_momenta()
+        self._check_option_grids()
         self._check_halving()
 
     def _check(self, check_paths: bool) -> None:
@@ -352,7 +367,7 @@ class Study(Grids):
         return (
             "default"
             if value == self._in_effect(algorithm, setting)
-            else f"{setting}={json.dumps(value)}"
+            else f"{setting}={value_in_variant(value)}"
         )
 
     def _in_effect(self, algorithm: str, setting: str):
@@ -379,20 +394,21 @@ class Study(Grids):
     def run_settings(self, run: Run, chosen: dict | None = None) -> dict:
         """Everything `asrscale train` needs to know of a run: the algorithm and its options, the
         seed, the train (every algorithm the study's own), model and features settings, with the
-        variant's changes (a tuned run's: the train settings its grid `chosen`; without them, as
-        configured), and its world."""
+        variant's changes (a tuned run's: the train settings and options its grid `chosen`;
+        without them, as configured), and its world."""
         config = self.config
         options = copy.deepcopy(self._options(run.algorithm))
         train = {**config["train"], **self._train_of.get(run.algorithm, {})}
-        if run.variant == TUNED:
-            train.update(chosen or {})
+        if run.variant == TUNED:  # the train settings its grid chose, and the options (BMUF's η)
+            for key, value in (chosen or {}).items():
+                (options if key in algorithm_spec(run.algorithm).grids else train)[key] = value
         elif run.variant != "default":
             for change in re.split(r",(?=[a-z_.]+=)", run.variant):
                 setting, value = change.split("=", 1)
                 if setting.startswith("train."):
-                    train[setting.removeprefix("train.")] = json.loads(value)
+                    train[setting.removeprefix("train.")] = value_of_variant(value)
                 else:
-                    options[setting] = json.loads(value)
+                    options[setting] = value_of_variant(value)
         node_size = config["study"]["node_size"]
         if run.world == "mpi":
             world_settings = {

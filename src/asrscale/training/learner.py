@@ -134,6 +134,19 @@ class Learner:
                 if key in state:
                     state[key].zero_()
 
+    def momentum_correction(self, steps: int) -> float:
+        """The factor of a step's rate that makes the optimizer's momentum, restarted from zero
+        (`restart_momentum`) with this step its `steps`-th since, unbiased, as Adam's moments are
+        made: SGD's velocity v = μv + (1 - μ)g is then 1 - μ^t times a weighted mean of its t
+        gradients, so a step at lr / (1 - μ^t) moves by that mean; Adam divides its first moment by
+        1 - β₁^n, n its steps in all, where 1 - β₁^t is due. A step is linear in the momentum, so
+        the rate carries the correction."""
+        group = self.optimizer.param_groups[0]
+        if "betas" in group:  # Adam
+            beta, state = group["betas"][0], next(iter(self.optimizer.state.values()))
+            return (1 - beta ** (float(state["step"]) + 1)) / (1 - beta**steps)
+        return 1 / (1 - group["momentum"] ** steps)
+
     def backward(self, batch, recorder: Recorder | None = None):
         """The gradient of a minibatch, computed by the world (`ops.Gradient`); returns its loss.
         A loss that is not finite leaves its gradient out (zero), so that the models stay finite

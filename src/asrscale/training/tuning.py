@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrscale.config.algorithms import GRIDDED
 from asrscale.errors import UserError
 from asrscale.io import atomic_write_json, link_outputs
 
@@ -50,7 +51,7 @@ def _outcome(record: dict) -> dict:
     """A run's tuned settings, its best model's dev loss and its score (the best so far by its
     train.best_by), each None where it is not finite or the run diverged, and its divergence, from
     its run.json or rung.json."""
-    by = record["train"]["best_by"]
+    by, options = record["train"]["best_by"], record.get("options", {})
 
     def trained(value):
         return (
@@ -59,6 +60,7 @@ def _outcome(record: dict) -> dict:
 
     return {
         **{key: record["train"][key] for key in TUNED_SETTINGS},
+        **{key: options[key] for key in GRIDDED if key in options},  # BMUF's η and ζ
         "best_dev_loss": trained(record["best_dev_loss"]),
         "by": by,
         "score": trained(record[f"best_{by}"]),
@@ -68,7 +70,8 @@ def _outcome(record: dict) -> dict:
 
 def choose(points: list[dict]) -> dict:
     """The grid's choice: the point of the lowest score (its best dev loss or TER), whether it is at
-    the grid's edge (the lowest or highest rate of its batch size and momentum), and the grid."""
+    the grid's edge (the lowest or highest rate of its batch size, momentum and gridded options),
+    and the grid."""
     trained = [p for p in points if p["score"] is not None and not p.get("stopped_early")]
     if not trained:
         runs = ", ".join(
@@ -79,11 +82,12 @@ def choose(points: list[dict]) -> dict:
             "train.lr"
         )
     best = min(trained, key=lambda p: (p["score"], p["lr"]))
-    line = ("batch_size", "momentum")  # the rates of the chosen point's batch size and momentum
-    rates = sorted(p["lr"] for p in points if all(p[key] == best[key] for key in line))
+    tuned = [*TUNED_SETTINGS, *(key for key in GRIDDED if key in best)]
+    line = [key for key in tuned if key != "lr"]  # the chosen point's rates: at its other settings
+    rates = sorted(p["lr"] for p in points if all(p.get(key) == best[key] for key in line))
     edge = {rates[0]: "lowest", rates[-1]: "highest"}.get(best["lr"])
     return {
-        "chosen": {key: best[key] for key in TUNED_SETTINGS},
+        "chosen": {key: best[key] for key in tuned},
         "run": best["run"],
         "at_edge": edge,
         "grid": [p | {"chosen": p is best} for p in points],
@@ -99,11 +103,15 @@ def tune(runs: list[Path], out: Path) -> dict:
         if choice["at_edge"]
         else ""
     )
-    chosen = choice["chosen"]
+    chosen, grid = choice["chosen"], choice["grid"]
+    options = "".join(
+        f", {key} {chosen[key]:g}"
+        for key in GRIDDED
+        if key in chosen and len({point.get(key) for point in grid}) > 1
+    )
     print(
         f"tuning: chose lr {chosen['lr']:g}, batch {chosen['batch_size']}, momentum "
-        f"{chosen['momentum']:g} "
-        f"({choice['run']}){said}"
+        f"{chosen['momentum']:g}{options} ({choice['run']}){said}"
     )
     return choice
 
@@ -170,6 +178,7 @@ def write_rung(out: Path, run, progress, epoch: int) -> None:
             "run": str(out),
             "epoch": epoch,
             "train": {key: getattr(run.train, key) for key in (*TUNED_SETTINGS, "best_by")},
+            "options": {key: run.options[key] for key in GRIDDED if key in run.options},
             "best_dev_loss": best.get("dev_loss"),
             "best_dev_ter": best.get("dev_ter"),
             "diverged": progress.diverged,

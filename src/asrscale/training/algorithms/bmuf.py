@@ -9,33 +9,32 @@ are averaged (W̄) and the global model moves by the filtered update of the bloc
 
     Δ = W̄ − W_g,   G ← η·G + ζ·Δ,   W ← W + G
 
-with block momentum η (1 − 1/P by default, Chen and Huo's choice) and block learning rate ζ (1).
-The next block starts from W (classical block momentum), or from the look-ahead W + η·G
-(`nesterov`, Chen and Huo's Nesterov-like block momentum). With η = 0 and ζ = 1 it is KAVG exactly:
-W is computed as W̄ plus the filter's correction (η·G and (ζ − 1)·Δ), which is then zero. Every
-learner holds the same W_g and G and computes the same filter, so it exchanges what KAVG does; the
-model evaluated between blocks is the learners' average, as KAVG's. A rejected epoch (newbob)
-averages the learners' restored models into a new block start, its momentum cleared.
+with block momentum η and block learning rate ζ (1 − 1/P and 1 by default: those of CNTK's
+block-momentum learner, from Chen and Huo's group). The next block starts from W (classical block
+momentum), or from the look-ahead W + η·G (`nesterov`, Chen and Huo's Nesterov-like block
+momentum). With η = 0 and ζ = 1 it is KAVG (at its K and `learner_momentum`) exactly: W is
+computed as W̄ plus the filter's correction (η·G and (ζ − 1)·Δ), which is then zero. Every learner
+holds the same W_g and G and computes the same filter, so it exchanges what KAVG does; the model
+evaluated between blocks is the learners' average, as KAVG's. A rejected epoch (newbob) averages
+the learners' restored models into a new block start, the filter's momentum cleared and the
+learners' restarted (unless kept).
 
 The learners' rate. Once its momentum has built up (over about 1/(1 − η) blocks), the filter moves
 the model ζ/(1 − η) times the blocks' average change (a steady Δ gives G = ζ·Δ/(1 − η), the
 look-ahead too). The learners step at the rule's rate (train.lr × s(P), as KAVG's) times
 (1 − η)/ζ, so that, once the filter's momentum has built, a block moves the model as far as KAVG's
-would and the two differ in the filter alone: with linear scaling and η = 1 − 1/P, ζ = 1 (Chen and
-Huo's defaults as CNTK's block-momentum learner and later papers give them: their paper's body was
-not read here) that is train.lr itself, the single learner's rate; η = 0, ζ = 1 leaves KAVG's.
-Before it has built (over its first 1/(1 − η) blocks) BMUF moves less than KAVG at the same
-train.lr, and within a block its learners' restarted momentum (below) moves them less again: the
-studies tune BMUF over a grid of its own, a step or two higher than KAVG's (studies/bmuf.yaml).
+would and the two differ in the filter alone: with linear scaling and η = 1 − 1/P, ζ = 1 (the
+defaults of CNTK's block-momentum learner, from Chen and Huo's group: docs/studies.md) that is
+train.lr itself, the single learner's rate, as CNTK's; η = 0, ζ = 1 leaves KAVG's. Before it has
+built, BMUF moves less than KAVG at the same train.lr.
 
-The learners' own momentum. Each block the learners' optimizers start from zero momentum
-(`restart_momentum`, the default of CNTK's block-momentum learner from Chen and Huo's group:
-reset_sgd_momentum_after_aggregation), so that the filter's is the only momentum across blocks. A
-learner's momentum kept across blocks carries the last block's direction into the next, which the
-filter has already extrapolated: on studies/bmuf.yaml's first grid runs (16 learners, SGD with
-momentum 0.9 kept, η = 0.9375) the training loss rose above the untrained model's and stayed there
-(dev TER 77% after 3 epochs at every rate, KAVG 37-54%), where without local momentum the same
-run reached 41% after 2.
+The block and the learners' own momentum are KAVG's settings: K local steps (`period`), and the
+learners' momentum across blocks (`learner_momentum`, kavg.py). By default it is restarted each
+block, as CNTK's learner restarts it (its resetSGDMomentum), so that the filter's is the only
+momentum across blocks, and bias-corrected, as Adam's moments are, so that a block of a few steps
+still moves as far as with the momentum kept (CNTK's blocks are of 120,000 frames a learner, many
+steps; scaled to a small corpus by their share of an epoch, a step or a few: docs/studies.md). KAVG
+at the same `period` and `learner_momentum` is the arm that differs from BMUF by the filter alone.
 
 Its descendants are these settings: an outer SGD on the outer gradient W_g − W̄ at rate α with
 momentum β, heavy-ball (SlowMo: Wang et al., ICLR 2020) or Nesterov (DiLoCo's outer optimizer:
@@ -62,12 +61,12 @@ class BlockwiseModelUpdateFiltering(KStepAveraging):
         block_momentum: float | None,
         block_lr: float,
         nesterov: bool,
-        restart_momentum: bool,
+        learner_momentum: str,
         averages: str,
     ):
-        super().__init__(layout, period, "fixed", layout.size, 0.0, averages)
+        super().__init__(layout, period, "fixed", layout.size, 0.0, learner_momentum, averages)
         self.block_momentum = 1 - 1 / layout.size if block_momentum is None else block_momentum
-        self.block_lr, self.nesterov, self.restart_momentum = block_lr, nesterov, restart_momentum
+        self.block_lr, self.nesterov = block_lr, nesterov
         self.rate_factor = (
             1 - self.block_momentum
         ) / block_lr  # the filter's gain taken out (see the module)
@@ -101,13 +100,13 @@ class BlockwiseModelUpdateFiltering(KStepAveraging):
             if self.nesterov:
                 average.add_(momentum, alpha=eta)  # the look-ahead
             start.copy_(average)
-        if self.restart_momentum:
-            learner.restart_momentum()
+        super().after_averaging(learner)
 
     def roll_back(self, learner):
         yield ops.Allreduce(self.shared(learner), "learners")
         self._new_block(learner)
         self.local_steps = 0
+        super().after_averaging(learner)
 
     def state_dict(self) -> dict:
         return super().state_dict() | {"start": self._start, "momentum": self._momentum}
