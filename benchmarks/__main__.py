@@ -23,6 +23,7 @@ from benchmarks import (
     features,
     fused,
     language_model,
+    noise_scale,
     simulation,
     trainer,
 )
@@ -37,6 +38,7 @@ SUITE = {
     "asgd": asgd_server.run,  # 6
     "decoding": decoding.run,  # 8: the word LM's decode against greedy
     "language-model": language_model.run,  # 9: a word LM of LibriSpeech's size
+    "noise-scale": noise_scale.run,  # 10: the gradient noise scale's cost
     "end-to-end": end_to_end.run,  # 7
 }
 

@@ -119,7 +119,7 @@ def prepare(work: Path, quick: bool) -> Bench:
             paths.CALIBRATION,
         )
         for subset in ("train", "dev", "test")
-        for learners in (1, simulated_learners(quick))
+        for learners in (1, 4, simulated_learners(quick))  # 4: the default study's
     ]
     command = [
         sys.executable,

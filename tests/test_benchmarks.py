@@ -67,6 +67,7 @@ def test_quick_suite_writes_every_figure(tmp_path):
         "asgd",
         "decoding",
         "language model",
+        "noise scale",
         "end-to-end",
     }
     assert all(math.isfinite(f["value"]) and f["value"] > 0 for f in figures.values())
@@ -94,6 +95,9 @@ def test_quick_suite_writes_every_figure(tmp_path):
         ]
         > 0
     )
+    # the gradient noise measurement: its own share of a run, which trains the same model without it
+    share = figures["SEQ at 1, 2 epochs: the measurement's share of the run's wall time"]
+    assert 0 < share["value"] < 1 and share["details"]["same_model"]
     # streaming the ARPA file holds less than every n-gram; each child's memory its own
     lm = next(
         f

@@ -47,6 +47,7 @@ def test_a_batch_past_the_noise_scale_is_the_large_batch_regime_and_outside_a_no
         "regime"
     ), text
     assert "SEQ's at or below it: the control's share of a gap is the batch's" in text
+    assert "the study's claim (KAVG P=4: matches SEQ's accuracy) was made below" in text
     assert "the claim is measured outside its regime" in text
     # a claim that KAVG is less accurate is not one of no loss: said in its regime alone
     assert "outside its regime" not in said(table([40.0]), worse())

@@ -92,8 +92,8 @@ def sentence(table: pd.DataFrame, ours: tuple, theirs: tuple, rule) -> str:
     said = f"; global batches {listed} against {scale.said()}: {_regimes(batches, scale.value)}"
     if rule.side == "below" and batches[name] > scale.value:
         said += (
-            f"; the study's claim (that it {rule.says}) was made below its own corpus's critical "
-            "batch, since past it the same epochs would have cost it accuracy, and here "
+            f"; the study's claim ({name}: {rule.says}) was made below its own corpus's "
+            "critical batch, since past it the same epochs would have cost it accuracy, and here "
             f"{name}'s global batch of {batches[name]:,.0f} lies past this corpus's: the claim "
             "is measured outside its regime, and decided for this corpus"
         )

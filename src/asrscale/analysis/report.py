@@ -365,10 +365,8 @@ def cell(run: pd.Series, column: str) -> str:
         )
     if isinstance(value, float) and value != value:  # NaN: a target never reached
         return "not reached" if column == "time_to_target_s" else "–"
-    if column == "noise_scale" and value == np.inf:
-        return (
-            "not resolved"  # the gradient's mean lost in its noise (asrscale.training.noise_scale)
-        )
+    if column == "noise_scale" and value == np.inf:  # the mean gradient lost in its noise
+        return "not resolved"
     if column in ("wer", "cer", "greedy_wer", "greedy_cer") or column.startswith(
         ("wer_", "greedy_wer_")
     ):

@@ -4,10 +4,10 @@ A speaker is one voice setting: an English accent, a voice variant (eSpeak's tim
 speaking rate and a pitch. Variants are held out whole for dev and test, so that test measures
 generalisation to voices never heard in training, each held-out variant spoken in turn, so that a
 test set of as many speakers holds them all (of eSpeak NG's 103 by default 30 for test and 8 for
-dev: the voices an accuracy interval draws, docs/corpora.md). The plan (texts, voices, noise) follows from
-the seed alone; synthesis is split into `jobs` parts, each spoken by a fresh process, so the audio
-follows from the seed and the number of jobs (eSpeak's carried-over state means another split
-changes samples slightly, never texts or speakers).
+dev: the voices an accuracy interval draws, docs/corpora.md). The plan (texts, voices, noise)
+follows from the seed alone; synthesis is split into `jobs` parts, each spoken by a fresh process,
+so the audio follows from the seed and the number of jobs (eSpeak's carried-over state means
+another split changes samples slightly, never texts or speakers).
 """
 
 import random
