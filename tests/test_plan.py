@@ -12,12 +12,15 @@ from asrscale.analysis.convergence import FINISHED
 from asrscale.analysis.decidable import decidable, under_trained_risks
 from asrscale.cli import main
 from asrscale.config.study import Study
+from asrscale.costmodel.clock import Compute
 from asrscale.costmodel.fitted import Band
 from asrscale.costmodel.plan import (
     BUILTIN_FRAMES_PER_UTTERANCE,
+    LARGER_MODEL_GAIN,
     LIBRISPEECH,
     OTHER_JOB_MISSES,
     OTHER_JOBS,
+    extrapolation,
     plan,
     subset_size,
 )
@@ -64,9 +67,10 @@ def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
         "speakers of each "
         "at their mean share)"
     ) in printed
-    # its small prices in significant figures, not rounded to zero
+    # its small prices in significant figures, not rounded to zero; its model (2 × 64) smaller than
+    # the one h100's compute was measured on (2 × 128): priced by FLOPs a lower bound
     assert re.search(
-        r"seq default +1 +1 +1 +0\.2\d\d s \(0\.2\d\d-0\.2\d\d\) +1 +7\.\d\de-05", printed
+        r"seq default +1 +1 +1 +0\.2\d\d s \(0\.2\d\d-0\.6\d\d\) +1 +7\.\d\de-05", printed
     ), printed
 
 
@@ -100,17 +104,51 @@ def test_the_librispeech_study_is_priced_run_by_run_on_h100s(capfd, tmp_path):
     ssgd = table[table.algorithm == "ssgd"].set_index("learners")
     assert ssgd.epoch_s[16] < ssgd.epoch_s[2] < seq.epoch_s  # more learners, shorter epochs
     # inside a node and across two, bound by their arithmetic: each band is the model's held-out
-    # misses of the figures so bound (0.90-2.0×), wider than the parameters' spread for either
+    # misses of the figures so bound (0.90-2.0×), wider than the parameters' spread for either,
+    # its low edge lowered further by the compute's extrapolation to this model (17 times the
+    # FLOPs of the one h100's compute was measured on: its arithmetic as little as 0.18 of it)
     lowest, highest = Band.fitted().misses("arithmetic")
+    fewest = 1 / LARGER_MODEL_GAIN
     assert ssgd.bound_by[16] == ssgd.bound_by[8] == "arithmetic"
     for learners in (8, 16):
+        carried = (1 - ssgd.outside_share[learners]) * fewest + ssgd.outside_share[learners]
         assert ssgd.epoch_s_high[learners] / ssgd.epoch_s_low[learners] == pytest.approx(
-            highest / lowest
+            highest / lowest / carried
         )
+    # SEQ's one learner has no band of links, but its extrapolation's
+    assert seq.epoch_s_high == seq.epoch_s
+    carried = (1 - seq.outside_share) * fewest + seq.outside_share
+    assert seq.epoch_s_low == pytest.approx(seq.epoch_s * carried)
+    assert seq.epoch_s_low < 0.2 * seq.epoch_s
+    assert (
+        "the profile's compute was measured on a model of 0.44 MFLOP a frame, this study's has "
+        "7.52 (17.2×): each epoch's band holds its arithmetic at 0.18-1.00 times its price"
+    ) in printed
     total = re.search(r"training in all: ([\d,.]+) device-hours \(([\d,.]+)-([\d,.]+)\)", printed)
     assert float(total.group(1).replace(",", "")) == pytest.approx(
         table.device_hours.sum(), rel=1e-3
     )
+
+
+def test_a_models_compute_carried_from_another_size_carries_its_error_in_the_band():
+    """Measured on one size alone (h100's), a model 17 times larger is priced by FLOPs, an upper
+    bound, at most LARGER_MODEL_GAIN too high, a model half the size a lower bound, at most twice
+    too low; with an efficiency curve (by_size), a size between two measured ones lies between
+    their efficiencies; a size measured has no band."""
+    h100 = Compute("H100", 436_224.0, 658_460, 0.0, 1.045e-6, 0.0018, 0.0443, 1.0)
+    assert extrapolation(h100, 436_224.0) == (1.0, 1.0)
+    assert extrapolation(h100, 17 * 436_224.0) == (pytest.approx(0.957 / 5.26), 1.0)
+    assert extrapolation(h100, 2 * 436_224.0) == (0.5, 1.0)  # no less a frame than measured
+    assert extrapolation(h100, 436_224.0 / 2) == (1.0, 2.0)
+    # twice the size measured at 1.5 times the time a frame: three quarters the time a FLOP
+    curve = Compute(
+        "H100", 436_224.0, 658_460, 0.0, 1.0e-6, 0.0018, 0.0443, 1.0, by_size=[[872_448.0, 1.5e-6]]
+    )
+    assert extrapolation(curve, 872_448.0) == (1.0, 1.0)
+    fewest, most = extrapolation(curve, 654_336.0)  # 1.5 times: between the two
+    assert fewest < 1 < most and most / fewest == pytest.approx(1 / 0.75)
+    assert extrapolation(curve, 4 * 872_448.0)[0] == 0.25  # no less a frame than measured
+    assert extrapolation(curve, 8 * 872_448.0)[0] == pytest.approx(1 / LARGER_MODEL_GAIN)
 
 
 def test_the_plan_prices_the_jobs_beside_training_from_every_subsets_size():

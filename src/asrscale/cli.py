@@ -337,7 +337,6 @@ def replay_published(args):
 def plan(args):
     from snakemake.utils import update_config
 
-    from asrscale.analysis.decidable import decidable, recorded_gains, under_trained_risks
     from asrscale.config.files import read_config_file
     from asrscale.config.study import Study
     from asrscale.costmodel.plan import plan as price
@@ -389,6 +388,8 @@ def plan(args):
         "each run may take"
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
+    if found.carried:
+        print(found.carried)
     others = found.others
     print(
         "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on "
@@ -419,10 +420,19 @@ def plan(args):
         f"and {amount(cpu[0], 1)} CPU-hours ({amount(cpu[1], 1)}-{amount(cpu[2], 1)})"
     )
     print_regimes(study.corpus, found.runs)
-    print_decidable(decidable(study, size.utterances))
-    records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
-    print_risks(under_trained_risks(study, size.utterances, recorded_gains(records)))
+    if args.pilot:
+        print_prediction(study, found.runs, args.pilot)
+    print_what_it_decides(study, size.utterances)
     print_wall_time(study.config["study"]["wall_time"])
+
+
+def print_what_it_decides(study, utterances: int) -> None:
+    """Which claims' halves the planned study can decide, and where it may end under-trained."""
+    from asrscale.analysis.decidable import decidable, recorded_gains, under_trained_risks
+
+    print_decidable(decidable(study, utterances))
+    records = sorted(path.parent for path in Path("records").glob("*/record.json"))  # a checkout's
+    print_risks(under_trained_risks(study, utterances, recorded_gains(records)))
 
 
 def print_wall_time(wall_time: dict | None) -> None:
@@ -464,6 +474,88 @@ def print_regimes(corpus: str, runs) -> None:
     for run in configurations.itertuples():
         where = regime(run.global_batch, scale) if math.isfinite(scale) else "no regime said"
         print(f"  {run.algorithm} at {run.learners}: global batch {run.global_batch:,} ({where})")
+
+
+def print_prediction(study, priced, folder: Path) -> None:
+    """Each planned configuration's time to the accuracy SEQ reaches, predicted from a pilot
+    (asrscale.analysis.predict), with what it assumes; loudly where the pilot is another's."""
+    from asrscale.analysis.predict import (
+        configurations_of,
+        differences,
+        own_penalties,
+        predict,
+        read_pilot,
+        seq_epochs,
+        soonest,
+        standing_records,
+    )
+
+    pilot = read_pilot(folder)
+    configurations = configurations_of(priced)
+    seq = configurations[configurations.algorithm == "seq"].iloc[0]
+    warning = differences(pilot, study.corpus, seq)
+    penalties = own_penalties(standing_records(Path("records")))  # a checkout's
+    table = predict(configurations, pilot, penalties)
+    print(f"\ntime to accuracy, predicted from {pilot.said()}")
+    if warning:
+        print(
+            "WARNING: this pilot is not this study's SEQ: "
+            + "; ".join(warning)
+            + ". Every prediction below rests on its statistics; run studies/pilot.yaml over this "
+            "study for its own."
+        )
+    epochs, why = seq_epochs(int(seq.budget), pilot)
+    print(
+        f"the target: the dev TER SEQ reaches in {epochs} epochs ({why}); each configuration's "
+        "epochs below are to that target"
+    )
+    print(_prediction_shown(table).to_string(index=False))
+    print("soonest to the target, " + "; ".join(soonest(table)))
+    print(
+        "assumed: the steps model (McCandlish et al. 2018), a global batch B needing "
+        f"(1 + B/B_noise) / (1 + {seq.global_batch}/B_noise) times SEQ's epochs, B_noise the "
+        "pilot's (its band the noise scale's range over its last epochs); each epoch as priced "
+        "above, with its band; each algorithm's own penalty beyond its batch as the recorded "
+        "studies' SSGD controls measured it on the built-in corpus (records/), else as SSGD at "
+        "its batch"
+    )
+    beyond = table[table.epochs > table.budget]
+    for row in beyond.itertuples():
+        if row.epochs != float("inf"):
+            print(
+                f"  {row.algorithm} at {row.learners}: {row.epochs:.0f} epochs, beyond the "
+                f"{row.budget} it is given: its runs would end short of the target"
+            )
+    if warning:
+        print(f"WARNING (again): the pilot is another setting's: {'; '.join(warning)}")
+
+
+def _prediction_shown(table):
+    import pandas as pd
+
+    def band(value, low, high, decimals=1):
+        if value == float("inf"):
+            return "never"
+        return f"{amount(value, decimals)} ({amount(low, decimals)}-{amount(high, decimals)})"
+
+    return pd.DataFrame(
+        {
+            "algorithm": table.algorithm,
+            "learners": table.learners,
+            "global_batch": table.global_batch,
+            "epochs": [band(*v) for v in zip(table.epochs, table.epochs_low, table.epochs_high)],
+            "wall_hours": [
+                band(*(x / 3600 for x in v), 2)
+                for v in zip(table.time_s, table.time_s_low, table.time_s_high)
+            ],
+            "device_hours": [
+                band(*v, 2)
+                for v in zip(table.device_hours, table.device_hours_low, table.device_hours_high)
+            ],
+            "speedup": [f"{s:.2f}×" if s > 0 else "–" for s in table.speedup],
+            "own penalty beyond its global batch": table.penalty,
+        }
+    )
 
 
 def check(args):
@@ -544,6 +636,15 @@ def backtest(args):
         )
     if found["smallest"].factor != BOUND_FACTOR:
         raise UserError(f"the bound's constant in use ({BOUND_FACTOR:g}) is not the back-test's")
+
+
+def validate_prediction(args):
+    from asrscale.analysis.predict import read_pilot, standing_records, validation
+
+    pilot = read_pilot(args.pilot)
+    table = validation(standing_records(args.records), pilot.noise, args.margins)
+    print(f"the steps model on {args.records}'s standing records, from {pilot.said()}")
+    print(table.round(2).to_string(index=False))
 
 
 def results(args):
@@ -866,6 +967,15 @@ COMMANDS = [
                 {"required": True, "help": "the profile to price it on (h100, or one of your own)"},
             ),
             ("--out", {"type": Path, "default": None, "help": "write the table as TSV"}),
+            (
+                "--pilot",
+                {
+                    "type": Path,
+                    "default": None,
+                    "help": "a pilot's results (results/<corpus>/studies/<pilot>) or record: "
+                    "predict each configuration's time to accuracy (studies/pilot.yaml)",
+                },
+            ),
         ],
     ),
     (
@@ -923,6 +1033,26 @@ COMMANDS = [
         backtest,
         "the convergence rule's noise and bound measured again on recorded studies",
         [("records", {"type": Path, "nargs": "+", "help": "records/<study> folders"})],
+    ),
+    (
+        validate_prediction,
+        "the time-to-accuracy prediction's steps model against the recorded studies: each "
+        "configuration's epochs to a target within a margin of SEQ's best dev TER, predicted from "
+        "a pilot's noise scale and measured",
+        [
+            ("--pilot", {**PATH, "help": "a pilot's record or results folder"}),
+            ("--records", {"type": Path, "default": Path("records"), "help": "default: records"}),
+            (
+                "--margins",
+                {
+                    "type": float,
+                    "nargs": "+",
+                    "default": [0.05, 0.25, 0.5],
+                    "help": "targets, each a share above SEQ's best dev TER (default: 0.05 0.25 "
+                    "0.5)",
+                },
+            ),
+        ],
     ),
     (
         results,

@@ -6,15 +6,16 @@ learners that replay every algorithm's schedule of requests without arithmetic
 
 What a plan rests on: the profile's measured compute, carried to the study's model by its FLOPs a
 frame (a profile measured on a smaller model is an upper bound of the time: a small model leaves a
-GPU idle); each subset's size, from its extracted features where they exist, else LibriSpeech's
-published subset sizes or the built-in corpus's utterances at their measured mean length
-(`subset_size`); each run's own band (asrscale.costmodel.fitted.Band). Training: dev evaluation and
-checkpoints add a little, data loading none beyond the profile's. A run is priced for every epoch
-it may take (newbob usually stops a run earlier; a fixed-epoch schedule not), a halved grid's run
-for its share of its grid's (`expected_epochs`). The other jobs: CPU
-work at the rates of `OTHER_JOBS` (a machine of another speed scales them; a larger lexicon and LM
-search slower than the built-in corpus's), a decode's forward passes on the profile's device.
-Which claims' halves the study can decide is the analysis's to say (asrscale.analysis.decidable).
+GPU idle), each epoch's band holding that extrapolation's error (`extrapolation`); each subset's
+size, from its extracted features where they exist, else LibriSpeech's published subset sizes or the
+built-in corpus's utterances at their measured mean length (`subset_size`); each run's own band
+(asrscale.costmodel.fitted.Band). Training: dev evaluation and checkpoints add a little, data
+loading none beyond the profile's. A run is priced for every epoch it may take (newbob usually stops
+a run earlier; a fixed-epoch schedule not), a halved grid's run for its share of its grid's
+(`expected_epochs`). The other jobs: CPU work at the rates of `OTHER_JOBS` (a machine of another
+speed scales them; a larger lexicon and LM search slower than the built-in corpus's), a decode's
+forward passes on the profile's device. Which claims' halves the study can decide is the analysis's
+to say (asrscale.analysis.decidable).
 """
 
 import math
@@ -28,7 +29,7 @@ from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.sections import FeatureConfig, ModelConfig
 from asrscale.config.study import Run, Study
-from asrscale.costmodel.clock import Achieved, Hardware
+from asrscale.costmodel.clock import Achieved, Compute, Hardware
 from asrscale.costmodel.fitted import GOSSIP, Band, bound_by
 from asrscale.costmodel.replay import Workload, replay
 from asrscale.data.features import read_frame_counts
@@ -81,6 +82,12 @@ TOKENS = 30
 REPLAYED_STEPS = (
     64  # a learner's steps replayed (fewer where an epoch has fewer); the rest in proportion
 )
+#: how much less time a FLOP may take on a model larger than the one a profile's compute was
+#: measured on, where no efficiency curve (`compute.by_size`) says: the best the H100 measured of
+#: the default BLSTM, one model at batch 2048 (5.26 M frames/s, docs/gpus.md), over its rate at
+#: the calibrated batch of 32 (0.957 M frames/s, profiles.yaml): a larger model fills the GPU
+#: better, and no better than that
+LARGER_MODEL_GAIN = 5.26 / 0.957
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,47 @@ def _model_size(settings: dict) -> dict:
     }
 
 
+def extrapolation(compute: Compute, flops: float) -> tuple[float, float]:
+    """The band of a model's compute time where the profile's measured compute is carried to it
+    (`flops` a frame; `Compute.seconds_per_frame`), as factors on that time: none at a size
+    measured; between two sizes measured (an efficiency curve, `by_size`), the time at either's
+    efficiency; beyond them, from the time at the nearest size's efficiency (an upper bound for a
+    larger model, which fills a GPU better, and a lower one for a smaller) to the time a frame of
+    that size itself (a larger model takes no less a frame, a smaller no more), a larger model at
+    most `LARGER_MODEL_GAIN` times as efficient."""
+    curve = sorted({(compute.flops_per_frame, compute.backward_s_per_frame), *compute.by_size})
+    sizes = [size for size, _ in curve]
+    if any(math.isclose(flops, size, rel_tol=0.01) for size in sizes):
+        return 1.0, 1.0
+    if flops > sizes[-1]:
+        return max(sizes[-1] / flops, 1 / LARGER_MODEL_GAIN), 1.0
+    if flops < sizes[0]:
+        return 1.0, sizes[0] / flops
+    above = next(index for index, size in enumerate(sizes) if size > flops)
+    priced = compute.seconds_per_frame(flops)
+    either = [seconds * flops / size / priced for size, seconds in curve[above - 1 : above + 1]]
+    return min(either), max(either)
+
+
+def extrapolation_said(compute: Compute, flops: float) -> str:
+    """What `extrapolation` holds for a model of `flops` a frame, in words ("" where nothing)."""
+    fewest, most = extrapolation(compute, flops)
+    if fewest == most == 1.0:
+        return ""
+    measured = compute.flops_per_frame
+    why = (
+        "between the efficiencies its calibration measured at the sizes either side"
+        if compute.by_size
+        else "a larger model fills a GPU better, at most as the H100 measured the default model "
+        "at batch 2048 (docs/gpus.md); a smaller one no worse a frame"
+    )
+    return (
+        f"the profile's compute was measured on a model of {measured / 1e6:.2f} MFLOP a frame, "
+        f"this study's has {flops / 1e6:.2f} ({flops / measured:.1f}×): each epoch's band holds "
+        f"its arithmetic at {fewest:.2f}-{most:.2f} times its price carried over ({why})"
+    )
+
+
 def expected_epochs(study: Study, run: Run, epochs: int) -> float:
     """The epochs a run trains at most: a halved grid's run (study.tuning.halving) its rung's, and
     the rest as often as its grid keeps a run (which ones go on is not known before)."""
@@ -178,6 +226,13 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
         used |= {hardware.network_link.transport} if ranks > hardware.learners_per_node else set()
         bound = bound_by(outside, ranks > hardware.learners_per_node, learners)
         low, high = band.of(1.0, outside, used, run.algorithm in GOSSIP, bound)
+        fewest, most = extrapolation(hardware.compute, workload.flops_per_frame)
+        # the compute's share of the time moved by its extrapolation to this model (`fewest` to
+        # `most` times it), each edge with the links' band's
+        low, high = (
+            low / ((1 - outside) * most + outside),
+            high / ((1 - outside) * fewest + outside),
+        )
         epochs = expected_epochs(study, run, train["epochs"])
         hours = epoch_s * epochs * ranks / 3600
         rows.append(
@@ -190,10 +245,14 @@ def price(study: Study, hardware: Hardware, size: CorpusSize, band: Band) -> pd.
                     learners, train["batch_size"]
                 ),
                 "ranks": ranks,
+                "parameters": workload.parameters,
+                "optimizer": train["optimizer"],
+                "lr": train["lr"],
                 "epoch_s": epoch_s,
                 "epoch_s_low": epoch_s / high,
                 "epoch_s_high": epoch_s / low,
                 "epochs": epochs,
+                "budget": train["epochs"],  # its schedule's, a halved grid's run's too
                 "schedule": train["schedule"],
                 "device_hours": hours,
                 "device_hours_low": hours / high,
@@ -214,13 +273,17 @@ class Plan:
     size: CorpusSize
     runs: pd.DataFrame
     others: pd.DataFrame
+    carried: str = ""  # what the epochs' bands hold of the compute's extrapolation to the model
 
 
 def plan(study: Study, hardware: str) -> Plan:
     """The price of `study` on the profile `hardware` (its own or built in)."""
     runs = price_on(study, hardware)
-    others = other_jobs(study, Hardware.from_config(hardware, study.config["hardware"][hardware]))
-    return Plan(study.name, subset_size(study), runs, others)
+    profile = Hardware.from_config(hardware, study.config["hardware"][hardware])
+    others = other_jobs(study, profile)
+    flops = _model_size(study.run_settings(study.trained()[0]))["flops_per_frame"]
+    carried = extrapolation_said(profile.compute, flops)
+    return Plan(study.name, subset_size(study), runs, others, carried)
 
 
 def other_jobs(study: Study, hardware: Hardware) -> pd.DataFrame:
