@@ -404,7 +404,7 @@ def test_a_studys_record_makes_its_report_again_without_training(study, tmp_path
     runs = elsewhere / "record" / "runs.tsv.gz"
     stale = pd.read_csv(runs, sep="\t")
     stale.assign(
-        converged=False, converged_by="budget", last_epoch_gain=1.0, time_speedup=99.0
+        converged=False, converged_by="budget", recent_gain=1.0, gain_bound=1.0, time_speedup=99.0
     ).to_csv(runs, sep="\t", index=False)
     assert rerendered() == page_of(study)
 
@@ -724,14 +724,12 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
         ),
     )
     # what the study decides in one sentence (a claim whose speed fails is decided all the same),
-    # which accuracy halves its budget leaves undecided, and which study decides the rest, with its
-    # time
+    # that an unconverged run enters a verdict by its bound, and which study decides the rest, with
+    # its time
     decides = re.search(
         r"<li><b>What this study decides</b>: \d+ of the 12 claims.*?</li>", page
     ).group(0)
-    assert re.search(
-        r"which leaves the accuracy of \d+ claims not decided, [a-z'&#;0-9 -]+ \(“", decides
-    )
+    assert "a run that has not converged enters a verdict by its bound" in decides
     studies = (
         "claims-at-4",
         "asgd-at-4",
@@ -748,7 +746,7 @@ def test_the_report_of_a_study_where_no_run_converged(study, tmp_path):
     assert "0 of its 9 runs, sweeps' included, converged" in page
     assert "<b>no target dev loss</b>: no SEQ run converged" in page
     assert (
-        "the others did not (stopped by its budget: 8, diverged: 1)" in page
+        "the others did not (its budget ran out while it still gained: 8, diverged: 1)" in page
     )  # a sweep's run diverged
     matching = (
         "match SEQ's accuracy (converged, an interval over speakers and seeds within 3%): none"

@@ -32,10 +32,8 @@ NOT_CONVERGED = {**halves.NOT_CONVERGED, "diverged": "diverged"}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
 STUDIES_SCALE = (
     "the studies trained DNN and LSTM acoustic models of 12-46 M parameters on 100-2,000 hours of "
-    "real "
-    "speech (Switchboard's conversational telephone speech, Polish, IBM's LVCSR data), for days to "
-    "a "
-    "week on one GPU"
+    "real speech (Switchboard's conversational telephone speech, Polish, IBM's LVCSR data), for "
+    "days to a week on one GPU"
 )
 
 TEMPLATE = jinja2.Environment(
