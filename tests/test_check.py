@@ -12,6 +12,8 @@ import yaml
 from asrscale.jobs import GPU_RULES, partition_warning
 from conftest import ROOT, run_snakemake
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 
 def check(*arguments, cwd=ROOT):
     return subprocess.run(

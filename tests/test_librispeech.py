@@ -19,6 +19,8 @@ from asrscale.data.datadir import read_data_dir
 from asrscale.decoding.lm import write_arpa
 from conftest import LOCAL, ROOT, WITHOUT_ACCOUNTING, site_profile
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 SUBSETS = {
     "train": "train-clean-100",
     "dev": "dev-clean",

@@ -26,6 +26,8 @@ from conftest import (
     train_command,
 )
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 
 def test_ssgd_step_equals_seq_on_the_concatenated_batch_and_replicas_stay_identical(corpus):
     result = mpiexec(

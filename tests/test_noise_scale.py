@@ -151,6 +151,7 @@ def test_a_simulated_run_keeps_its_model_and_modelled_times_with_the_measurement
     assert (epochs_of(metrics).noise_scale > 0).all()
 
 
+@pytest.mark.slow
 def test_mpi_ranks_share_the_measurement_and_find_the_simulated_worlds_noise(corpus, tmp_path):
     shards = corpus / "shards" / "P2"
     command = train_command(corpus, tmp_path / "mpi", shards, "ssgd", epochs=1, noise_scale=OFTEN)

@@ -12,6 +12,8 @@ import yaml
 from asrscale.decoding.lm import write_arpa
 from conftest import ROOT, recomputed_wer, run_snakemake, write_own_corpora
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 
 def jobs_to_run(workdir, configfile) -> dict[str, int]:
     """Rule -> job count that Snakemake would run now (a dry run)."""

@@ -200,6 +200,8 @@ RANKS = """
 import time
 from mpi4py import MPI
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 world = MPI.COMM_WORLD
 print("rank", world.Get_rank(), "of", world.Get_size(), flush=True)
 world.Barrier()

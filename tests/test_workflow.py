@@ -18,6 +18,8 @@ from asrscale.analysis.measures import beyond_p
 from asrscale.config.paths import TABLES
 from conftest import ROOT, recomputed_wer, run_snakemake
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 TINY = ROOT / "studies" / "quick.yaml"
 
 

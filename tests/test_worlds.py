@@ -30,6 +30,7 @@ from conftest import CALIBRATION, MPI_WORLD, mpiexec, run_config, run_paths, tra
         ("ma", {"frames_per_job": 1, "reduce": "master"}),
     ],
 )
+@pytest.mark.slow
 def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(
     corpus, tmp_path, algorithm, options
 ):
@@ -63,6 +64,7 @@ def test_an_algorithm_ends_with_the_same_model_on_mpi_ranks_and_simulated(
     ]
 
 
+@pytest.mark.slow
 def test_both_worlds_record_where_the_process_wall_time_went(corpus, tmp_path):
     """run.json's process_wall_s: building the learners, their arithmetic, exchanges, dev
     evaluation, checkpoints, batches and consensus, every phase measured, the rest the
