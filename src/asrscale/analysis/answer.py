@@ -19,6 +19,7 @@ from asrscale.analysis.halves import (
     matches,
 )
 from asrscale.analysis.measures import baseline, trained
+from asrscale.config.algorithms import label
 
 NONE = "none reaches the target"
 
@@ -47,7 +48,7 @@ def target_of(target_wer: float | None) -> str:
 def _row(kind, learners, at, seq, utterances, target_wer) -> dict:
     reached, others = [], []
     for algorithm, runs in at.groupby("algorithm", sort=True):
-        name = f"{algorithm.upper()} P={learners}"
+        name = f"{label(algorithm)} P={learners}"
         half = _reaches(runs, seq, utterances, target_wer, name)
         if half.outcome == REPRODUCED:
             reached.append(runs)
@@ -59,7 +60,7 @@ def _row(kind, learners, at, seq, utterances, target_wer) -> dict:
     best = min(reached, key=lambda runs: runs.train_s.mean())
     for runs in reached:
         if runs is not best:
-            others.insert(0, f"{runs.algorithm.iloc[0].upper()} P={learners}: reaches it, slower")
+            others.insert(0, f"{label(runs.algorithm.iloc[0])} P={learners}: reaches it, slower")
     return row | {
         "algorithm": best.algorithm.iloc[0],
         "time_s": best.train_s.mean(),
@@ -121,7 +122,7 @@ def answer_markdown(table: pd.DataFrame) -> list[str]:
             cells = f"{NONE} | | | "
         else:
             cells = (
-                f"**{row.algorithm.upper()}** | {row.time_s:.3g} s | {row.speedup:.2f}× "
+                f"**{label(row.algorithm)}** | {row.time_s:.3g} s | {row.speedup:.2f}× "
                 f"({row.speedup_low:.2f}-{row.speedup_high:.2f}) | {row.device_hours:.3g} "
             )
         lines.append(f"| {row.speedups} | {row.learners} | {cells}| {row.others} |")

@@ -44,6 +44,7 @@ from asrscale.analysis.halves import (
     worse,
 )
 from asrscale.analysis.measures import baseline, diverged, mean_spread, runs_of
+from asrscale.config.algorithms import label
 
 LARGE_BATCH_LEARNERS = 16  # zhang19b's larger-batch claim is about many learners' global batch
 SU15_LOSS = 0.034  # su15's own "limited accuracy loss": 14.7% → 15.2% WER at 32 GPUs
@@ -85,26 +86,22 @@ STUDIES = {
     ),
     "asgd-at-4": (
         "SEQ and ASGD at 4 learners, each tuned over one grid of rates and momenta and halved, 3 "
-        "seeds, "
-        "40 epochs each",
+        "seeds, 40 epochs each",
         "1 hour 39 minutes on 2 CPU cores",
     ),
     "kavg-at-20": (
         "SEQ, KAVG at 20 learners and the SSGD control at 20, each tuned over one grid of rates "
-        "and halved, "
-        "3 seeds, 16 epochs each",
+        "and halved, 3 seeds, 16 epochs each",
         "54 minutes on 2 CPU cores after bmuf, about 1 hour 15 minutes alone",
     ),
     "adpsgd-at-32": (
         "SEQ, ADPSGD at 32 learners and the SSGD control at 32, each tuned over one grid of rates "
-        "and "
-        "halved, 3 seeds, 16 epochs each",
+        "and halved, 3 seeds, 16 epochs each",
         "about 1 hour 30 minutes on 2 CPU cores, estimated",
     ),
     "scaled-64": (
         "SEQ and H-ADPSGD at 64 learners beside the SSGD control at 64, each tuned over one grid "
-        "of rates "
-        "and halved, 3 seeds, 16 epochs each",
+        "of rates and halved, 3 seeds, 16 epochs each",
         "about 2 hours 20 minutes on 2 CPU cores, estimated",
     ),
     "averaging": (
@@ -128,11 +125,9 @@ STUDIES = {
     ),
 }
 
-NAMES = {"hadpsgd": "H-ADPSGD"}
-
 
 def _name(algorithm: str) -> str:
-    return NAMES.get(algorithm, algorithm.upper())
+    return label(algorithm)
 
 
 def _wers(runs: pd.DataFrame) -> str:
@@ -496,12 +491,10 @@ def _overlap_saving(ev: Evidence) -> Half:
         )
     return Half(
         NOT_TESTABLE,
-        "rosc17 measured against Kaldi's scripts (a job launched per GPU and averaging period, "
-        "its data loaded before it trains, models averaged through files), which asrscale does not "
-        "run: its "
-        "saving of overlapping data loading alone is not rosc17's comparison; the cost model's "
-        "replay of "
-        "rosc17's setup (below) models it, for information",
+        "rosc17 measured against Kaldi's scripts (a job launched per GPU and averaging period, its "
+        "data loaded before it trains, models averaged through files), which asrscale does not "
+        "run: its saving of overlapping data loading alone is not rosc17's comparison; the cost "
+        "model's replay of rosc17's setup (below) models it, for information",
         measured,
         "no Kaldi scripts to compare with",
     )
@@ -711,8 +704,7 @@ def verdicts(
 
 MATCHES = (
     "the relative WER difference's 95% interval (over speakers and seeds, 3 seeds each or more, "
-    "with "
-    "the LM) below +{margin:g}%, not reproduced where it lies at or above it"
+    "with the LM) below +{margin:g}%, not reproduced where it lies at or above it"
 )
 SPEED = (
     "measured on GPUs over 3 seeds: the mean's 95% interval at or above "
@@ -725,8 +717,8 @@ CLAIMS = (
         "cong17",
         "ASGD's overhead is significant and its accuracy poor, even with 4 GPUs",
         "ASGD at 4 learners (or the fewest above) less accurate than SEQ beyond 3%: the relative "
-        "WER difference's "
-        "interval above +3%, not reproduced where at or below it; KAVG said beside",
+        "WER difference's interval above +3%, not reproduced where at or below it; KAVG said "
+        "beside",
         f"ASGD's efficiency (speedup / P), measured on GPUs over 3 seeds: its 95% interval below "
         f"{ASGD_EFFICIENCY:g}, not reproduced where at or above it",
         _asgd_accuracy,
@@ -767,10 +759,8 @@ CLAIMS = (
         "rosc17",
         "there is an optimal range of averaging periods",
         "in a sweep of MA's frames_per_job over 3 or more values, every run converged: an inner "
-        "value more accurate "
-        "than both ends (over speakers and seeds, below 0), not reproduced where an end is more "
-        "accurate than every "
-        "inner value",
+        "value more accurate than both ends (over speakers and seeds, below 0), not reproduced "
+        "where an end is more accurate than every inner value",
         "",
         _optimal_period,
         None,
@@ -791,8 +781,8 @@ CLAIMS = (
         "povey14, su15",
         "NG-SGD makes averaging work",
         "MA with NG-SGD against MA without at the same learners (a sweep of natural_gradient): "
-        "more accurate, the "
-        "relative WER difference's interval below 0, not reproduced where at or above 0",
+        "more accurate, the relative WER difference's interval below 0, not reproduced where at or "
+        "above 0",
         "",
         _natural_gradient,
         None,
@@ -822,12 +812,10 @@ CLAIMS = (
         "zhang19b",
         "ADPSGD converges at 3× the SSGD global batch",
         f"sweeps of train.batch_size at {LARGE_BATCH_LEARNERS} learners or more, every run "
-        "converged or failed to "
-        "(diverged, or stopped by newbob before it transcribed: a batch where one run failed does "
-        "not match SEQ): "
-        "the largest global batch at which SSGD matches SEQ (over speakers and seeds, 3%), where "
-        "it does not at a "
-        "larger one; ADPSGD matches SEQ at 3× that batch, not reproduced where it does not",
+        "converged or failed to (diverged, or stopped by newbob before it transcribed: a batch "
+        "where one run failed does not match SEQ): the largest global batch at which SSGD matches "
+        "SEQ (over speakers and seeds, 3%), where it does not at a larger one; ADPSGD matches SEQ "
+        "at 3× that batch, not reproduced where it does not",
         "",
         _larger_batch,
         None,

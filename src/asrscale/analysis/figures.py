@@ -17,23 +17,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from asrscale.analysis.claims import NAMES
 from asrscale.analysis.measures import beyond_p, trained
+from asrscale.config import algorithms
 from asrscale.worlds.timing import CATEGORIES  # noqa: E402
 
 MEASURES = {"dev_loss": "dev loss", "dev_ter": "dev TER"}  # train.best_by's, in words
 SPREAD = ("pi", 100)  # the band around a mean over seeds: their whole range
-#: every algorithm's colour, the same in every report (colour-blind safe, each clearly apart)
-COLOURS = {
-    "seq": "#000000",
-    "ssgd": "#0173b2",
-    "asgd": "#de8f05",
-    "kavg": "#029e73",
-    "ma": "#cc78bc",
-    "adpsgd": "#d55e00",
-    "hadpsgd": "#56b4e9",
-    "bmuf": "#ca9161",
-}
 
 
 def _learner_axis(axis, table):
@@ -285,9 +274,7 @@ def noise_scale(table, epochs, palette):
     )
     for batch, runs in table.groupby("global_batch"):
         names = ", ".join(
-            sorted(
-                {f"{NAMES.get(a, a.upper())} {p}" for a, p in zip(runs.algorithm, runs.learners)}
-            )
+            sorted({f"{algorithms.label(a)} {p}" for a, p in zip(runs.algorithm, runs.learners)})
         )
         axis.axhline(batch, color="grey", linestyle="--", linewidth=1)
         axis.annotate(
@@ -474,7 +461,7 @@ def sweep(points, palette):
 
 def configuration_names(tuning: pd.DataFrame) -> pd.Series:
     """Each grid point's configuration, in words: "SEQ P=1, simulated"."""
-    names = tuning.algorithm.map(lambda a: NAMES.get(a, a.upper()))
+    names = tuning.algorithm.map(algorithms.label)
     return names + " P=" + tuning.learners.astype(str) + ", " + tuning.world
 
 
@@ -557,7 +544,7 @@ def figures(
     "default"), a sweep figure per setting swept. A figure without data is the empty string."""
     sns.set_theme(style="whitegrid", context="notebook")
     folder.mkdir(parents=True, exist_ok=True)
-    palette = COLOURS
+    palette = algorithms.COLOURS
     # each run once: an algorithm's rows that another's run stands for (H-ADPSGD in one node is
     # SSGD's run) are drawn as that run; SEQ's, which starts every line at one learner, stays
     main = table[

@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from asrscale.analysis.measures import baseline, trained
-from asrscale.config.algorithms import ALGORITHMS
+from asrscale.config.algorithms import ALGORITHMS, label
 from asrscale.errors import UserError
 
 #: the measure of accuracy the target is of: dev TER, the measure the laptop studies choose by
@@ -241,7 +241,7 @@ def own_penalties(records: list[Path]) -> pd.DataFrame:
                 "learners": row.learners,
                 "global_batch": row.global_batch,
                 "budget": row.budget,
-                "control": f"{control.algorithm.upper()} at {control.learners}"
+                "control": f"{label(control.algorithm)} at {control.learners}"
                 + ("" if control.record == row.record else f" of records/{control.record}"),
                 "gap": best / reference - 1,
                 "reaches": best <= (1 + MARGIN) * reference,
@@ -426,9 +426,9 @@ def soonest(table: pd.DataFrame) -> list[str]:
         best = reaching.iloc[0]
         close = reaching[reaching.time_s_low <= best.time_s_high].algorithm.iloc[1:]
         said.append(
-            f"at {learners}: {best.algorithm.upper()}, {best.time_s / 3600:.3g} h "
+            f"at {learners}: {label(best.algorithm)}, {best.time_s / 3600:.3g} h "
             f"({best.time_s_low / 3600:.3g}-{best.time_s_high / 3600:.3g}), "
             f"{best.speedup:.2f}× SEQ's time"
-            + (f"; within its band: {', '.join(close.str.upper())}" if len(close) else "")
+            + (f"; within its band: {', '.join(close.map(label))}" if len(close) else "")
         )
     return said

@@ -15,18 +15,16 @@ from markupsafe import Markup
 from asrscale.analysis import halves
 from asrscale.analysis.answer import NONE
 from asrscale.analysis.bootstrap import CONFIDENCE
-from asrscale.analysis.claims import NAMES
 from asrscale.analysis.convergence import near_tie
 from asrscale.analysis.figures import MEASURES, configuration_names, figures, sweep_name
 from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
 from asrscale.analysis.measures import beyond_p, diverged, trained
 from asrscale.analysis.tables import Tables, load
+from asrscale.config.algorithms import ORDER, label
 from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
-#: the order of the algorithms in a table, by their names
-ORDER = ["SEQ", "SSGD", "ASGD", "KAVG", "MA", "ADPSGD", "H-ADPSGD", "BMUF"]
 #: why a run has not converged, as the report says it (measures.convergence's converged_by)
 NOT_CONVERGED = {**halves.NOT_CONVERGED, "diverged": "diverged"}
 #: what the studies trained, for the line that sets a study's scale beside theirs (docs/studies.md)
@@ -280,7 +278,7 @@ def glance(
             by_count = runs.set_index("learners")
             rows.append(
                 (
-                    NAMES.get(algorithm, algorithm.upper()),
+                    label(algorithm),
                     [
                         _glance_cell(by_count.loc[p]) if p in by_count.index else ("", "–")
                         for p in counts
@@ -327,8 +325,8 @@ def scale(found: Findings) -> str:
     said = ", ".join(f"{updates[p]:,.0f} at P={p}" for p in updates.index)
     return (
         f"Scale: these runs train a model of {runs.parameters.iloc[0] / 1e6:.2f} M parameters on "
-        f"{hours}{kind}, "
-        f"each learner making at most {said} updates; {STUDIES_SCALE}. Weigh each verdict knowing "
+        f"{hours}{kind}, each learner making at most {said} updates; {STUDIES_SCALE}. Weigh each "
+        f"verdict knowing "
         "it."
     )
 

@@ -9,11 +9,10 @@ import pandas as pd
 
 from asrscale.analysis.answer import answer, answer_markdown
 from asrscale.analysis.bootstrap import CONFIDENCE, error_rate
-from asrscale.analysis.claims import NAMES
 from asrscale.analysis.findings import drawn_together, grid
 from asrscale.analysis.measures import diverged
-from asrscale.analysis.report import ORDER
 from asrscale.analysis.tables import Tables
+from asrscale.config.algorithms import ORDER, label
 
 HEADER = (
     "| algorithm | P | seeds | WER with the LM | greedy WER | speedup over SEQ (band) | converged |"
@@ -41,7 +40,7 @@ def _speedup(row: pd.Series) -> str:
 
 def _row(row: pd.Series, runs: pd.DataFrame, utterances: pd.DataFrame) -> str:
     """One algorithm at one learner count: its cells of the table."""
-    name = NAMES.get(row.algorithm, row.algorithm.upper())
+    name = label(row.algorithm)
     if row.wer != row.wer:
         return f"| {name} | {row.learners} | {row.seeds} | diverged | | | |"
     live = runs[~diverged(runs)]
@@ -68,7 +67,7 @@ def _test_set(name: str, runs: pd.DataFrame, utterances: pd.DataFrame) -> list[s
     for kind, rows in found.groupby("speedups", sort=True):
         lines += [f"{_rests_on(runs[runs.speedup_kind == kind], kind)}", "", HEADER]
         lines.append("|---|---|---|---|---|---|---|")
-        names = rows.algorithm.map(lambda a: NAMES.get(a, a.upper()))
+        names = rows.algorithm.map(lambda a: label(a))
         order = names.map(lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
         rows = rows.assign(order=order).sort_values(["order", "learners"], kind="stable")
         for row in rows.itertuples(index=False):

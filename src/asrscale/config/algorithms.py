@@ -45,6 +45,15 @@ class AlgorithmSpec:
     #: each took a step): the learning rate then follows P (asrscale.training.schedule), and the
     #: global batch is P times a learner's
     combines_learners: bool = True
+    #: how the reports name it, where not its name in capitals
+    display: str = ""
+    #: its colour in every figure (colour-blind safe, each clearly apart from the others)
+    colour: str = "#000000"
+
+    @property
+    def label(self) -> str:
+        """The algorithm as the reports name it."""
+        return self.display or self.name.upper()
 
     def global_batch(self, learners: int, batch_size: int) -> int:
         """The utterances an update applies: `learners`' minibatches of `batch_size`, or one where
@@ -112,7 +121,7 @@ GRAPH = {
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec("seq", "seq.Sequential"),
+        AlgorithmSpec("seq", "seq.Sequential", colour="#000000"),
         AlgorithmSpec(
             "ssgd",
             "ssgd.SynchronousSGD",
@@ -121,9 +130,8 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                     True,
                     {"type": "boolean"},
                     "allreduce the gradients in buckets while the backward pass runs and clip "
-                    "their "
-                    "average, as DistributedDataParallel does (false: clip each learner's, then "
-                    "allreduce)",
+                    "their average, as DistributedDataParallel does (false: clip each learner's, "
+                    "then allreduce)",
                 ),
                 "bucket_mb": Option(
                     25.0,
@@ -133,6 +141,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                 ),
             },
             alone_is_seq=True,
+            colour="#0173b2",
         ),
         AlgorithmSpec(
             "asgd",
@@ -149,6 +158,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             },
             servers=1,
             combines_learners=False,  # the server applies each learner's gradient alone
+            colour="#de8f05",
         ),
         AlgorithmSpec(
             "kavg",
@@ -174,6 +184,51 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                 **AVERAGES,
             },
             alone_is_seq=True,
+            colour="#029e73",
+        ),
+        AlgorithmSpec(
+            "ma",
+            "ma.ModelAveraging",
+            {
+                "frames_per_job": Option(
+                    400_000,
+                    {"type": "integer", "minimum": 1},
+                    "averaging period, in frames each job trains",
+                ),
+                "natural_gradient": Option(
+                    True, {"type": "boolean"}, "online natural-gradient SGD preconditioning"
+                ),
+                "max_param_change": Option(
+                    2.0,
+                    {"type": "number", "minimum": 0},
+                    "cap on one minibatch's parameter change; 0 disables",
+                ),
+                **AVERAGES,
+                "reduce": Option(
+                    "allreduce",
+                    {"enum": ["allreduce", "master"]},
+                    "how the models are averaged: one allreduce, or through learner 0 (rosc17's "
+                    "master rank)",
+                ),
+            },
+            colour="#cc78bc",
+        ),
+        AlgorithmSpec(
+            "adpsgd",
+            "adpsgd.DecentralizedSGD",
+            {**GRAPH, **AVERAGES},
+            alone_is_seq=True,
+            colour="#d55e00",
+        ),
+        # one node is one super learner: its gradients allreduced every step, no gossip
+        AlgorithmSpec(
+            "hadpsgd",
+            "hadpsgd.HierarchicalDecentralizedSGD",
+            {**GRAPH, **AVERAGES},
+            alone_is_seq=True,
+            in_one_node_is="ssgd",
+            display="H-ADPSGD",
+            colour="#56b4e9",
         ),
         AlgorithmSpec(
             "bmuf",
@@ -204,43 +259,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             },
             alone_is_seq=True,
             grids={"block_momentum": "block_momenta", "block_lr": "block_lrs"},
-        ),
-        AlgorithmSpec(
-            "ma",
-            "ma.ModelAveraging",
-            {
-                "frames_per_job": Option(
-                    400_000,
-                    {"type": "integer", "minimum": 1},
-                    "averaging period, in frames each job trains",
-                ),
-                "natural_gradient": Option(
-                    True, {"type": "boolean"}, "online natural-gradient SGD preconditioning"
-                ),
-                "max_param_change": Option(
-                    2.0,
-                    {"type": "number", "minimum": 0},
-                    "cap on one minibatch's parameter change; 0 disables",
-                ),
-                **AVERAGES,
-                "reduce": Option(
-                    "allreduce",
-                    {"enum": ["allreduce", "master"]},
-                    "how the models are averaged: one allreduce, or through learner 0 (rosc17's "
-                    "master rank)",
-                ),
-            },
-        ),
-        AlgorithmSpec(
-            "adpsgd", "adpsgd.DecentralizedSGD", {**GRAPH, **AVERAGES}, alone_is_seq=True
-        ),
-        # one node is one super learner: its gradients allreduced every step, no gossip
-        AlgorithmSpec(
-            "hadpsgd",
-            "hadpsgd.HierarchicalDecentralizedSGD",
-            {**GRAPH, **AVERAGES},
-            alone_is_seq=True,
-            in_one_node_is="ssgd",
+            colour="#ca9161",
         ),
     )
 }
@@ -248,6 +267,17 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
 
 #: every option some algorithm's grid may tune (a grid run's record names its value)
 GRIDDED = tuple(dict.fromkeys(option for spec in ALGORITHMS.values() for option in spec.grids))
+
+
+#: the algorithms as the reports name them, in the order of their tables
+ORDER = [spec.label for spec in ALGORITHMS.values()]
+#: every algorithm's colour, the same in every figure
+COLOURS = {name: spec.colour for name, spec in ALGORITHMS.items()}
+
+
+def label(name: str) -> str:
+    """An algorithm as the reports name it (a name the table does not know, in capitals)."""
+    return ALGORITHMS[name].label if name in ALGORITHMS else name.upper()
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
