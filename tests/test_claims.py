@@ -747,14 +747,11 @@ def test_a_claims_row_says_what_was_measured_and_why_in_full():
     )
     assert asgd.accuracy_measured == (
         "KAVG P=4 beside it: WER 21.0% ± 0.0 (greedy 42.0% ± 0.0) over 3 seeds; ASGD P=4 WER 30.0% "
-        "± 0.0 (greedy "
-        "60.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds; WER "
-        "+51.1% (95% interval "
-        "+48.9% to +53.2%) relative to SEQ's with the LM, +50.4% (95% interval +48.9% to +52.0%) "
-        "greedily, over 2,000 "
-        "test utterances of 2,000 speakers, 3 and 3 seeds; no share of the gap is a larger "
-        "batch's: ASGD P=4's "
-        "updates apply 32 utterances, as SEQ's do"
+        "± 0.0 (greedy 60.0% ± 0.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 "
+        "seeds; WER +51.1% (95% interval +48.9% to +53.2%) relative to SEQ's with the LM, +50.4% "
+        "(95% interval +48.9% to +52.0%) greedily, over 2,000 test utterances of 2,000 speakers, 3 "
+        "and 3 seeds; no share of the gap is a larger batch's: ASGD P=4's updates apply 32 "
+        "utterances, as SEQ's do"
     )
     assert asgd.accuracy_why == "less accurate than SEQ: the interval lies above +3.0%"
     assert asgd.speed_measured == "ASGD P=4: efficiency 0.50 (95% interval 0.48-0.52) over 3 seeds"
@@ -763,8 +760,7 @@ def test_a_claims_row_says_what_was_measured_and_why_in_full():
     assert kavg.accuracy_why == "more accurate than SEQ: the interval lies below +0.0%"
     assert kavg.speed_measured == (
         "KAVG P=20, to SEQ's best dev loss in 1× SEQ's epochs; speedup to SEQ's accuracy 8.00× "
-        "(95% interval "
-        "7.60-8.40×) over 3 seeds, 0.66 M parameters on 20 × H100 (node1)"
+        "(95% interval 7.60-8.40×) over 3 seeds, 0.66 M parameters on 20 × H100 (node1)"
     )
     hadpsgd = row(
         pd.concat([seq, seeds("hadpsgd", 64, 0.23, 30.0, measured=True)]), "H-ADPSGD on 64"
@@ -784,8 +780,8 @@ def test_a_claims_row_says_what_was_measured_and_why_in_full():
     period = row(runs(SEQ), "there is an optimal", points)
     assert period.accuracy_measured == (
         "MA P=4, WER by frames per job: 12500: 25.1% (95% interval 24.5% to 25.7%), 50000: 19.9% "
-        "(95% interval 19.5% "
-        "to 20.4%), 200000: 24.0% (95% interval 23.4% to 24.5%); lowest at 50000"
+        "(95% interval 19.5% to 20.4%), 200000: 24.0% (95% interval 23.4% to 24.5%); lowest at "
+        "50000"
     )
     assert period.accuracy_why == "the inner value 50000 is more accurate than both ends"
 
@@ -800,12 +796,9 @@ def test_a_half_whose_sweep_lacks_a_side_says_which():
     assert row(runs(SEQ), "MPI ranks with data loading", prefetch_on).speed_measured == ""
     assert row(runs(SEQ), "MPI ranks with data loading").speed_why == (
         "rosc17 measured against Kaldi's scripts (a job launched per GPU and averaging period, its "
-        "data loaded before "
-        "it trains, models averaged through files), which asrscale does not run: its saving of "
-        "overlapping data "
-        "loading alone is not rosc17's comparison; the cost model's replay of rosc17's setup "
-        "(below) models it, for "
-        "information"
+        "data loaded before it trains, models averaged through files), which asrscale does not "
+        "run: its saving of overlapping data loading alone is not rosc17's comparison; the cost "
+        "model's replay of rosc17's setup (below) models it, for information"
     )
 
 
@@ -962,8 +955,7 @@ def test_a_configurations_wers_are_said_with_the_spread_of_its_seeds_and_one_see
     spread = row(pd.concat([runs(SEQ), kavg]), "KAVG with 4")
     assert spread.accuracy_measured.startswith(
         "KAVG P=4 WER 22.0% ± 2.0 (greedy 42.7% ± 3.0) over 3 seeds; SEQ WER 20.0% ± 0.0 (greedy "
-        "40.0% ± 0.0) over 3 "
-        "seeds; WER "
+        "40.0% ± 0.0) over 3 seeds; WER "
     )
 
 
@@ -1027,8 +1019,7 @@ def test_adaptive_kavgs_speed_half_says_its_context_whichever_way_it_goes():
     )
     assert row(never, "adaptive KAVG").speed_measured == (
         "KAVG P=20 did not reach SEQ's best dev loss in every seed; modelled on x: none, not every "
-        "seed reached the "
-        "target"
+        "seed reached the target"
     )
     assert (
         decided.accuracy_measured.startswith(
@@ -1109,8 +1100,7 @@ def test_an_optimal_periods_half_says_its_sweep_and_why_in_each_outcome():
     one = period(0.25, 0.20, 0.24, below=100)
     assert one.accuracy == f"{NOT_DECIDED}: needs 3 seeds" and one.accuracy_why == (
         "needs 3 seeds of each system, has MA at 12500 1, MA at 50000 1, MA at 200000 1: with "
-        "fewer, training's "
-        "spread is not in the interval"
+        "fewer, training's spread is not in the interval"
     )
     assert one.accuracy_measured.startswith(said) and one.accuracy_measured.endswith(
         "; lowest at 50000"
@@ -1128,8 +1118,7 @@ def test_ng_sgd_and_su15_say_their_own_baselines_and_rules_in_words():
     assert (
         ng.accuracy_measured.startswith(
             "MA P=4 with NG-SGD WER 18.0% ± 0.0 (greedy 36.0% ± 0.0) over 3 seeds; without WER "
-            "25.0% ± 0.0 (greedy "
-            "50.0% ± 0.0) over 3 seeds; WER "
+            "25.0% ± 0.0 (greedy 50.0% ± 0.0) over 3 seeds; WER "
         )
         and "relative to without's with the LM" in ng.accuracy_measured
     )
@@ -1157,10 +1146,8 @@ def test_ng_sgd_and_su15_say_their_own_baselines_and_rules_in_words():
     )
     assert row(table, "model averaging").speed_measured == (
         "MA P=16; speedup over MA alone 9.50× (95% interval 9.03-9.97×) over 3 seeds, 0.66 M "
-        "parameters on 16 × H100 "
-        "(node1); MA P=32; speedup over MA alone 17.00× (95% interval 16.16-17.84×) over 3 seeds, "
-        "0.66 M parameters "
-        "on 32 × H100 (node1)"
+        "parameters on 16 × H100 (node1); MA P=32; speedup over MA alone 17.00× (95% interval "
+        "16.16-17.84×) over 3 seeds, 0.66 M parameters on 32 × H100 (node1)"
     )
 
 
@@ -1243,8 +1230,7 @@ def test_one_seed_stopped_before_it_transcribed_is_enough_for_a_batch_not_to_con
     decided = row(runs(SEQ), "ADPSGD converges", pd.concat([ssgd, adpsgd]))
     assert decided.accuracy == REPRODUCED and decided.accuracy_measured.startswith(
         "SSGD by global batch, against SEQ's accuracy: 128: reproduced, 512: not reproduced (1 of "
-        "3 runs did not "
-        "converge); ADPSGD"
+        "3 runs did not converge); ADPSGD"
     )
 
 
@@ -1284,8 +1270,7 @@ def test_a_gap_against_seq_is_split_by_the_ssgd_control_at_the_same_learners_and
     assert (
         asgd.endswith(
             "no share of the gap is a larger batch's: ASGD P=4's updates apply 32 utterances, as "
-            "SEQ's "
-            "do"
+            "SEQ's do"
         )
         and "split by the control" not in asgd
     )
@@ -1349,13 +1334,11 @@ def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
     )
     assert late.accuracy_measured == (
         "KAVG P=4 WER 22.0% ± 0.0 (greedy 44.0% ± 0.0) over 3 seeds (sgd momentum 0.9, lr 0.6 "
-        "tuned over rates "
-        "0.2-1.8, global batch 128); SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) over 3 seeds (sgd "
-        "momentum 0, lr 0.3 "
-        "tuned at the edge (its highest rate) of rates 0.1-0.3, global batch 32); at 0.66 M "
-        "parameters on 10.4 hours of speech; as measured, not decided on: WER +10.8% (95% "
-        "interval +9.2% to +12.4%) relative to SEQ's, over 2,000 test utterances of 2,000 "
-        "speakers, 3 and 3 seeds"
+        "tuned over rates 0.2-1.8, global batch 128); SEQ WER 20.0% ± 0.0 (greedy 40.0% ± 0.0) "
+        "over 3 seeds (sgd momentum 0, lr 0.3 tuned at the edge (its highest rate) of rates "
+        "0.1-0.3, global batch 32); at 0.66 M parameters on 10.4 hours of speech; as measured, not "
+        "decided on: WER +10.8% (95% interval +9.2% to +12.4%) relative to SEQ's, over 2,000 test "
+        "utterances of 2,000 speakers, 3 and 3 seeds"
     )
     # Adam has no momentum of its own (the column is empty), and a table gathered before it has none
     adam = row(
@@ -1392,10 +1375,8 @@ def test_an_accuracy_half_says_how_each_side_was_trained_and_at_what_scale():
     )
     assert row(single, "KAVG with 4").accuracy_measured.startswith(
         "KAVG P=4 WER 22.0% (greedy 44.0%) (sgd momentum 0.9, lr 0.6 tuned over rates 0.2-1.8, "
-        "global batch 128); "
-        "SEQ WER 20.0% (greedy 40.0%) (sgd momentum 0, lr 0.3 tuned over rates 0.2-1.8, global "
-        "batch 32); at 1.24 M "
-        "parameters on 10.4 hours of speech"
+        "global batch 128); SEQ WER 20.0% (greedy 40.0%) (sgd momentum 0, lr 0.3 tuned over rates "
+        "0.2-1.8, global batch 32); at 1.24 M parameters on 10.4 hours of speech"
     )
 
 

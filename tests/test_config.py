@@ -21,13 +21,12 @@ def test_reading_a_configuration_loads_no_torch_numpy_or_soundfile():
     """Snakemake's own process resolves the study: it must not pay for torch (seconds, and a GPU
     driver's start-up on a login node), nor for the audio stack the corpus formats use."""
     program = (
-        "import sys, yaml\n"
-        "from asrscale.config import algorithms, paths, schema, sections\n"
-        "from asrscale.config.study import Study\n"
-        "study = Study(yaml.safe_load(open('config.yaml')))\n"
-        "[study.run_settings(run) for run in study.runs()]\n"
-        "heavy = {'torch', 'numpy', 'soundfile', 'python_speech_features'}\n"
-        "print(sorted({name.split('.')[0] for name in sys.modules} & heavy))\n"
+        "import sys, yaml\nfrom asrscale.config import algorithms, paths, schema, sections\nfrom "
+        "asrscale.config.study import Study\nstudy = "
+        "Study(yaml.safe_load(open('config.yaml')))\n[study.run_settings(run) for run in "
+        "study.runs()]\nheavy = {'torch', 'numpy', 'soundfile', "
+        "'python_speech_features'}\nprint(sorted({name.split('.')[0] for name in sys.modules} & "
+        "heavy))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, check=True

@@ -281,8 +281,7 @@ def test_an_untestable_speed_half_says_why_in_full():
     )
     assert (on_cpus.why, on_cpus.measured) == (
         "a speed claim is decided by 4 GPUs measured (real ranks, wall clock, 3 seeds or more); "
-        "these runs are "
-        "measured on CPU ranks (measured: 3.10×), shown for information",
+        "these runs are measured on CPU ranks (measured: 3.10×), shown for information",
         "measured: 3.10×",
     )
     two = halves.testable_speed(measured_runs([3.0, 3.1]), "time_speedup", 3.2)
@@ -353,8 +352,7 @@ def test_an_accuracy_half_needs_three_seeds_of_each_system():
     assert (half.outcome, half.reason) == (NOT_DECIDED, "needs 3 seeds")
     assert half.why == (
         "needs 3 seeds of each system, has the system 3, SEQ 2: with fewer, training's spread is "
-        "not "
-        "in the interval"
+        "not in the interval"
     )
     assert half.measured.endswith("over 400 test utterances of 400 speakers, 3 and 2 seeds")
 
@@ -587,8 +585,7 @@ def test_an_accuracy_half_decided_one_way_with_the_lm_and_another_greedily_says_
     half = compare(utterances, system("kavg"), system("seq"), matches())
     assert half.why == (
         "not matches SEQ's accuracy: the interval lies above +3.0%; greedily reproduced (+0.0% "
-        "(95% "
-        "interval +0.0% to +0.0%))"
+        "(95% interval +0.0% to +0.0%))"
     )
 
 

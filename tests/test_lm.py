@@ -383,6 +383,5 @@ def test_the_lexicon_check_names_the_lm_and_what_it_misses(tmp_path):
         check_lexicon(tmp_path / "lm.arpa", "lm.arpa", str.isupper, dev, None)
     assert str(raised.value) == (
         "decode.lm: lm.arpa: none of its 5 words can be spelled in the training transcripts' "
-        "characters "
-        "(such as 'a'): is it in the transcripts' case (corpus.text.lowercase)?"
+        "characters (such as 'a'): is it in the transcripts' case (corpus.text.lowercase)?"
     )

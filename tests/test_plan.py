@@ -64,8 +64,7 @@ def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
     printed = capfd.readouterr().out
     assert (
         "455 training utterances, 1.6 hours (LibriSpeech's published subset sizes, its first 4 "
-        "speakers of each "
-        "at their mean share)"
+        "speakers of each at their mean share)"
     ) in printed
     # its small prices in significant figures, not rounded to zero; its model (2 × 64) smaller than
     # the one h100's compute was measured on (2 × 128): priced by FLOPs a lower bound

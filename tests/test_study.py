@@ -352,8 +352,7 @@ def test_every_path_of_a_study_is_checked_at_once_each_for_its_formats_files(tmp
         f"LibriSpeech directory; corpus.subsets.test[0].path: {tmp_path}/no-test.tsv does not "
         "exist; "
         f"decode.lm: {tmp_path}/lm.arpa is not an ARPA language model (it is empty, where an ARPA "
-        "file's first "
-        "line is \\data\\), nor 'train'"
+        "file's first line is \\data\\), nor 'train'"
     )
     assert (
         Study(config, check_paths=False).name == "own"

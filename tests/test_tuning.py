@@ -76,8 +76,7 @@ def test_a_grid_too_narrow_to_tell_a_best_rate_from_an_edge_is_named(factors):
     largest the untuned rate itself too)."""
     said = (
         f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned rate, "
-        "some below 1 and "
-        "some above, the largest at least 4 times the smallest (e.g. [0.5, 1, 2])"
+        "some below 1 and some above, the largest at least 4 times the smallest (e.g. [0.5, 1, 2])"
     )
     with pytest.raises(ConfigError) as raised:
         tuned_study(lr_factors=factors)

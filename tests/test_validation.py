@@ -349,8 +349,7 @@ def test_a_runs_band_is_the_wider_of_its_parameters_spread_and_the_models_misses
     assert band.factors(set(), gossip=True) == pytest.approx((0.5, 1.5))  # serving grows the time
     assert band.rests_on("links between nodes") == (
         "bound by links between nodes: the model's misses of held-out figures also bound by links "
-        "between nodes "
-        "(b, 32; c, 64), 0.50-2.00×"
+        "between nodes (b, 32; c, 64), 0.50-2.00×"
     )
     assert (
         "every held-out figure (none is bound by links inside a node), 0.50-2.00×"

@@ -66,8 +66,7 @@ def language_model(args):
             f"{settings.source}: {folded['words']:,} words folded as the transcripts are; "
             f"{folded['left_out']:,} "
             f"n-grams left out (a word that folds to none or several), {folded['merged']:,} merged "
-            "into another "
-            "(words that fold to one: the first listed kept)"
+            "into another (words that fold to one: the first listed kept)"
         )
     tokens = Tokens.read(args.tokens)
     found = check_lexicon(
@@ -384,8 +383,7 @@ def plan(args):
     print(
         f"training in all: {amount(table.device_hours.sum(), 1)} device-hours "
         f"({amount(table.device_hours_low.sum(), 1)}-{amount(table.device_hours_high.sum(), 1)}) "
-        "for every epoch "
-        "each run may take"
+        "for every epoch each run may take"
         + ("; newbob usually stops its runs earlier" if (table.schedule == "newbob").any() else "")
     )
     if found.carried:
@@ -393,8 +391,7 @@ def plan(args):
     others = found.others
     print(
         "\nbeside training, at the rates measured on a 2-core CPU, each band its stage's misses on "
-        "the studies "
-        "run since (asrscale.costmodel.plan):"
+        "the studies run since (asrscale.costmodel.plan):"
     )
     print(
         others.assign(
@@ -915,8 +912,7 @@ COMMANDS = [
     (
         fit_cost_model,
         "fit the cost model's shared parameters over the studies' published figures, and check "
-        "each "
-        "figure out of sample",
+        "each figure out of sample",
         [
             (
                 "--out",

@@ -274,21 +274,18 @@ def _beyond_cause(runs: pd.DataFrame, seq: pd.DataFrame) -> str:
     each, alone = runs.frames_per_s.mean() / learners, seq.frames_per_s.mean()
     rates = (
         f"each of its {learners} learners trained {each:,.0f} frames/s, {each / alone:.2g}× SEQ's "
-        f"{alone:,.0f} "
-        f"(seeds {', '.join(map(str, sorted(runs.seed)))} against SEQ's "
+        f"{alone:,.0f} (seeds {', '.join(map(str, sorted(runs.seed)))} against SEQ's "
         f"{', '.join(map(str, sorted(seq.seed)))})"
     )
     if runs.world.iloc[0] == "simulated":
         return (
             f"{rates}; modelled on {runs.compute_basis.iloc[0]}: a calibration timed while another "
-            "process held "
-            "the cores makes each learner's rate too fast against SEQ's (calibrate on a machine to "
-            "itself)"
+            "process held the cores makes each learner's rate too fast against SEQ's (calibrate on "
+            "a machine to itself)"
         )
     return (
         f"{rates}; measured: SEQ's own runs may have been slowed while they were timed (time them "
-        "again on a "
-        "quiet machine)"
+        "again on a quiet machine)"
     )
 
 

@@ -202,8 +202,7 @@ def unequal_epochs(*groups: tuple[str, pd.DataFrame]) -> str:
         "newbob decides at each epoch's end, and these runs' epochs hold unequal updates a "
         f"learner ({each}): "
         "its thresholds stop the runs of fewer sooner; train.schedule: exponential, the same "
-        "epochs for "
-        "every run"
+        "epochs for every run"
     )
 
 
@@ -371,8 +370,7 @@ def testable_speed(runs: pd.DataFrame, column: str, claimed: float | None = None
             NOT_TESTABLE,
             f"{runs[column].mean():.2f}× measured for the same epochs is beyond what {learners} "
             "learners can give: a clock that ran slow for its baseline (a busy machine) or a "
-            "calibration "
-            "taken on one; time them again",
+            "calibration taken on one; time them again",
             modelled(runs, column),
             f"beyond {learners} learners",
         )
@@ -382,8 +380,7 @@ def testable_speed(runs: pd.DataFrame, column: str, claimed: float | None = None
             NOT_TESTABLE,
             f"a speed claim is decided by {learners} GPUs measured (real ranks, wall clock, "
             f"{SPEED_SEEDS} seeds or more); these runs are {where} ({modelled(runs, column)}), "
-            "shown for "
-            "information",
+            "shown for information",
             modelled(runs, column),
             "needs GPUs",
         )

@@ -46,8 +46,7 @@ class Grids:
         ):
             raise ConfigError(
                 f"config: study.tuning.lr_factors: {factors}: at least 3 multiples of the untuned "
-                "rate, "
-                "some below 1 and some above, the largest at least 4 times the smallest "
+                "rate, some below 1 and some above, the largest at least 4 times the smallest "
                 "(e.g. [0.5, 1, 2])"
             )
         halving = tuning["halving"]

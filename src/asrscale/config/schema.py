@@ -116,9 +116,9 @@ def _where_options_go(error: jsonschema.ValidationError) -> str:
     name, option = spec.name, options[0]
     return (
         f"; {', '.join(options)}: {name}'s options are set for all its runs under "
-        f"algorithms.{name} "
-        f"(algorithms: {{{name}: {{{option}: ...}}}}), or varied by a sweep (study.sweeps: "
-        f"{{algorithm: {name}, learners: ..., vary: {option}, values: [...]}}), not on an entry"
+        f"algorithms.{name} (algorithms: {{{name}: {{{option}: ...}}}}), or varied by a sweep "
+        f"(study.sweeps: {{algorithm: {name}, learners: ..., vary: {option}, values: [...]}}), not "
+        f"on an entry"
     )
 
 

@@ -152,10 +152,8 @@ class Study(Grids):
         if on_ranks and node_size and node_size != per_node:
             raise ConfigError(
                 f"config: study.node_size ({node_size}) and slurm.ranks_per_node ({per_node}) both "
-                "say "
-                "how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a "
-                "node's "
-                "GPUs), from which the algorithms' nodes follow"
+                "say how many ranks a node takes, and disagree: set slurm.ranks_per_node alone (a "
+                "node's GPUs), from which the algorithms' nodes follow"
             )
 
     def _check_runs(self) -> None:

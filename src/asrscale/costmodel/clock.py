@@ -202,8 +202,7 @@ class Hardware:
         if (self.device == "dedicated") != (self.compute is not None):
             raise ConfigError(
                 f"hardware.{self.name}.compute: a dedicated device states its compute (measured "
-                "with "
-                "`asrscale calibrate` on it), a shared one takes this machine's calibration"
+                "with `asrscale calibrate` on it), a shared one takes this machine's calibration"
             )
         if min(self.learners_per_node, self.nics_per_node) < 1 or self.jitter < 0:
             raise ConfigError(

@@ -347,14 +347,11 @@ def fit_cost_model(out: Path | None = None, workers: int = 2) -> dict:
     }
     header = (
         "# What transports and software achieve of their hardware's nominal figures: the cost "
-        "model's shared\n"
-        "# parameters (asrscale.costmodel.clock.Achieved), fitted on the published figures whose "
-        "facts are\n"
-        "# complete and validated one system out at a time, with both structures of MPI through "
-        "host memory,\n"
-        "# the band a modelled run carries and the check of two starts (asrscale.costmodel.fit). "
-        "Written by\n"
-        "# `asrscale fit-cost-model`; do not edit.\n"
+        "model's shared\n# parameters (asrscale.costmodel.clock.Achieved), fitted on the published "
+        "figures whose facts are\n# complete and validated one system out at a time, with both "
+        "structures of MPI through host memory,\n# the band a modelled run carries and the check "
+        "of two starts (asrscale.costmodel.fit). Written by\n# `asrscale fit-cost-model`; do not "
+        "edit.\n"
     )
     atomic_write_text(
         Path(out or FITTED),

@@ -277,8 +277,7 @@ def check_lexicon(
             f"decode.lm: {source}: {100 * oov:.1f}% of the dev transcripts' words are not in its "
             "lexicon "
             f"(decode.max_lm_oov_rate: {max_oov_rate:g}), such as {[w for w, _ in missing]}: is it "
-            "the "
-            "corpus's LM, in the transcripts' case?"
+            "the corpus's LM, in the transcripts' case?"
         )
     return {"lexicon": len(lexicon), "dev_oov_rate": oov}
 

@@ -125,8 +125,7 @@ def align(
                 [
                     f"id: {utt}",
                     f"Scores: (#C #S #D #I) {counts['equal']} {counts['substitute']} "
-                    f"{counts['delete']} "
-                    f"{counts['insert']}",
+                    f"{counts['delete']} {counts['insert']}",
                     _line("REF:", [r for r, _ in shown], widths),
                     _line("HYP:", [h for _, h in shown], widths),
                     _line("Eval:", kinds, widths),

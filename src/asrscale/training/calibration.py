@@ -122,8 +122,7 @@ def never_slower_with_more_threads(
             fewer = best["threads"]
             said.append(
                 f"{threads} threads ran at {rates['frames_per_s']:,.0f} frames/s, slower than "
-                f"{fewer} at "
-                f"{best['frames_per_s']:,.0f}: modelled at {fewer}'s rates"
+                f"{fewer} at {best['frames_per_s']:,.0f}: modelled at {fewer}'s rates"
             )
             rates = best
         kept[threads] = rates | {"threads": rates.get("threads", int(threads))}

@@ -89,8 +89,7 @@ def say_interval(row: dict, steps: int, wall: str) -> None:
     shares = " ".join(f"{c[:-2]} {100 * row[c] / row['wall_s']:.0f}%" for c in TIME_SPLIT)
     print(
         f"epoch {row['epoch']} step {row['step']}/{steps} | loss {row['loss']:.3f} | lr "
-        f"{row['lr']:.2e} | "
-        f"{row['frames_per_s']:,.0f} frames/s | {shares} | {wall}",
+        f"{row['lr']:.2e} | {row['frames_per_s']:,.0f} frames/s | {shares} | {wall}",
         flush=True,
     )
 

@@ -176,8 +176,7 @@ def choose_transport(requested: str, gpus: list[str | None], mpi_cuda: bool | No
         library = MPI.Get_library_version().splitlines()[0].strip()
         raise ConfigError(
             f"mpi.transport is cuda-aware-mpi, but this MPI ({library}) says it takes no GPU "
-            "buffers: "
-            "set mpi.transport to auto or mpi"
+            "buffers: set mpi.transport to auto or mpi"
         )
     return requested
 

@@ -17,8 +17,7 @@ PRONOUNS = "i you we they he she".split()
 OBJECT_PRONOUNS = {"i": "me", "you": "you", "we": "us", "they": "them", "he": "him", "she": "her"}
 NAMES = (
     "alice bob carol david emma frank grace henry isabel jack karen louis maria nathan olivia "
-    "peter "
-    "rachel simon tina victor wendy oscar paula quentin ruth steven ursula walter yvonne zach"
+    "peter rachel simon tina victor wendy oscar paula quentin ruth steven ursula walter yvonne zach"
 ).split()
 DETERMINERS = "the the the a my your our their his her this that every another some one no".split()
 AUXILIARIES = (
