@@ -716,6 +716,19 @@ def rerender(args):
 
 PATH = {"type": Path, "required": True}
 SETTINGS = ("--settings", {"type": Path, "required": True, "help": "the stage's settings file"})
+TABLES = (
+    "--tables",
+    {"type": Path, "nargs": "+", "required": True, "help": "the study's gathered tables"},
+)
+SKIPPED = (
+    "--skipped",
+    {
+        "type": Path,
+        "nargs": "*",
+        "default": [],
+        "help": "folders whose skipped.tsv lists the utterances left out",
+    },
+)
 PART = [("--part", {"type": int, "default": 0}), ("--parts", {"type": int, "default": 1})]
 
 
@@ -1005,24 +1018,8 @@ COMMANDS = [
         [
             SETTINGS,
             *paths("lm-statistics", "published-speedups", "out"),
-            (
-                "--tables",
-                {
-                    "type": Path,
-                    "nargs": "+",
-                    "required": True,
-                    "help": "the study's gathered tables",
-                },
-            ),
-            (
-                "--skipped",
-                {
-                    "type": Path,
-                    "nargs": "*",
-                    "default": [],
-                    "help": "folders whose skipped.tsv lists the utterances left out",
-                },
-            ),
+            TABLES,
+            SKIPPED,
         ],
     ),
     (
@@ -1085,15 +1082,7 @@ COMMANDS = [
         [
             SETTINGS,
             *paths("out"),
-            (
-                "--tables",
-                {
-                    "type": Path,
-                    "nargs": "+",
-                    "required": True,
-                    "help": "the study's gathered tables",
-                },
-            ),
+            TABLES,
         ],
     ),
     (
@@ -1102,24 +1091,8 @@ COMMANDS = [
         [
             SETTINGS,
             *paths("lm-statistics", "published-speedups", "figures", "out"),
-            (
-                "--tables",
-                {
-                    "type": Path,
-                    "nargs": "+",
-                    "required": True,
-                    "help": "the study's gathered tables",
-                },
-            ),
-            (
-                "--skipped",
-                {
-                    "type": Path,
-                    "nargs": "*",
-                    "default": [],
-                    "help": "folders whose skipped.tsv lists the utterances left out",
-                },
-            ),
+            TABLES,
+            SKIPPED,
         ],
     ),
 ]
