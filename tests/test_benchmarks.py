@@ -5,9 +5,12 @@ import math
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # runs the benchmark suite, which starts Snakemake
 
 SNAKEMAKE_BENCHMARK = (
     "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
