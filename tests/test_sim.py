@@ -464,7 +464,8 @@ def test_the_tiny_studys_asgd_is_as_accurate_whatever_speed_its_calibration_time
     from asrscale.config.schema import validate, with_profiles
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
-    from asrscale.decoding.decode import model_outputs, wer
+    from asrscale.decoding.decode import wer
+    from asrscale.decoding.log_probs import model_outputs
     from asrscale.models import build_model
 
     hardware = Hardware.from_config(

@@ -18,6 +18,8 @@ import yaml
 from asrscale.worlds.shared_memory import segment_id
 from conftest import LOCAL, ROOT, TIMES, WITHOUT_ACCOUNTING, site_profile
 
+pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
+
 # the tiny study with fewer runs, untuned: each of its jobs a SLURM job
 STUDY = (ROOT / "studies" / "quick.yaml", ROOT / "tests" / "on-slurm.yaml")
 
@@ -199,8 +201,6 @@ def test_a_training_job_preempted_and_cancelled_resumes_to_the_uninterrupted_mod
 RANKS = """
 import time
 from mpi4py import MPI
-
-pytestmark = pytest.mark.slow  # starts Snakemake, MPI ranks, SLURM or a browser
 
 world = MPI.COMM_WORLD
 print("rank", world.Get_rank(), "of", world.Get_size(), flush=True)
