@@ -211,6 +211,30 @@ class PreparedCorpus:
             data, feats, self.path(paths.FEATURES, subset="train"), self.seq.cmvn, self.tokens
         )
 
+    def train(self, settings: Path, learners: int, out: Path) -> float:
+        """`asrscale train` of one run in this process, as the workflow starts it: its wall
+        seconds."""
+        from asrscale import cli
+        from asrscale.config import paths
+
+        argv = [
+            "train",
+            "--settings",
+            settings,
+            *self.corpus_arguments("train", "dev"),
+            "--shards",
+            self.path(paths.SHARDS, learners=learners),
+            "--tokens",
+            self.path(paths.TOKENS),
+            "--out",
+            out,
+        ]
+        if learners > 1:
+            argv += ["--calibration", self.path(paths.CALIBRATION)]
+        with Stopwatch() as watch:
+            cli.main(list(map(str, argv)))
+        return watch.seconds
+
     def corpus_arguments(self, *subsets: str) -> list:
         """`asrscale train`'s and `calibrate`'s arguments that name a subset's data dir and
         features."""

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import torch
 
-from asrscale.config import paths
-from benchmarks.common import Bench, PreparedCorpus, Stopwatch, child, child_main, median
+from benchmarks.common import Bench, PreparedCorpus, child, child_main, median
 
 RUNS = (("seq", 1), ("kavg", 4))
 EPOCHS = 2
@@ -59,8 +58,6 @@ def measure(work: Path, algorithm: str, learners: int, share: str) -> dict:
     """One run of `EPOCHS` epochs, SEQ really training alone and the others simulated on the
     study's hardware profile, the noise scale measured as configured or not at all: its wall time,
     where the process's went, its last noise scale and a digest of its model."""
-    from asrscale import cli
-
     study = PreparedCorpus.of(work)
     out = work / "scratch" / "noise_scale" / f"{algorithm}-P{learners}-{share}"
     shutil.rmtree(out, ignore_errors=True)
@@ -74,28 +71,13 @@ def measure(work: Path, algorithm: str, learners: int, share: str) -> dict:
         device="cpu",
         noise_scale=noise,
     )
-    argv = [
-        "train",
-        "--settings",
-        settings,
-        *study.corpus_arguments("train", "dev"),
-        "--shards",
-        study.path(paths.SHARDS, learners=learners),
-        "--tokens",
-        study.path(paths.TOKENS),
-        "--out",
-        out,
-    ]
-    if learners > 1:
-        argv += ["--calibration", study.path(paths.CALIBRATION)]
-    with Stopwatch() as watch:
-        cli.main(list(map(str, argv)))
+    wall_s = study.train(settings, learners, out)
     last = (out / "metrics.tsv").read_text().splitlines()
     header, rows = last[0].split("\t"), [line.split("\t") for line in last[1:]]
     epochs = [dict(zip(header, row)) for row in rows if row[0] == "epoch"]
     model = torch.load(out / "model.pt", weights_only=False)["model"]
     return {
-        "wall_s": watch.seconds,
+        "wall_s": wall_s,
         "wall": json.loads((out / "run.json").read_text())["process_wall_s"],
         "noise_scale": epochs[-1]["noise_scale"],
         "digest": hashlib.sha256(

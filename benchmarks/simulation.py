@@ -28,7 +28,6 @@ from asrscale.config import paths
 from benchmarks.common import (
     Bench,
     PreparedCorpus,
-    Stopwatch,
     child,
     child_main,
     median,
@@ -274,8 +273,6 @@ def measure(
     memory, frames trained, and where the process's wall time went."""
     import torch
 
-    from asrscale import cli
-
     if device == "cuda" and not torch.cuda.is_available():
         return {"measured": False, "why": "no CUDA device here"}
     study = PreparedCorpus.of(work)
@@ -293,22 +290,7 @@ def measure(
         device=device,
         **train,
     )
-    argv = [
-        "train",
-        "--settings",
-        settings,
-        *study.corpus_arguments("train", "dev"),
-        "--shards",
-        study.path(paths.SHARDS, learners=learners),
-        "--tokens",
-        study.path(paths.TOKENS),
-        "--out",
-        out,
-    ]
-    if learners > 1:
-        argv += ["--calibration", study.path(paths.CALIBRATION)]
-    with Stopwatch() as watch:
-        cli.main(list(map(str, argv)))
+    wall_s = study.train(settings, learners, out)
     rows = [line.split("\t") for line in (out / "metrics.tsv").read_text().splitlines()]
     frames = sum(
         int(row["frames"])
@@ -318,7 +300,7 @@ def measure(
     wall = json.loads((out / "run.json").read_text())["process_wall_s"]
     return {
         "measured": True,
-        "wall_s": watch.seconds,
+        "wall_s": wall_s,
         "peak_rss_mb": peak_rss_mb(),
         "frames": frames,
         "wall": wall,
