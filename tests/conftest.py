@@ -170,6 +170,19 @@ def run_paths(corpus: Path, shards: Path, out: Path) -> RunPaths:
     )
 
 
+def corpus_subset(corpus: Path, name: str = "train", cmvn: str = "global"):
+    """A subset of the tests' corpus, normalised by the training set's statistics."""
+    from asrscale.data.batches import Subset
+
+    return Subset(
+        corpus / "data" / name,
+        corpus / "feats" / name,
+        corpus / "feats" / "train",
+        cmvn,
+        Tokens.read(corpus / "tokens.txt"),
+    )
+
+
 def corpus_arguments(corpus: Path, *subsets: str) -> list:
     """The arguments of `asrscale train` or `calibrate` that name subsets of the `corpus`
     fixture."""

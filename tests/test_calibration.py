@@ -15,7 +15,7 @@ from asrscale.training.calibration import (
     disagreement,
     never_slower_with_more_threads,
 )
-from conftest import run_config
+from conftest import corpus_subset, run_config
 
 
 def test_repeats_that_agree_are_this_machines_own():
@@ -224,8 +224,6 @@ def test_a_calibration_keeps_each_thread_counts_fastest_repeat_and_records_them_
 ):
     """The fastest of the repeats is the least disturbed (as timeit reads its repeats): it is the
     rate kept, and every repeat, share and their spread are recorded beside it."""
-    from asrscale.data.batches import Subset
-    from asrscale.data.tokens import Tokens
 
     scripted = iter([50_000.0, 80_000.0, 70_000.0, 90_000.0, 60_000.0, 85_000.0] * 2)
     monkeypatch.setattr(calibration, "available_cores", lambda: 2)
@@ -240,13 +238,7 @@ def test_a_calibration_keeps_each_thread_counts_fastest_repeat_and_records_them_
         },
     )
     quick = run_config("asgd", epochs=1, batch_size=4)
-    train_set = Subset(
-        corpus / "data" / "train",
-        corpus / "feats" / "train",
-        corpus / "feats" / "train",
-        "global",
-        Tokens.read(corpus / "tokens.txt"),
-    )
+    train_set = corpus_subset(corpus)
     found = calibrate(quick.train, quick.model, quick.features, train_set, batches=3)
     assert (
         found["by_threads"]["1"]["frames_per_s"] == 80_000.0
@@ -271,21 +263,13 @@ def test_a_busy_calibration_kept_marks_the_times_that_rest_on_it(corpus, monkeyp
     from asrscale.analysis.gather import compute_basis
     from asrscale.config.schema import profile_defaults
     from asrscale.costmodel.clock import CostModel, Hardware
-    from asrscale.data.batches import Subset
-    from asrscale.data.tokens import Tokens
     from conftest import GPU
 
     monkeypatch.setattr(calibration, "WAITS_S", ())
     monkeypatch.setattr(calibration, "machine_rate", lambda: 20_000.0)
     busy_then_quiet(monkeypatch, busy_attempts=100)
     quick = run_config("asgd", epochs=1, batch_size=4)
-    train_set = Subset(
-        corpus / "data" / "train",
-        corpus / "feats" / "train",
-        corpus / "feats" / "train",
-        "global",
-        Tokens.read(corpus / "tokens.txt"),
-    )
+    train_set = corpus_subset(corpus)
     with pytest.raises(BusyMachine):
         calibrate(quick.train, quick.model, quick.features, train_set, batches=3)
     found = calibrate(
@@ -313,17 +297,9 @@ def test_a_calibration_on_a_loaded_machine_says_it_was_busy(corpus, monkeypatch)
     the cores, over the 1 - 1 / BUSY_FACTOR a calibration admits, so it stops with BusyMachine, by
     name (after one attempt here: the waits and attempts again are the tests above's). A quiet
     calibration first: on a machine already busy the test cannot tell its load from the other's."""
-    from asrscale.data.batches import Subset
-    from asrscale.data.tokens import Tokens
 
     quick = run_config("asgd", epochs=1, batch_size=4)  # test_sim's calibration
-    train_set = Subset(
-        corpus / "data" / "train",
-        corpus / "feats" / "train",
-        corpus / "feats" / "train",
-        "global",
-        Tokens.read(corpus / "tokens.txt"),
-    )
+    train_set = corpus_subset(corpus)
     try:
         quiet = calibrate(quick.train, quick.model, quick.features, train_set, batches=3)
     except (

@@ -20,6 +20,7 @@ from conftest import (
     MODEL,
     TIMES,
     Killed,
+    corpus_subset,
     diverged_run,
     kill_at_loss,
     run_config,
@@ -301,16 +302,8 @@ QUICK = run_config("asgd", epochs=1, batch_size=4)
 
 
 def test_simulated_asgd_trains_and_its_staleness_comes_from_the_modelled_timings(corpus, tmp_path):
-    from asrscale.data.batches import Subset
-    from asrscale.data.tokens import Tokens
 
-    train_set = Subset(
-        corpus / "data" / "train",
-        corpus / "feats" / "train",
-        corpus / "feats" / "train",
-        "global",
-        Tokens.read(corpus / "tokens.txt"),
-    )
+    train_set = corpus_subset(corpus)
     calibration = calibrate(QUICK.train, QUICK.model, QUICK.features, train_set, batches=3)
     for rates in calibration["by_threads"].values():
         assert (
@@ -462,7 +455,6 @@ def test_the_tiny_studys_asgd_is_as_accurate_whatever_speed_its_calibration_time
     V100s, calibrated on this machine and on one 7 times slower: the same order of updates (the
     same staleness histogram), the same model, the same greedy WER on the test set."""
     from asrscale.config.schema import validate, with_profiles
-    from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
     from asrscale.decoding.decode import wer
     from asrscale.decoding.log_probs import model_outputs
@@ -478,13 +470,7 @@ def test_the_tiny_studys_asgd_is_as_accurate_whatever_speed_its_calibration_time
     assert server.staleness.value_counts().equals(slow_server.staleness.value_counts())
     assert server.equals(slow_server) and same_models(model, slow_model)
     tokens = Tokens.read(corpus / "tokens.txt")
-    test = Subset(
-        corpus / "data" / "test",
-        corpus / "feats" / "test",
-        corpus / "feats" / "train",
-        tiny.cmvn,
-        tokens,
-    )
+    test = corpus_subset(corpus, "test", tiny.cmvn)
     errors = []
     for weights in (model, slow_model):
         network = build_model(tiny.model, tiny.features.dim, len(tokens))
