@@ -165,8 +165,8 @@ class PreparedCorpus:
     @classmethod
     def of(cls, work: Path) -> "PreparedCorpus":
         from asrscale.config import paths
+        from asrscale.config.runs import Run
         from asrscale.config.sections import RunConfig
-        from asrscale.config.study import Run
         from asrscale.config.study import Study as Resolved
         from asrscale.data.tokens import Tokens
 
@@ -187,7 +187,7 @@ class PreparedCorpus:
     ) -> Path:
         """A run's settings file, as the workflow writes it, with `train` changes (a simulated
         world's learners fused as study.fuse_learners `fuse` has them)."""
-        from asrscale.config.study import Run
+        from asrscale.config.runs import Run
         from asrscale.io import atomic_write_json
 
         settings = self.resolved.run_settings(Run(world, algorithm, "default", learners, 1))

@@ -1,18 +1,17 @@
 """Fused learners: what one round of steps of 64 simulated learners costs when their gradients are
-computed as one (asrscale.training.fused, as the simulated world's fuser does), against the same
-learners one after another and against one model at the same global batch, in input frames per
-second on the same device, with the peak GPU memory. The corpus's own batches: each learner's
-first batches of its 64-learner shard; SEQ's model, optimizer and batch size. On a GPU, fused
-twice: the recurrence's loops launched kernel by kernel, and replayed as CUDA graphs (the
-simulated world's way there, each time step's algebra one Triton kernel each way; and the same
-graphs with the algebra in torch's operations, the way before those kernels; the rounds are timed
-once each shape's graphs are captured). The fused rounds' updates are one multi-tensor step for
-the 64 learners (fused_updates, as the simulated world applies them), the learners in turn each
-take their own; "updates" is the fused rounds' optimizer steps alone, their share of a round.
-Also MA's NG-SGD preconditioning of the 64 learners' gradients (povey14; MA's dominant cost at
-this model and batch): together, as the simulated world fuses it (precondition_together), against
-the learners in turn, a step of its steady schedule (one refresh of the factors every
-`update_period` steps).
+computed as one (asrscale.training.fused.learners, as the simulated world's fuser does), against the
+same learners one after another and against one model at the same global batch, in input frames per
+second on the same device, with the peak GPU memory. The corpus's own batches: each learner's first
+batches of its 64-learner shard; SEQ's model, optimizer and batch size. On a GPU, fused twice: the
+recurrence's loops launched kernel by kernel, and replayed as CUDA graphs (the simulated world's way
+there, each time step's algebra one Triton kernel each way; and the same graphs with the algebra in
+torch's operations, the way before those kernels; the rounds are timed once each shape's graphs are
+captured). The fused rounds' updates are one multi-tensor step for the 64 learners (fused_updates,
+as the simulated world applies them), the learners in turn each take their own; "updates" is the
+fused rounds' optimizer steps alone, their share of a round. Also MA's NG-SGD preconditioning of the
+64 learners' gradients (povey14; MA's dominant cost at this model and batch): together, as the
+simulated world fuses it (precondition_together), against the learners in turn, a step of its steady
+schedule (one refresh of the factors every `update_period` steps).
 
 On a GPU (skipped without one: the figures then say so): the target is at least half of one
 model's speed at batch 2048 (64 × 32). On the CPU the fused computation is slower than the
@@ -167,10 +166,10 @@ def time_rounds(
     their updates as the simulated world applies them (fused learners' as one); "alone": the
     learners in turn, each its own update; "big": `one` model on `everything`. On a GPU, the fused
     ways' peak memory."""
-    from asrscale.training.cells import TorchCell
-    from asrscale.training.fused import fused_gradients, fused_updates, fusers
+    from asrscale.training.fused.cells import TorchCell
+    from asrscale.training.fused.learners import fused_gradients, fused_updates, fusers
+    from asrscale.training.fused.recurrence import GraphedLoops
     from asrscale.training.learner import GradientJob
-    from asrscale.training.recurrence import GraphedLoops
     from asrscale.worlds import ops
 
     jobs = [GradientJob(each, batch) for each, batch in zip(learners, batches)]
@@ -232,7 +231,7 @@ def _time_way(name: str, round_of, rounds: int, place) -> dict:
 def time_preconditioning(learners: list, batches: list, place) -> dict:
     """MA's NG-SGD preconditioning of the learners' gradients, in turn and together: the seconds
     of a step of its steady schedule."""
-    from asrscale.training.fused import fused_gradients
+    from asrscale.training.fused.learners import fused_gradients
     from asrscale.training.learner import GradientJob
     from asrscale.training.natural_gradient import (
         Recorder,

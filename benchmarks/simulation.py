@@ -42,9 +42,9 @@ SMALL_BATCH = 2  # the 64-learner controls' utterances a learner (studies/bmuf-6
 
 
 def padded_frames(bench: Bench, learners: int) -> tuple[int, int, int]:
-    """Frames a first epoch computes, padding included: with the learners in turn, each batch
-    padded to its own longest utterance; in fused rounds, every learner's batch of a step padded to
-    the round's most utterances and longest utterance (asrscale.training.fused); and the least
+    """Frames a first epoch computes, padding included: with the learners in turn, each batch padded
+    to its own longest utterance; in fused rounds, every learner's batch of a step padded to the
+    round's most utterances and longest utterance (asrscale.training.fused.learners); and the least
     padding of that many batches a learner, in turn (each shard sorted by length and cut). A
     learner's batches are cut from its own shard, so with few utterances each a batch spans more
     lengths; rounds of like lengths (Subset.batches) have every learner's batch of a step come from

@@ -32,7 +32,6 @@ from asrscale.config.sections import (
     TextNormalisation,
     TrainConfig,
 )
-from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.data.audio import read_audio, resample
 from asrscale.data.corpus.synthetic import synthesise_part
 from asrscale.data.datadir import read_table
@@ -40,8 +39,9 @@ from asrscale.data.features import combine_parts, extract_part, read_frame_count
 from asrscale.data.shard import write_shards
 from asrscale.data.tokens import Tokens
 from asrscale.models import build_model
-from asrscale.training.fused import fusers
+from asrscale.training.fused.learners import fusers
 from asrscale.training.run import RunPaths, train
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -477,7 +477,7 @@ class Killed(BaseException):
 def kill_at_loss(monkeypatch, calls: int, fused: bool = False):
     """The run is killed as it computes its `calls`-th loss (`fused`: fused learners' losses, many
     in one computation)."""
-    import asrscale.training.fused as fusing
+    import asrscale.training.fused.learners as fusing
     import asrscale.training.learner as trainer
 
     real_loss, count = trainer.ctc_loss, iter(range(1, 10**9))

@@ -6,13 +6,13 @@ import torch
 from torch import nn
 
 from asrscale.config.schema import profile_defaults
-from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.errors import ConfigError
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.algorithms.adpsgd import neighbours
 from asrscale.training.algorithms.asgd import DONE, GRADIENT
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.worlds import ops
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.ops import Layout
 from asrscale.worlds.simulated import SimWorld
 from conftest import CALIBRATION, GPU, run_config, run_paths

@@ -1,5 +1,5 @@
 """Calibration on a busy machine: rates timed while another process holds the cores disagree,
-and are timed again or refused by name, never kept (asrscale.training.calibration)."""
+and are timed again or refused by name, never kept (asrscale.costmodel.calibration)."""
 
 import multiprocessing
 import time
@@ -7,14 +7,14 @@ import time
 import pytest
 import torch
 
-from asrscale.provenance import available_cores
-from asrscale.training import calibration
-from asrscale.training.calibration import (
+from asrscale.costmodel import calibration
+from asrscale.costmodel.calibration import (
     BusyMachine,
     calibrate,
     disagreement,
     never_slower_with_more_threads,
 )
+from asrscale.provenance import available_cores
 from conftest import corpus_subset, run_config
 
 
@@ -262,7 +262,7 @@ def test_a_busy_calibration_kept_marks_the_times_that_rest_on_it(corpus, monkeyp
     profile's clock takes no time of this machine, so nothing of its runs rests on it."""
     from asrscale.analysis.gather import compute_basis
     from asrscale.config.schema import profile_defaults
-    from asrscale.costmodel.clock import CostModel, Hardware
+    from asrscale.worlds.clock import CostModel, Hardware
     from conftest import GPU
 
     monkeypatch.setattr(calibration, "WAITS_S", ())

@@ -1,7 +1,8 @@
-"""A fused LSTM step's algebra (asrscale.training.cells): Triton's kernels compute what torch's
-operations do, forward and backward, on the strided time-step slices the recurrence hands them.
-On a GPU where Triton is; on the CPU through Triton's interpreter (TRITON_INTERPRET=1 set before
-the import), where Triton is installed (CI's CPU build of torch comes without it: skipped)."""
+"""A fused LSTM step's algebra (asrscale.training.fused.cells): Triton's kernels compute what
+torch's operations do, forward and backward, on the strided time-step slices the recurrence hands
+them. On a GPU where Triton is; on the CPU through Triton's interpreter (TRITON_INTERPRET=1 set
+before the import), where Triton is installed (CI's CPU build of torch comes without it:
+skipped)."""
 
 import os
 from functools import partial
@@ -9,9 +10,9 @@ from functools import partial
 import pytest
 import torch
 
-from asrscale.training import cells
-from asrscale.training.fused import fused_gradients
-from asrscale.training.recurrence import Loops, recurrence_backward, recurrence_forward
+from asrscale.training.fused import cells
+from asrscale.training.fused.learners import fused_gradients
+from asrscale.training.fused.recurrence import Loops, recurrence_backward, recurrence_forward
 from asrscale.worlds import ops
 from conftest import simulate
 

@@ -230,11 +230,11 @@ def test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hy
 
     from asrscale.config.schema import profile_defaults
     from asrscale.config.sections import DecodeSettings
-    from asrscale.costmodel.clock import CostModel, Hardware
     from asrscale.data.datadir import read_table
     from asrscale.decoding.decode import decode_run
     from asrscale.decoding.log_probs import write_log_probs
     from asrscale.training.run import train
+    from asrscale.worlds.clock import CostModel, Hardware
     from asrscale.worlds.simulated import SimWorld
     from conftest import CALIBRATION, GPU, build, run_config, run_paths
 

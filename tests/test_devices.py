@@ -11,7 +11,7 @@ from asrscale.config.algorithms import ALGORITHMS
 from asrscale.data.batches import Batch
 from asrscale.models import build_model
 from asrscale.training.algorithms import make_algorithm
-from asrscale.training.fused import fused_forward, fusers
+from asrscale.training.fused.learners import fused_forward, fusers
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.natural_gradient import NaturalGradient, Recorder
 from asrscale.worlds import ops

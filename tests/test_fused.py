@@ -1,11 +1,11 @@
-"""Many learners computed as one (asrscale.training.fused): each learner's outputs and gradients are
-those of its own model computed alone, to float rounding."""
+"""Many learners computed as one (asrscale.training.fused.learners): each learner's outputs and
+gradients are those of its own model computed alone, to float rounding."""
 
 import pytest
 import torch
 
-from asrscale.training.fused import fused_forward
-from asrscale.training.recurrence import EAGER, Loops
+from asrscale.training.fused.learners import fused_forward
+from asrscale.training.fused.recurrence import EAGER, Loops
 from conftest import FUSED_CONFIGS, learners_and_batch, stack
 
 

@@ -12,8 +12,8 @@ from asrscale.config.schema import profile_defaults
 from asrscale.config.sections import world_of
 from asrscale.data.batches import Batch
 from asrscale.models import build_model
-from asrscale.training import fused
-from asrscale.training.fused import fused_updates, fusers
+from asrscale.training.fused import learners as fused
+from asrscale.training.fused.learners import fused_updates, fusers
 from asrscale.training.learner import GradientJob, Learner, make_optimizer
 from asrscale.training.run import make_world
 from asrscale.worlds import ops

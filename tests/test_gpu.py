@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.training.cells import best_cell
-from asrscale.training.fused import fused_forward
-from asrscale.training.recurrence import EAGER, GraphedLoops
+from asrscale.training.fused.cells import best_cell
+from asrscale.training.fused.learners import fused_forward
+from asrscale.training.fused.recurrence import EAGER, GraphedLoops
 from conftest import (
     FUSED_CONFIGS,
     MPI_WORLD,

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from asrscale.config.schema import profile_defaults
-from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.training.evaluation import noise_groups
 from asrscale.training.noise_scale import Norms, Tally, norms, smoothed
 from asrscale.training.run import train
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.mpi import MPIWorld
 from asrscale.worlds.simulated import SimWorld
 from conftest import (

@@ -12,7 +12,6 @@ from asrscale.analysis.convergence import FINISHED
 from asrscale.analysis.decidable import decidable, under_trained_risks
 from asrscale.cli import main
 from asrscale.config.study import Study
-from asrscale.costmodel.clock import Compute
 from asrscale.costmodel.fitted import Band
 from asrscale.costmodel.plan import (
     BUILTIN_FRAMES_PER_UTTERANCE,
@@ -26,6 +25,7 @@ from asrscale.costmodel.plan import (
 )
 from asrscale.errors import ConfigError
 from asrscale.training.schedule import last_factor
+from asrscale.worlds.clock import Compute
 from conftest import ROOT
 
 
@@ -39,7 +39,7 @@ def config_of(*files) -> dict:
 
 
 def study_of(*files) -> Study:
-    return Study(config_of(*files), check_paths=False)
+    return Study(config_of(*files))
 
 
 def test_the_smoke_study_is_priced_at_its_first_speakers(capfd):
@@ -238,11 +238,11 @@ def test_a_corpus_of_unknown_size_is_priced_once_its_features_are_extracted(tmp_
     ]
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="its size is known only once its features are extracted"):
-        plan(Study(config, check_paths=False), "h100")
+        plan(Study(config), "h100")
     feats = tmp_path / "results" / "librispeech-100" / "feats" / "train"
     feats.mkdir(parents=True)
     (feats / "utt2num_frames").write_text("".join(f"u{i} 1500\n" for i in range(1000)))
-    size = plan(Study(config, check_paths=False), "h100").size
+    size = plan(Study(config), "h100").size
     assert (size.utterances, size.frames) == (1000, 1_500_000) and "its features" in size.source
     assert LIBRISPEECH["train-clean-100"][0] == 28_539
 
@@ -310,7 +310,7 @@ def test_a_halved_grids_runs_are_priced_for_their_share_of_its_epochs():
         "seeds": [1, 2],
         "tuning": {"lr_factors": [0.5, 1, 2], "halving": {"epoch": 2, "keep": 1}},
     }
-    table = plan(Study(config, check_paths=False), "zhang19b-v100").runs
+    table = plan(Study(config), "zhang19b-v100").runs
     grid = table.variant.str.startswith("train.lr=")
     assert grid.sum() == 3 * 9 and table[grid].epochs.tolist() == pytest.approx([2 + 4 / 3] * 3 * 9)
     assert (table[~grid].variant == "tuned").all() and table[~grid].epochs.eq(6).all()
@@ -333,7 +333,7 @@ def test_a_plan_warns_of_a_schedule_that_stops_early_and_of_runs_whose_likes_wer
     warned of; planned for 300, where they were still gaining several % an epoch, it is."""
     config = config_of("config.yaml", "studies/claims-at-4.yaml")
     config["train"] |= {"schedule": "exponential", "lr_decay": 0.9}
-    old = under_trained_risks(Study(config, check_paths=False), 8000)
+    old = under_trained_risks(Study(config), 8000)
     assert any(
         risk.startswith("kavg at 4: its schedule stops at 13.5% of its peak rate") for risk in old
     )
@@ -382,7 +382,7 @@ def test_the_librispeech_claims_study_can_decide_the_halves_a_16_gpu_cluster_can
 def test_a_laptop_studys_plan_says_its_wall_time_at_this_machines_speed(capfd, monkeypatch):
     """claims-at-4 states its wall time at the speed it was measured at: the plan times this
     machine and scales it; LibriSpeech's cluster study states none and says nothing of it."""
-    import asrscale.training.calibration as calibration
+    import asrscale.costmodel.calibration as calibration
 
     monkeypatch.setattr(calibration, "machine_rate", lambda: 23_050.0)
     for study, hardware in (("claims-at-4", "zhang19b-v100"), ("librispeech", "h100")):

@@ -7,8 +7,8 @@ import pytest
 
 from asrscale.config.algorithms import ALGORITHMS
 from asrscale.config.schema import profile_defaults
-from asrscale.costmodel.clock import Hardware
 from asrscale.costmodel.replay import Workload, replay
+from asrscale.worlds.clock import Hardware
 
 # a device measured on a model of 10M parameters at 1 GFLOP a frame: 1 µs a frame, 10 ms an
 # update, 40 ms a preconditioning; 10 Gb/s links with 5 µs latency

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.errors import ConfigError
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.run import train
 from asrscale.training.schedule import Decision, Schedule, cosine, learning_rate, lr_scale
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.ops import Layout
 from asrscale.worlds.simulated import SimWorld
 from conftest import CALIBRATION, GPU, run_config, run_paths

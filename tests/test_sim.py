@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from asrscale.config.schema import MINIMAL, profile_defaults
-from asrscale.costmodel.clock import CostModel, Hardware
-from asrscale.training.calibration import calibrate, measured_compute
-from asrscale.training.fused import fusers
+from asrscale.costmodel.calibration import calibrate, measured_compute
+from asrscale.training.fused.learners import fusers
 from asrscale.training.run import train
 from asrscale.worlds import ops
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 from conftest import (
     CALIBRATION,
@@ -661,7 +661,7 @@ def test_a_node_loads_data_for_its_learners_in_turn_where_its_profile_says_how_f
 def test_serving_a_gossip_exchange_costs_the_passive_learner_a_share_of_its_time():
     """ADPSGD: the passive learner answers while it computes; it loses `serving` of the
     exchange's time (two 8 ms transfers) from its next computation."""
-    from asrscale.costmodel.clock import Achieved
+    from asrscale.worlds.clock import Achieved
 
     def program(layout, serving, log):
         model = [torch.zeros(MEGABYTE)]

@@ -9,6 +9,7 @@ from dataclasses import asdict, fields
 import pytest
 import yaml
 
+from asrscale.config.runs import Run
 from asrscale.config.sections import (
     STAGES,
     WORLDS,
@@ -18,8 +19,9 @@ from asrscale.config.sections import (
     read_settings_of,
     world_of,
 )
-from asrscale.config.study import Run, Study
+from asrscale.config.study import Study
 from asrscale.errors import ConfigError
+from asrscale.inputs import checked_study
 from asrscale.io import atomic_write_json
 from asrscale.jobs import train_threads
 from conftest import ROOT
@@ -289,7 +291,7 @@ def test_a_wrong_configuration_is_an_error_naming_the_key(change, message):
     section, key, value = change
     config.setdefault(section, {})[key] = value
     with pytest.raises(ConfigError, match=message):
-        Study(config)
+        checked_study(config)
 
 
 def test_a_training_job_takes_the_machine_a_share_of_its_gpu_or_a_core():
@@ -344,7 +346,7 @@ def test_every_path_of_a_study_is_checked_at_once_each_for_its_formats_files(tmp
     ]
     config = own_corpus(*sources, tmp_path / "lm.arpa")
     with pytest.raises(ConfigError) as error:
-        Study(config)
+        checked_study(config)
     assert str(error.value) == (
         f"config: 4 paths: corpus.subsets.train[0].path: {tmp_path}/no-train does not exist; "
         f"corpus.subsets.dev[0].path: {tmp_path}/empty holds no <speaker>/<chapter>/*.trans.txt: "
@@ -354,9 +356,7 @@ def test_every_path_of_a_study_is_checked_at_once_each_for_its_formats_files(tmp
         f"decode.lm: {tmp_path}/lm.arpa is not an ARPA language model (it is empty, where an ARPA "
         "file's first line is \\data\\), nor 'train'"
     )
-    assert (
-        Study(config, check_paths=False).name == "own"
-    )  # a plan of a study made on another machine
+    assert Study(config).name == "own"  # a plan of a study made on another machine
 
 
 def test_a_folder_or_file_is_a_source_when_it_holds_its_formats_files(tmp_path):
@@ -375,7 +375,9 @@ def test_a_folder_or_file_is_a_source_when_it_holds_its_formats_files(tmp_path):
         {"format": "librispeech", "path": str(chapter.parent.parent)},
     )
     with pytest.raises(ConfigError) as error:
-        Study(own_corpus(train, dev, {"format": "lhotse", "path": str(kaldi / "wav.scp")}, lm))
+        checked_study(
+            own_corpus(train, dev, {"format": "lhotse", "path": str(kaldi / "wav.scp")}, lm)
+        )
     assert re.fullmatch(
         r"config: 3 paths: corpus.subsets.train\[0\].path: \S+kaldi is not a Kaldi data directory: "
         r"its text does "
@@ -395,9 +397,9 @@ def test_a_folder_or_file_is_a_source_when_it_holds_its_formats_files(tmp_path):
         match=r"^config: corpus.subsets.test\[0\].path: \S+supervisions.jsonl is a "
         r"supervisions manifest whose recordings manifest \S+recordings.jsonl does not exist$",
     ):
-        Study(own_corpus(train, dev, test, lm))
+        checked_study(own_corpus(train, dev, test, lm))
     (kaldi / "recordings.jsonl").write_text("{}\n")
-    assert Study(own_corpus(train, dev, test, lm)).own_language_model == str(lm)
+    assert checked_study(own_corpus(train, dev, test, lm)).own_language_model == str(lm)
 
 
 def test_the_rules_read_the_configuration_only_through_the_study():
@@ -434,4 +436,4 @@ def test_voices_are_drawn_for_the_built_in_corpus_alone(tmp_path):
     with pytest.raises(
         ConfigError, match=r"^config: report.drawn: voices are the built-in corpus's"
     ):
-        Study({**own, "report": {"drawn": "voices"}}, check_paths=False)
+        Study({**own, "report": {"drawn": "voices"}})

@@ -1,4 +1,4 @@
-"""One tuning protocol for every configuration (asrscale.training.tuning, study.tuning): each
+"""One tuning protocol for every configuration (asrscale.protocol.tuning, study.tuning): each
 configuration's grid, the choice by the best dev loss, the edge said, the chosen run adopted."""
 
 import json
@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from asrscale.analysis.gather import tuning_state
-from asrscale.config.study import TUNED, Run, Study
+from asrscale.config.runs import Run
+from asrscale.config.study import TUNED, Study
 from asrscale.errors import ConfigError, UserError
-from asrscale.training.tuning import Halving, adopt, choose, halve, point, tune
+from asrscale.protocol.tuning import Halving, adopt, choose, halve, point, tune
 from conftest import TIMES, same_models, simulate
 from test_study import merged
 
@@ -248,7 +249,7 @@ def test_a_bmuf_grid_runs_records_name_its_eta_at_the_rung_and_at_the_end(tmp_pa
     rung.json alike (what the halving and the choice compare it by), not its other options."""
     from types import SimpleNamespace
 
-    from asrscale.training.tuning import write_rung
+    from asrscale.protocol.tuning import write_rung
 
     write_run(tmp_path / "a", 0.003, 1.25)
     record = json.loads((tmp_path / "a" / "run.json").read_text())

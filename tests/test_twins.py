@@ -1,4 +1,4 @@
-"""A run trained once across studies (asrscale.training.twins): a study takes another study's
+"""A run trained once across studies (asrscale.protocol.twins): a study takes another study's
 finished run of the same settings and calibration, linked, instead of training it again; and a
 calibration of the same settings made on this machine."""
 
@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 from asrscale.cli import main
+from asrscale.protocol.twins import take, twin_calibration, twin_run
 from asrscale.provenance import cpu_model
-from asrscale.training.twins import take, twin_calibration, twin_run
 
 RUN = Path("runs/sim-x/seq/default/P1/seed1")
 

@@ -12,7 +12,6 @@ import yaml
 
 from asrscale.analysis.claims import CLAIMS
 from asrscale.costmodel import fit as fitting
-from asrscale.costmodel.clock import Achieved
 from asrscale.costmodel.fitted import BOUNDS, Band, bound_by, digest, fitted_record
 from asrscale.costmodel.validation import (
     Figure,
@@ -26,6 +25,7 @@ from asrscale.costmodel.validation import (
     stock_kaldi_s,
 )
 from asrscale.errors import ConfigError
+from asrscale.worlds.clock import Achieved
 
 FAST = {"latency_us": 0.0, "bandwidth_gbps": 1e6}  # links that cost (almost) nothing
 #: transports that achieve all of their links' nominal bandwidth

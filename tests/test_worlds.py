@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from asrscale.config.schema import profile_defaults
-from asrscale.costmodel.clock import CostModel, Hardware
 from asrscale.training.run import train
+from asrscale.worlds.clock import CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 from asrscale.worlds.timing import TimeSplit, WallTimes
 from conftest import CALIBRATION, MPI_WORLD, mpiexec, run_config, run_paths, train_command

@@ -53,7 +53,7 @@ MODULES = {
     "decoding/lm.py": ["tests/test_lm.py", "tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
     "decoding/decode.py": ["tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
     # the fair race's tuning protocol: the grid's choice, its edge, the chosen run adopted, halving
-    "training/tuning.py": ["tests/test_tuning.py"],
+    "protocol/tuning.py": ["tests/test_tuning.py"],
     # its grids: which runs each configuration's grid trains, which halving decides
     "config/grids.py": ["tests/test_tuning.py", "tests/test_study.py", "tests/test_plan.py"],
 }

@@ -133,17 +133,17 @@ def calibrate(args):
     import yaml
 
     from asrscale.config.sections import CalibrationStage
+    from asrscale.costmodel.calibration import calibrate, measured_compute
     from asrscale.data.batches import Subset
     from asrscale.data.tokens import Tokens
     from asrscale.io import atomic_write_json
+    from asrscale.protocol.twins import twin_calibration
     from asrscale.provenance import environment
-    from asrscale.training.calibration import calibrate, measured_compute
-    from asrscale.training.twins import twin_calibration
 
     if twin := twin_calibration(args.settings, args.out):
         shutil.copyfile(twin, args.out)
         print(
-            f"calibration: {twin}'s, of the same settings on this machine (asrscale.training.twins)"
+            f"calibration: {twin}'s, of the same settings on this machine (asrscale.protocol.twins)"
         )
         return
     settings = read_settings_of(CalibrationStage, args.settings)
@@ -170,9 +170,9 @@ def calibrate(args):
 
 
 def train(args):
+    from asrscale.protocol.tuning import Halving
+    from asrscale.protocol.twins import take, twin_run
     from asrscale.training.run import RunPaths, run_settings_file
-    from asrscale.training.tuning import Halving
-    from asrscale.training.twins import take, twin_run
 
     paths = RunPaths(
         args.train_data,
@@ -192,7 +192,7 @@ def train(args):
         halving = Halving.at_rung(args.rung)
     elif args.halving:
         halving = Halving.decided(args.halving, args.out)
-    # a simulated run trained to its end by another study (asrscale.training.twins); MPI runs train
+    # a simulated run trained to its end by another study (asrscale.protocol.twins); MPI runs train
     if (
         halving is None
         and args.calibration
@@ -251,19 +251,19 @@ def clear_shared_memory(args):
 
 
 def tune(args):
-    from asrscale.training.tuning import tune as choose_in_grid
+    from asrscale.protocol.tuning import tune as choose_in_grid
 
     choose_in_grid(args.runs, args.out)
 
 
 def halve(args):
-    from asrscale.training.tuning import halve as decide
+    from asrscale.protocol.tuning import halve as decide
 
     decide(args.settings, args.rungs, args.out)
 
 
 def adopt(args):
-    from asrscale.training.tuning import adopt as adopt_chosen
+    from asrscale.protocol.tuning import adopt as adopt_chosen
 
     adopt_chosen(args.choice, args.settings, args.out)
 
@@ -286,8 +286,8 @@ def gather(args):
 def fit_cost_model(args):
     import pandas as pd
 
-    from asrscale.costmodel.clock import FITTED
     from asrscale.costmodel.fit import fit_cost_model
+    from asrscale.worlds.clock import FITTED
 
     fitted = fit_cost_model(args.out, args.workers)
     print(
@@ -344,7 +344,7 @@ def plan(args):
     config = {}
     for file in args.configfile:  # each over the ones before, as Snakemake merges them
         update_config(config, read_config_file(file))
-    study = Study(config, check_paths=False)
+    study = Study(config)
     found = price(study, args.hardware)
     table, size = found.runs, found.size
     if args.out:
@@ -434,7 +434,7 @@ def print_what_it_decides(study, utterances: int) -> None:
 
 def print_wall_time(wall_time: dict | None) -> None:
     """A laptop study's wall time (study.wall_time) at this machine's speed, timed now."""
-    from asrscale.training.calibration import machine_rate
+    from asrscale.costmodel.calibration import machine_rate
 
     if wall_time is not None:
         print(f"\nits wall time: {machine.wall_time_here(wall_time, machine_rate())}")
@@ -564,11 +564,11 @@ def check(args):
         read_config_file,
         read_config_files,
     )
-    from asrscale.config.study import Study
     from asrscale.errors import ConfigError
+    from asrscale.inputs import checked_study
 
     try:
-        study = Study(read_config_files(args.configfile))
+        study = checked_study(read_config_files(args.configfile))
     except ConfigError as error:
         raise named_in_files(error, args.configfile) from None
     print(

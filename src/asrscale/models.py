@@ -86,7 +86,7 @@ class DNNModel(nn.Module):
 
 def flops_per_frame(config: ModelConfig, input_dim: int, tokens: int) -> float:
     """Forward floating-point operations per input frame (a multiply-add counts 2), the measure by
-    which a device's measured compute carries over to another model (`asrscale.costmodel.clock`)."""
+    which a device's measured compute carries over to another model (`asrscale.worlds.clock`)."""
     directions = 2 if config.bidirectional else 1
     stacked = input_dim * config.stack
     if config.kind == "lstm":

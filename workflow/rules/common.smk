@@ -9,9 +9,10 @@ from dataclasses import replace
 from asrscale import jobs, machine
 from asrscale.config import paths
 from asrscale.config.files import named_in_files
-from asrscale.config.study import TUNED, Study
+from asrscale.config.study import TUNED
 from asrscale.data.corpus.formats import listings
 from asrscale.errors import ConfigError
+from asrscale.inputs import checked_study
 from asrscale.io import atomic_write_json, atomic_write_text
 from snakemake.logging import LogEvent, logger
 
@@ -27,7 +28,7 @@ envvars:
 def study_of(config):
     files = ["config.yaml", *workflow.overwrite_configfiles]
     try:
-        return Study(config)
+        return checked_study(config)
     except ConfigError as error:
         raise named_in_files(error, files) from None
 

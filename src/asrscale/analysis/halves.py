@@ -114,7 +114,7 @@ def better(what: str = "more accurate than SEQ") -> Rule:
 def blocked(*groups: tuple[str, pd.DataFrame]) -> Half | None:
     """Why an accuracy half cannot rest on these runs (named groups) whatever they measured, or
     None: each that diverged, each tuned at its grid's edge (a better rate may lie beyond it:
-    asrscale.training.tuning), newbob's epochs of unequal updates (`unequal_epochs`). A run that
+    asrscale.protocol.tuning), newbob's epochs of unequal updates (`unequal_epochs`). A run that
     has not converged is not among them: its bound decides (`compare`)."""
     gone = [
         f"{name} diverged in {int(diverged(r).sum())} of {len(r)} runs"

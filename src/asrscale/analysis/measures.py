@@ -303,7 +303,7 @@ def assess(table: pd.DataFrame, epochs: pd.DataFrame, rule: dict, band) -> pd.Da
 
 def lm_grid(table: pd.DataFrame, lm_weights: list, word_bonuses: list) -> pd.Series:
     """Each run's LM weight and word bonus on the grid dev chose them from, as tuning's rates are
-    said (asrscale.training.tuning): "inside", or "at the edge (...)" naming each setting chosen at
+    said (asrscale.protocol.tuning): "inside", or "at the edge (...)" naming each setting chosen at
     its grid's lowest or highest value (a better one may lie beyond), or "one value" where a grid
     has no other."""
 

@@ -1,9 +1,9 @@
 """A study's tuning grids and their halving (study.tuning): the part of the study resolver
 (`asrscale.config.study.Study`, which takes it in) that says which runs each configuration's
 grid trains, which of them successive halving decides, and where their choices are written;
-`asrscale.training.tuning` carries the protocol out.
+`asrscale.protocol.tuning` carries the protocol out.
 
-A tuned study (study.tuning, `asrscale.training.tuning`) trains each configuration it reports (an
+A tuned study (study.tuning, `asrscale.protocol.tuning`) trains each configuration it reports (an
 algorithm at a learner count, as it is trained) first at each point of its grid, at the tuning
 seed (the first of study.seeds): variants "train.lr=<rate>" (SEQ's also with train.batch_size,
 BMUF's also with the options its table row grids, "block_momentum=<η>"), a variant of several
@@ -13,14 +13,11 @@ settings are those its grid chose; at the tuning seed that run is the chosen gri
 import itertools
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from asrscale.config import paths
 from asrscale.config.algorithms import ALGORITHMS, algorithm_spec
+from asrscale.config.runs import Run
 from asrscale.errors import ConfigError
-
-if TYPE_CHECKING:
-    from asrscale.config.study import Run
 
 TUNED = "tuned"  # the variant of a tuned study's runs: their settings are those their grid chose
 
@@ -71,13 +68,13 @@ class Grids:
         """The seed the grids train at: the first of study.seeds."""
         return self.config["study"]["seeds"][0]
 
-    def tunings(self) -> list["Run"]:
+    def tunings(self) -> list[Run]:
         """Every configuration a tuned study tunes: its tuned runs as trained, at the tuning
         seed."""
         tuned = [self.trained_as(replace(run, seed=self.tuning_seed)) for run in self.runs()]
         return list(dict.fromkeys(run for run in tuned if run.variant == TUNED))
 
-    def grid(self, tuned: "Run") -> list["Run"]:
+    def grid(self, tuned: Run) -> list[Run]:
         """The grid of a configuration (`tunings`): its runs at each multiple of its untuned rate
         (SEQ's at each of study.tuning.seq_batch_sizes), at each of study.tuning.momenta, at each
         value of the options its algorithm grids (`_option_points`), at the tuning seed."""
@@ -155,7 +152,7 @@ class Grids:
                     "nothing"
                 )
 
-    def halved_grid(self, run: "Run") -> "Run | None":
+    def halved_grid(self, run: Run) -> "Run | None":
         """The configuration whose halved grid `run` (as trained) belongs to; None for a run that is
         no grid's, every run where halving is off, and a grid run the study also reports (it trains
         to its end)."""
@@ -165,18 +162,18 @@ class Grids:
             (tuned for tuned in self.tunings() if run in self._grid_as_trained(tuned)), None
         )
 
-    def halved_runs(self, tuned: "Run") -> list["Run"]:
+    def halved_runs(self, tuned: Run) -> list[Run]:
         """A configuration's grid runs, as trained, that its halving decides."""
         return [run for run in self._grid_as_trained(tuned) if self.halved_grid(run) == tuned]
 
-    def _grid_as_trained(self, tuned: "Run") -> list["Run"]:
+    def _grid_as_trained(self, tuned: Run) -> list[Run]:
         return [self.trained_as(run) for run in self.grid(tuned)]
 
-    def _reported(self) -> set["Run"]:
+    def _reported(self) -> set[Run]:
         """Every run the study reports, as trained."""
         return {self.trained_as(run) for run in self.runs()}
 
-    def halving_file(self, tuned: "Run") -> str:
+    def halving_file(self, tuned: Run) -> str:
         """Where a configuration's halving decision is written (beside its tuning's file)."""
         return self.at(
             paths.HALVING,
@@ -193,7 +190,7 @@ class Grids:
         changes += [f"{key}={json.dumps(value)}" for key, value in (options or {}).items()]
         return ",".join(changes)
 
-    def tuning_file(self, tuned: "Run") -> str:
+    def tuning_file(self, tuned: Run) -> str:
         """Where a configuration's grid and choice are written (paths.TUNING)."""
         return self.at(
             paths.TUNING,

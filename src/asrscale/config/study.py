@@ -15,35 +15,15 @@ one's, unless it has train settings of its own. A tuned study's grids, and their
 import copy
 import json
 import re
-from dataclasses import asdict, dataclass, fields, replace
-from pathlib import Path
+from dataclasses import asdict, fields, replace
 
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
 from asrscale.config.grids import TUNED, Grids
+from asrscale.config.runs import Run
 from asrscale.config.schema import PROFILES, validate, with_profiles
 from asrscale.config.sections import STAGES, RunConfig, TrainConfig, from_settings, world_of
-from asrscale.data.corpus.formats import source_problem
-from asrscale.decoding.lm import open_arpa
 from asrscale.errors import ConfigError
-
-
-def arpa_problem(path: Path) -> str | None:
-    """Why `path` is not an ARPA language model (plain or gzipped): missing, unreadable, or its
-    first line that is not blank is not `\\data\\`, as KenLM requires; None where it may be one."""
-    if not path.is_file():
-        return "is not a file (an ARPA language model)"
-    try:
-        with open_arpa(path) as lines:
-            first = next((line.strip() for line in lines if line.strip()), None)
-    except (OSError, UnicodeDecodeError, EOFError) as error:
-        return f"cannot be read as an ARPA language model ({error})"
-    if first != "\\data\\":
-        found = "it is empty" if first is None else f"its first line is {first[:40]!r}"
-        return (
-            f"is not an ARPA language model ({found}, where an ARPA file's first line is \\data\\)"
-        )
-    return None
 
 
 def value_in_variant(value) -> str:
@@ -64,44 +44,26 @@ SUBSETS = ("train", "dev", "test")  # a corpus's subsets; test may be several se
 TRAIN_KEYS = sorted(field.name for field in fields(TrainConfig))
 
 
-@dataclass(frozen=True)
-class Run:
-    world: str  # "simulated" or "mpi"
-    algorithm: str
-    variant: str  # "default", or "<setting>=<value as JSON, a word as it is>"
-    learners: int
-    seed: int
-
-
 class Study(Grids):
     """A configuration, checked (every key against the schema, defaults filled in; keys that
     disagree named), and what follows from it."""
 
-    def __init__(self, config: dict, check_paths: bool = True):
-        """`check_paths`: whether the corpus's and the LM's paths must exist (not for a plan of a
-        study made on another machine)."""
+    def __init__(self, config: dict):
+        """The paths it names are not read here: `asrscale.inputs.checked_study` checks them."""
         self.config = validate(with_profiles(copy.deepcopy(config)))
         self.corpus = self.config["corpus"]["name"]
         self.name = self.config["study"].get("name") or self.corpus
         self.imported = "subsets" in self.config["corpus"]
         self.hardware = self.config["study"]["hardware"]
-        self._check(check_paths)
+        self._check()
         self._check_momenta()
         self._check_option_grids()
         self._check_halving()
 
-    def _check(self, check_paths: bool) -> None:
-        """What the schema cannot check: settings that must agree with one another, and (where
-        `check_paths`) the paths the study reads."""
+    def _check(self) -> None:
+        """What the schema cannot check: settings that must agree with one another."""
         self._check_hardware()
         self._check_kaldi_features()
-        if check_paths and (problems := self._path_problems()):
-            listed = "; ".join(problems)
-            raise ConfigError(
-                f"config: {listed}"
-                if len(problems) == 1
-                else f"config: {len(problems)} paths: {listed}"
-            )
         self._check_nodes()
         if self.config["report"]["drawn"] == "voices" and self.imported:
             raise ConfigError(
@@ -137,7 +99,7 @@ class Study(Grids):
                 "config: features.kaldi_dim: the dimension of feats.scp's features, needed with "
                 "features.kind 'kaldi' and only then (features.bins: a filterbank's bands)"
             )
-        for key, source in self._sources():
+        for key, source in self.sources_by_key():
             if kaldi_features and source["format"] != "kaldi":
                 raise ConfigError(
                     f"config: {key}: features.kind 'kaldi' takes features from Kaldi data dirs, "
@@ -187,7 +149,7 @@ class Study(Grids):
                 except ConfigError as error:
                     raise ConfigError(f"{key}.values: {error}") from None
 
-    def _sources(self) -> list[tuple[str, dict]]:
+    def sources_by_key(self) -> list[tuple[str, dict]]:
         """Every source of your own corpus, with its key (corpus.subsets.test.clean[0], a test set
         by name)."""
         subsets = self.subsets if self.imported else []
@@ -196,20 +158,6 @@ class Study(Grids):
             for subset in subsets
             for index, source in enumerate(self.sources(subset))
         ]
-
-    def _path_problems(self) -> list[str]:
-        """Every path the study reads that is not what its key says, each as "<key>: <path> <why>":
-        a source that is not of its format (a folder without its format's files, an empty file) and
-        an LM that is not an ARPA file, all at once, before any job starts."""
-        problems = [
-            f"{key}.path: {source['path']} {problem}"
-            for key, source in self._sources()
-            if (problem := source_problem(source))
-        ]
-        lm = self.config["decode"]["lm"]
-        if lm != "train" and (problem := arpa_problem(Path(lm))):
-            problems.append(f"decode.lm: {lm} {problem}, nor 'train'")
-        return problems
 
     def _check_train(self, index: int, entry: dict) -> None:
         """An entry's train settings: train's keys, valid over train:, the same for every entry of

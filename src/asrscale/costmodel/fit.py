@@ -1,5 +1,5 @@
 """One cost model for every study: what transports and software achieve of their hardware
-(`asrscale.costmodel.clock.Achieved`), fitted on the published figures whose facts are complete,
+(`asrscale.worlds.clock.Achieved`), fitted on the published figures whose facts are complete,
 validated one system out at a time, and the band each modelled run carries.
 
 Each parameter is a property of a kind of hardware or software, the same wherever it occurs,
@@ -50,7 +50,6 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from asrscale.costmodel.clock import FITTED, Achieved
 from asrscale.costmodel.fitted import BOUNDS, TOLERANCE, bound_by, digest
 from asrscale.costmodel.validation import (
     STRUCTURES,
@@ -64,6 +63,7 @@ from asrscale.costmodel.validation import (
 )
 from asrscale.errors import ConfigError
 from asrscale.io import atomic_write_text
+from asrscale.worlds.clock import FITTED, Achieved
 
 SHARE_TOLERANCE = 0.05  # a modelled share of time inside MPI within 5 points of a published one
 PRIOR_WIDTH = 10.0  # a prior's standard deviation, as a factor
@@ -347,7 +347,7 @@ def fit_cost_model(out: Path | None = None, workers: int = 2) -> dict:
     }
     header = (
         "# What transports and software achieve of their hardware's nominal figures: the cost "
-        "model's shared\n# parameters (asrscale.costmodel.clock.Achieved), fitted on the published "
+        "model's shared\n# parameters (asrscale.worlds.clock.Achieved), fitted on the published "
         "figures whose facts are\n# complete and validated one system out at a time, with both "
         "structures of MPI through host memory,\n# the band a modelled run carries and the check "
         "of two starts (asrscale.costmodel.fit). Written by\n# `asrscale fit-cost-model`; do not "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from asrscale.costmodel.clock import FITTED
+from asrscale.worlds.clock import FITTED
 
 PUBLISHED = resources.files("asrscale.costmodel") / "published.yaml"
 #: whose passive learners serve exchanges (the fit's `serving` parameter): their band depends on it

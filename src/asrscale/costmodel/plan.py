@@ -27,14 +27,15 @@ import torch
 
 from asrscale.config import paths
 from asrscale.config.algorithms import algorithm_spec
+from asrscale.config.runs import Run
 from asrscale.config.sections import FeatureConfig, ModelConfig
-from asrscale.config.study import Run, Study
-from asrscale.costmodel.clock import Achieved, Compute, Hardware
+from asrscale.config.study import Study
 from asrscale.costmodel.fitted import GOSSIP, Band, bound_by
 from asrscale.costmodel.replay import Workload, replay
 from asrscale.data.features import read_frame_counts
 from asrscale.errors import ConfigError
 from asrscale.models import build_model, flops_per_frame
+from asrscale.worlds.clock import Achieved, Compute, Hardware
 
 #: the built-in corpus's mean utterance, in frames of 10 ms: the default corpus's 5,000 training
 #: utterances hold 1.12 M frames (measured 2026-11-29 on its utt2num_frames)

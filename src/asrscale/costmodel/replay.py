@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from asrscale.config.algorithms import algorithm_spec
-from asrscale.costmodel.clock import Achieved, CostModel, Hardware
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.worlds import ops
+from asrscale.worlds.clock import Achieved, CostModel, Hardware
 from asrscale.worlds.simulated import SimWorld
 from asrscale.worlds.timing import CATEGORIES
 

@@ -8,7 +8,7 @@ schedule of requests, charged by the cost model, without arithmetic) on that clu
 its baseline over the same frames: SEQ at one learner, the algorithm itself at one learner, or
 Kaldi's own scripts (`stock_kaldi_s`). A time table (su15's, per GPU count: the whole time and
 its MPI part) is replayed row by row on its figure's setup. What transports and software achieve
-(`asrscale.costmodel.clock.Achieved`) is the same for every figure: fitted once over all of them
+(`asrscale.worlds.clock.Achieved`) is the same for every figure: fitted once over all of them
 (`asrscale.costmodel.fit`), never per figure. For each figure, the fact its miss turns on most
 (its `unknown`: a key of its setup) and the value at which the model would give the published
 speedup (`agreeing_value`) say which single fact would close a gap the shared costs leave.
@@ -26,10 +26,10 @@ import pandas as pd
 import yaml
 
 from asrscale.config.schema import profile_defaults
-from asrscale.costmodel.clock import Achieved, Hardware
 from asrscale.costmodel.fitted import PUBLISHED
 from asrscale.costmodel.replay import Replayed, Workload, replay
 from asrscale.errors import ConfigError
+from asrscale.worlds.clock import Achieved, Hardware
 
 BASELINES = ("seq", "same", "stock_kaldi")
 READINGS = ("same-epochs", "to-accuracy")

@@ -92,11 +92,11 @@ class Subset:
         each epoch mixes its batches anew), cut into batches, taken in an order drawn from the seed
         alone (`order` "like-lengths": the same for every learner of a run, so that at every step
         each learner takes the batch from the same place in its own distribution of lengths, and
-        learners computed as one, asrscale.training.fused, pad little to the round's longest) or
-        from the seed and `learner` ("own": a step's learners take batches of different lengths).
-        SEQ, learner 0, follows the same rule. Without a seed: sorted by length (evaluation). With
-        `count`, exactly `count` batches whose sizes differ by at most one (every utterance
-        once)."""
+        learners computed as one, asrscale.training.fused.learners, pad little to the round's
+        longest) or from the seed and `learner` ("own": a step's learners take batches of different
+        lengths). SEQ, learner 0, follows the same rule. Without a seed: sorted by length
+        (evaluation). With `count`, exactly `count` batches whose sizes differ by at most one (every
+        utterance once)."""
         if seed is None:
             ordered = sorted(utts, key=lambda u: (self.frames[u], u))
         else:

@@ -105,6 +105,24 @@ def open_arpa(path: Path) -> io.TextIOBase:
     )
 
 
+def arpa_problem(path: Path) -> str | None:
+    """Why `path` is not an ARPA language model (plain or gzipped): missing, unreadable, or its
+    first line that is not blank is not `\\data\\`, as KenLM requires; None where it may be one."""
+    if not path.is_file():
+        return "is not a file (an ARPA language model)"
+    try:
+        with open_arpa(path) as lines:
+            first = next((line.strip() for line in lines if line.strip()), None)
+    except (OSError, UnicodeDecodeError, EOFError) as error:
+        return f"cannot be read as an ARPA language model ({error})"
+    if first != "\\data\\":
+        found = "it is empty" if first is None else f"its first line is {first[:40]!r}"
+        return (
+            f"is not an ARPA language model ({found}, where an ARPA file's first line is \\data\\)"
+        )
+    return None
+
+
 def vocabulary(path: Path) -> list[str]:
     """The words of an ARPA file (its unigrams), <s>, </s> and <unk> left out."""
     words, in_unigrams = [], False

@@ -1,1 +1,2 @@
-"""Training: models, learners, the training loop, the algorithms, and calibration of compute."""
+"""Training: the learners, the training loop, the algorithms (one file each), the fused kernels
+(`fused`), checkpoints and each run's records."""

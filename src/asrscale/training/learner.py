@@ -7,14 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from asrscale.errors import ConfigError
-from asrscale.training.fused import fused_forward
+from asrscale.training.fused.learners import fused_forward
 from asrscale.training.natural_gradient import Recorder
 from asrscale.worlds import ops
 
 
 def ctc_loss(model, batch, reduction="mean", recorder: Recorder | None = None):
-    """CTC loss per utterance divided by its target length; the mean (or sum) over the batch.
-    With a `recorder`, the same arithmetic one affine map at a time (asrscale.training.fused),
+    """CTC loss per utterance divided by its target length; the mean (or sum) over the batch. With a
+    `recorder`, the same arithmetic one affine map at a time (asrscale.training.fused.learners),
     keeping each map's per-frame statistics for NG-SGD."""
     batch = batch.to(next(model.parameters()).device)
     if recorder is None:

@@ -32,6 +32,7 @@ from asrscale.config.sections import RunConfig
 from asrscale.data.batches import Prefetcher, Subset
 from asrscale.data.shard import read_shard
 from asrscale.progress import clock
+from asrscale.protocol.tuning import Halving, write_rung
 from asrscale.training import records
 from asrscale.training.algorithms.base import Algorithm
 from asrscale.training.checkpoints import Checkpoints
@@ -39,7 +40,6 @@ from asrscale.training.evaluation import evaluate, gradient_noise
 from asrscale.training.learner import Learner
 from asrscale.training.records import Interval, Progress
 from asrscale.training.schedule import Schedule, learning_rate, lr_scale
-from asrscale.training.tuning import Halving, write_rung
 from asrscale.worlds import ops
 from asrscale.worlds.ops import unflatten
 from asrscale.worlds.timing import WallTimes

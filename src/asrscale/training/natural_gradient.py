@@ -25,7 +25,7 @@ quotients, ρ_new the mean of the rest of its trace. Kaldi's defaults: rank 20 o
 80 on the output side, α = 4, a history of 2000 frames, every 4 minibatches.
 
 The maps are the model's affine maps as the per-frame computation makes them (a `Recorder` that
-asrscale.training.fused's forward pass fills): each LSTM direction's input-to-gates and
+asrscale.training.fused.learners's forward pass fills): each LSTM direction's input-to-gates and
 hidden-to-gates maps, the DNN's layers and the output layer. The arithmetic is written for many
 learners at once (each tensor's first dimension the learners'), so that fused learners precondition
 map by map in a few batched products (`precondition_together`) rather than a few hundred small ones
@@ -136,7 +136,7 @@ def refresh(
 class NaturalGradient:
     """Preconditions the gradients of a model's affine maps (`weights` by name, each one's bias in
     `biases`, or None) from the per-frame statistics a recording forward pass keeps (a `Recorder`
-    of asrscale.training.fused: `record[name] = (inputs, output_derivatives)`)."""
+    of asrscale.training.fused.learners: `record[name] = (inputs, output_derivatives)`)."""
 
     def __init__(
         self,

@@ -16,12 +16,12 @@ from asrscale.data.tokens import Tokens
 from asrscale.errors import UserError
 from asrscale.io import read_settings
 from asrscale.models import build_model
+from asrscale.protocol.tuning import Halving
 from asrscale.training import checkpoints, records
 from asrscale.training.algorithms import make_algorithm
 from asrscale.training.checkpoints import Checkpoints
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.loop import LearnerContext, LearnerLoop, RunContext
-from asrscale.training.tuning import Halving
 from asrscale.worlds import ops
 
 
@@ -79,8 +79,8 @@ def make_world(
             transport=settings.transport,
             device=device,
         )
-    from asrscale.costmodel.clock import CostModel, Hardware
-    from asrscale.training.fused import fusers
+    from asrscale.training.fused.learners import fusers
+    from asrscale.worlds.clock import CostModel, Hardware
     from asrscale.worlds.devices import resolve_device
     from asrscale.worlds.simulated import SimWorld
 

@@ -1,3 +1,3 @@
 """The worlds that carry out learners' requests (`ops`): real MPI ranks (`mpi`) or a simulated
-cluster (`simulated`) on the cost model (`asrscale.costmodel.clock`), and the devices learners
+cluster (`simulated`) on the cost model (`asrscale.worlds.clock`), and the devices learners
 compute on."""

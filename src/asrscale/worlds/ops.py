@@ -36,7 +36,8 @@ class Compute:
 # A learner's own arithmetic, which a world carries out: `alone()` does it alone (and returns its
 # result); a world may instead defer it, never past anything that would read or change what it
 # computes on, and carry out many learners' of one kind together through that kind's fuser (given
-# their `job`s; asrscale.training.fused), exactly as each alone. `kind` and `frames` model its time.
+# their `job`s; asrscale.training.fused.learners), exactly as each alone. `kind` and `frames` model
+# its time.
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The simulated world: P learners (and any server rank) live in one process and really train, on
 real data with real gradients, while time is kept by a discrete-event virtual clock that charges
-each request what the cost model (`asrscale.costmodel.clock`) says it costs on a hardware profile.
+each request what the cost model (`asrscale.worlds.clock`) says it costs on a hardware profile.
 
 Each rank runs the same program as in the MPI world (a generator of `asrscale.worlds.ops` requests)
 and has its own virtual time. The simulator always advances the rank whose time is earliest
@@ -19,9 +19,9 @@ from functools import singledispatchmethod
 import numpy as np
 import torch
 
-from asrscale.costmodel.clock import CostModel
 from asrscale.provenance import available_cores
 from asrscale.worlds import ops
+from asrscale.worlds.clock import CostModel
 from asrscale.worlds.devices import resolve_device
 from asrscale.worlds.timing import TimeSplit, WallTimes
 

@@ -8,8 +8,8 @@ rounding. What is shared is only the launch of each kernel: at batch 32 a GPU is
 launches (about 7 ms a step for any batch up to ~512), so N learners in turn cost N times one,
 while N learners stacked cost little more than one.
 
-The LSTM recurrence is asrscale.training.recurrence's, with its hand-written backward; the input
-projection and the output layer are batched products over all frames, left to autograd. The
+The LSTM recurrence is asrscale.training.fused.recurrence's, with its hand-written backward; the
+input projection and the output layer are batched products over all frames, left to autograd. The
 learners' optimizer steps, too, are taken as one (`fused_updates`), and their NG-SGD
 preconditionings (asrscale.training.natural_gradient); `fusers` gives the simulated world all three.
 """
@@ -24,9 +24,9 @@ from torch.optim.sgd import sgd
 from asrscale.config.sections import ModelConfig
 from asrscale.data.batches import Batch
 from asrscale.models import reverse_within_lengths, stack_frames
-from asrscale.training.cells import best_cell
+from asrscale.training.fused.cells import best_cell
+from asrscale.training.fused.recurrence import EAGER, GraphedLoops, Loops, Recurrence
 from asrscale.training.natural_gradient import Recorder, precondition_together
-from asrscale.training.recurrence import EAGER, GraphedLoops, Loops, Recurrence
 from asrscale.worlds import ops
 
 

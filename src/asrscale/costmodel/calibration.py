@@ -1,5 +1,5 @@
 """Calibration: this model's compute timed on this machine's device, for the cost model of
-simulated runs (`asrscale.costmodel.clock`): a shared profile computes at these rates, and a
+simulated runs (`asrscale.worlds.clock`): a shared profile computes at these rates, and a
 dedicated profile's measured compute (`asrscale calibrate` on such a device) is carried over to
 this model by its size recorded here.
 
@@ -36,7 +36,6 @@ import psutil
 import torch
 
 from asrscale.config.sections import FeatureConfig, ModelConfig, TrainConfig
-from asrscale.costmodel.clock import RATES
 from asrscale.data.batches import Batch, Subset
 from asrscale.errors import UserError
 from asrscale.models import build_model, flops_per_frame
@@ -44,6 +43,7 @@ from asrscale.provenance import available_cores
 from asrscale.training.learner import Learner, make_optimizer
 from asrscale.training.natural_gradient import Recorder, natural_gradient_of
 from asrscale.worlds import ops
+from asrscale.worlds.clock import RATES
 from asrscale.worlds.devices import describe, resolve_device, synchronize
 
 SEED = 1  # of the batches timed and of the model

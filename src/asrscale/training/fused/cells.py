@@ -1,6 +1,6 @@
 """One time step of N stacked LSTMs' pointwise algebra (gate order i, f, g, o, as torch's), forward
-and backward, for the fused recurrence (asrscale.training.fused): in torch's operations, and as
-one Triton kernel each way.
+and backward, for the fused recurrence (asrscale.training.fused.learners): in torch's operations,
+and as one Triton kernel each way.
 
 Why a kernel of our own: at batch 32 a step's algebra is a dozen small elementwise operations over
 [learners × directions, 32, 4H] gates; under CUDA graphs their launches are cheap, but each still

@@ -1,24 +1,24 @@
 """N independent LSTMs' recurrence, stacked (each tensor's first dimension the learners'), with a
 hand-written backward (`Recurrence`): the per-step part is the elementwise gate algebra
-(asrscale.training.cells: a Triton kernel each way on a GPU) and one small batched product, and the
-recurrent weights' gradient is one large product over all time steps (autograd would make one per
-step). `Loops` run the two time loops eagerly, `GraphedLoops` replay them as CUDA graphs.
-asrscale.training.fused builds the fused learners' LSTM layers on it.
+(asrscale.training.fused.cells: a Triton kernel each way on a GPU) and one small batched product,
+and the recurrent weights' gradient is one large product over all time steps (autograd would make
+one per step). `Loops` run the two time loops eagerly, `GraphedLoops` replay them as CUDA graphs.
+asrscale.training.fused.learners builds the fused learners' LSTM layers on it.
 """
 
 from functools import partial
 
 import torch
 
-from asrscale.training.cells import TorchCell
+from asrscale.training.fused.cells import TorchCell
 
 
 def recurrence_forward(projected: torch.Tensor, recurrent: torch.Tensor, cell=TorchCell):
     """The hidden states of N independent LSTMs, time-major, step by step; `cell` does each step's
-    pointwise algebra (asrscale.training.cells). projected: [N, T, B, 4H], the input projection
-    plus both biases; recurrent: [N, H, 4H], the transposed hidden-to-hidden weights. Returns the
-    activated gates, the cells and the hidden states ([N, T, B, 4H], [N, T, B, H] twice); the
-    states start at zero."""
+    pointwise algebra (asrscale.training.fused.cells). projected: [N, T, B, 4H], the input
+    projection plus both biases; recurrent: [N, H, 4H], the transposed hidden-to-hidden weights.
+    Returns the activated gates, the cells and the hidden states ([N, T, B, 4H], [N, T, B, H]
+    twice); the states start at zero."""
     n, steps, batch, four_h = projected.shape
     start = projected.new_zeros(n, batch, four_h // 4)
     gates = torch.empty_like(projected)
@@ -56,9 +56,9 @@ def recurrence_backward(
 
 class Loops:
     """How the recurrence's two time loops run: eagerly, each step's algebra by `cell`
-    (asrscale.training.cells). `bucket`: the loops run over a multiple of this many steps (steps
-    past every utterance's end change nothing: their outputs are never read and the gradient that
-    reaches them is zero)."""
+    (asrscale.training.fused.cells). `bucket`: the loops run over a multiple of this many steps
+    (steps past every utterance's end change nothing: their outputs are never read and the gradient
+    that reaches them is zero)."""
 
     bucket = 1
 
