@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # runs the benchmark suite, which starts Snakemake
 

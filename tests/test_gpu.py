@@ -15,7 +15,7 @@ import torch
 from asrscale.training.fused.cells import best_cell
 from asrscale.training.fused.learners import fused_forward
 from asrscale.training.fused.recurrence import EAGER, GraphedLoops
-from conftest import (
+from helpers import (
     FUSED_CONFIGS,
     MPI_WORLD,
     ROOT,
@@ -38,7 +38,7 @@ EVERY = {"seq", "ssgd", "asgd", "kavg", "ma", "adpsgd", "hadpsgd"}
 
 def test_the_tiny_study_trains_every_algorithm_on_the_gpu_in_both_worlds(tmp_path, monkeypatch):
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
-    tiny, gpu = ROOT / "studies" / "quick.yaml", ROOT / "tests" / "gpu.yaml"
+    tiny, gpu = ROOT / "studies" / "quick.yaml", ROOT / "tests" / "fixtures" / "gpu.yaml"
     run_snakemake(tmp_path, configfile=[tiny, gpu])
     study = tmp_path / "results" / "tiny" / "studies" / "tiny"
     runs = pd.read_csv(study / "runs.tsv", sep="\t")

@@ -6,7 +6,7 @@ import graphlib
 import re
 
 import asrscale.costmodel
-from conftest import ROOT
+from helpers import ROOT
 
 PACKAGE = ROOT / "src" / "asrscale"
 

@@ -51,6 +51,7 @@ def trained(setting: str, **environment) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not machine.has_avx2(), reason="an x86 processor with AVX2 pins its path")
 def test_pinned_arithmetic_is_the_same_whatever_instruction_set_the_environment_asks_for():
     pinned = trained("avx2")

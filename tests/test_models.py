@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from asrscale.models import build_model, reverse_within_lengths
-from conftest import model_config
+from helpers import model_config
 
 
 def test_reverse_within_lengths_keeps_padding_in_place():

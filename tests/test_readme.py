@@ -7,7 +7,7 @@ import re
 import yaml
 
 from asrscale.config.schema import MINIMAL, validate
-from conftest import ROOT
+from helpers import ROOT
 
 KEY = r"[a-z_]+(?:\.[a-z_]+)+"
 DEFAULT = re.compile(rf"`({KEY})`\s+\(default:?\s+`?([^`),;:]+)`?")

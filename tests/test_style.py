@@ -5,7 +5,9 @@ into named steps, never packed onto fewer lines."""
 import subprocess
 import sys
 
-from conftest import BIN, ROOT
+import pytest
+
+from helpers import BIN, ROOT
 
 
 def run(*command):
@@ -25,6 +27,7 @@ def test_snakefmt():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_snakemake_lint():
     result = run(sys.executable, "-m", "snakemake", "--lint", "--configfile", "studies/quick.yaml")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -11,7 +11,7 @@ survivor with its diff and its explanation, or none.
 
 What it cannot see: mutmut mutates code inside functions only, so a module's constants (the
 margins, SPEED_SEEDS, RESAMPLES) and the claims table (each claim's learner count and claimed
-speedup) are never mutated; tests/test_claims.py and tests/test_halves.py decide each claim at its
+speedup) are never mutated; tests/analysis/test_claims.py and tests/analysis/test_halves.py decide each claim at its
 own learner counts and each rule at its thresholds to cover them instead. An explanation is keyed
 by mutmut's numbered name, which an edit of its function renumbers: re-run a module after editing
 it, and check that each explanation still fits its diff in the record.
@@ -41,21 +41,21 @@ TARGET = 0.85
 #: a test of 40 s that decodes a model twice in two processes (its determinism), which every
 #: mutant of decoding would run again while others check the same code in a second
 SLOW_DECODE = (
-    "tests/test_decode.py::"
+    "tests/decoding/test_decode.py::"
     "test_the_same_model_decoded_twice_in_one_process_or_in_two_gives_the_same_hypotheses"
 )
 #: each module mutated, with the tests that judge it
 MODULES = {
-    "analysis/claims.py": ["tests/test_claims.py"],
-    "analysis/halves.py": ["tests/test_claims.py", "tests/test_halves.py"],
-    "analysis/measures.py": ["tests/test_measures.py", "tests/test_claims.py"],
-    "analysis/bootstrap.py": ["tests/test_bootstrap.py"],
-    "decoding/lm.py": ["tests/test_lm.py", "tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
-    "decoding/decode.py": ["tests/test_decode.py", f"--deselect={SLOW_DECODE}"],
+    "analysis/claims.py": ["tests/analysis/test_claims.py"],
+    "analysis/halves.py": ["tests/analysis/test_claims.py", "tests/analysis/test_halves.py"],
+    "analysis/measures.py": ["tests/analysis/test_measures.py", "tests/analysis/test_claims.py"],
+    "analysis/bootstrap.py": ["tests/analysis/test_bootstrap.py"],
+    "decoding/lm.py": ["tests/decoding/test_lm.py", "tests/decoding/test_decode.py", f"--deselect={SLOW_DECODE}"],
+    "decoding/decode.py": ["tests/decoding/test_decode.py", f"--deselect={SLOW_DECODE}"],
     # the fair race's tuning protocol: the grid's choice, its edge, the chosen run adopted, halving
-    "protocol/tuning.py": ["tests/test_tuning.py"],
+    "protocol/tuning.py": ["tests/protocol/test_tuning.py"],
     # its grids: which runs each configuration's grid trains, which halving decides
-    "config/grids.py": ["tests/test_tuning.py", "tests/test_study.py", "tests/test_plan.py"],
+    "config/grids.py": ["tests/protocol/test_tuning.py", "tests/config/test_study.py", "tests/costmodel/test_plan.py"],
 }
 KILLED = ("killed", "timeout")
 SURVIVED = ("survived", "no tests")

@@ -7,7 +7,7 @@ of 25 ms every 10 ms whose edges are snipped, each frame's DC offset removed, pr
 Povey's window, a power spectrum padded to a power of two, triangular mel bands from 20 Hz to the
 Nyquist frequency on the mel scale 1127 ln(1 + f / 700), their log floored at float's epsilon.
 Dither is off (`features.dither`, Kaldi's default 1.0), so that the same audio gives the same
-features. tests/test_features.py checks them against kaldi-native-fbank's (k2-fsa's C++ port of
+features. tests/data/test_features.py checks them against kaldi-native-fbank's (k2-fsa's C++ port of
 Kaldi's) on a fixed signal. python_speech_features frames neither with Kaldi's window nor bands, so
 the filterbank is numpy's; MFCC stays python_speech_features'.
 
