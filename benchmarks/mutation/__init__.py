@@ -9,12 +9,12 @@ owed or an equivalent mutant (no input can tell it from the original): the equiv
 explained, one line each, in this folder's `*.yaml` (mutant name: why), and the record lists every
 survivor with its diff and its explanation, or none.
 
-What it cannot see: mutmut mutates code inside functions only, so a module's constants (the
-margins, SPEED_SEEDS, RESAMPLES) and the claims table (each claim's learner count and claimed
-speedup) are never mutated; tests/analysis/test_claims.py and tests/analysis/test_halves.py decide each claim at its
-own learner counts and each rule at its thresholds to cover them instead. An explanation is keyed
-by mutmut's numbered name, which an edit of its function renumbers: re-run a module after editing
-it, and check that each explanation still fits its diff in the record.
+What it cannot see: mutmut mutates code inside functions only, so a module's constants (the margins,
+SPEED_SEEDS, RESAMPLES) and the claims table (each claim's learner count and claimed speedup) are
+never mutated; tests/analysis/test_claims.py and tests/analysis/test_halves.py decide each claim at
+its own learner counts and each rule at its thresholds to cover them instead. An explanation is
+keyed by mutmut's numbered name, which an edit of its function renumbers: re-run a module after
+editing it, and check that each explanation still fits its diff in the record.
 
 Each module runs in a scratch copy of the working tree (its files as git sees them, uncommitted ones
 included), so that nothing here is touched. It writes `benchmarks/mutation.json` and
@@ -50,12 +50,20 @@ MODULES = {
     "analysis/halves.py": ["tests/analysis/test_claims.py", "tests/analysis/test_halves.py"],
     "analysis/measures.py": ["tests/analysis/test_measures.py", "tests/analysis/test_claims.py"],
     "analysis/bootstrap.py": ["tests/analysis/test_bootstrap.py"],
-    "decoding/lm.py": ["tests/decoding/test_lm.py", "tests/decoding/test_decode.py", f"--deselect={SLOW_DECODE}"],
+    "decoding/lm.py": [
+        "tests/decoding/test_lm.py",
+        "tests/decoding/test_decode.py",
+        f"--deselect={SLOW_DECODE}",
+    ],
     "decoding/decode.py": ["tests/decoding/test_decode.py", f"--deselect={SLOW_DECODE}"],
     # the fair race's tuning protocol: the grid's choice, its edge, the chosen run adopted, halving
     "protocol/tuning.py": ["tests/protocol/test_tuning.py"],
     # its grids: which runs each configuration's grid trains, which halving decides
-    "config/grids.py": ["tests/protocol/test_tuning.py", "tests/config/test_study.py", "tests/costmodel/test_plan.py"],
+    "config/grids.py": [
+        "tests/protocol/test_tuning.py",
+        "tests/config/test_study.py",
+        "tests/costmodel/test_plan.py",
+    ],
 }
 KILLED = ("killed", "timeout")
 SURVIVED = ("survived", "no tests")

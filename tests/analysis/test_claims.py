@@ -3,6 +3,7 @@ per test utterance, by its written rules: each half reaches each of its outcomes
 reproduced, not decided, not testable here) in a fabricated study made to reach it, and a claim's
 verdict follows from its halves."""
 
+import json
 import re
 
 import numpy as np
@@ -369,6 +370,27 @@ def test_bmuf_at_16_is_judged_against_seq_with_the_averaging_it_filters_and_64_l
     assert (
         "BMUF P=64 against SEQ: +" in at_64.accuracy_measured
         and "against KAVG P=64: -" in at_64.accuracy_measured
+    )
+
+
+def test_bmufs_kavg_is_named_its_arm_only_where_the_filter_alone_differs():
+    """The runs' options decide whether KAVG at BMUF's learners is BMUF's arm (the same block
+    length, averaged state and learners' momentum): said so, or each option that differs."""
+    shared = {"period": 1, "averages": "model", "learner_momentum": "corrected"}
+    bmuf = seeds("bmuf", 16, 0.20, 15.5, measured=True).assign(
+        options=json.dumps({**shared, "block_momentum": None, "block_lr": 1.0})
+    )
+
+    def said_with(kavg_options: dict) -> str:
+        kavg = seeds("kavg", 16, 0.24, 15.5, measured=True).assign(options=json.dumps(kavg_options))
+        table = pd.concat([seeds("seq", 1, 0.20, 1.0, measured=True), bmuf, kavg])
+        return row(table, "BMUF: almost linear").accuracy_measured
+
+    assert "against KAVG P=16 (its arm: the filter alone): -" in said_with(shared)
+    kept = said_with({**shared, "period": 4, "learner_momentum": "kept"})
+    assert (
+        "KAVG P=16 (not its arm: period 4 against 1, learner_momentum kept against corrected)"
+        in kept
     )
 
 

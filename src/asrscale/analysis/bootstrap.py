@@ -16,10 +16,10 @@ has two parts, estimated apart and added (on the log of the ratio, where both ar
   the speaker bootstrap already holds: counted twice, a 95% interval would cover 98%).
 The interval is Student's t with Welch-Satterthwaite's degrees of freedom (speakers − 1 for the
 first part, seeds − 1 of each system for the second), so that 3 seeds widen it as they should. A
-test (tests/analysis/test_bootstrap.py) simulates systems with known speaker and seed variance and checks
-that it covers the true difference 93-97% of the time. With one seed a system's training spread
-is unknown: the interval then holds over speakers alone, and says so. The draws come from a fixed
-seed, so that the same tables give the same intervals.
+test (tests/analysis/test_bootstrap.py) simulates systems with known speaker and seed variance and
+checks that it covers the true difference 93-97% of the time. With one seed a system's training
+spread is unknown: the interval then holds over speakers alone, and says so. The draws come from a
+fixed seed, so that the same tables give the same intervals.
 
 A single system's WER (`error_rate`) has its interval by the same two parts: the ratio of its
 errors to the words they were made on, its speakers (or voices) drawn, its seeds' spread added.

@@ -12,6 +12,7 @@ alone (su15, NG-SGD, the averaging period) rest on MA's runs, not on SEQ's.
 """
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -397,6 +398,24 @@ def _beside(
     return f"{name} against {reference_name}: {found.describe()} over {found.rests_on()}{caveat}"
 
 
+ARM_OPTIONS = ("period", "averages", "learner_momentum")  # what BMUF shares with its KAVG arm
+
+
+def _arm(bmuf: pd.DataFrame, kavg: pd.DataFrame) -> str:
+    """Whether KAVG is BMUF's arm, from the runs' options: the same block length, the same state
+    averaged and the same treatment of the learners' momentum, so that the filter alone differs;
+    else each option that differs. Nothing where the table has no options (older records)."""
+    if "options" not in bmuf or "options" not in kavg:
+        return ""
+    ours, theirs = (json.loads(runs.options.iloc[0]) for runs in (bmuf, kavg))
+    differ = [
+        f"{key} {theirs.get(key)} against {ours.get(key)}"
+        for key in ARM_OPTIONS
+        if theirs.get(key) != ours.get(key)
+    ]
+    return f" (not its arm: {', '.join(differ)})" if differ else " (its arm: the filter alone)"
+
+
 def _bmuf_accuracy(ev: Evidence) -> Half:
     """chen16: BMUF at 16 learners (their BLSTM's) matches SEQ; beside it, BMUF against the
     averaging it filters at the same learners (KAVG, MA), and at 64 (their DNN's) against SEQ and
@@ -410,11 +429,11 @@ def _bmuf_accuracy(ev: Evidence) -> Half:
         name = f"BMUF P={learners}"
         if learners != BMUF_LEARNERS[0] and not seq.empty:
             said.append(_beside(ev, bmuf, name, seq, "SEQ"))
-        said += [
-            _beside(ev, bmuf, name, other, f"{_name(algorithm)} P={learners}")
-            for algorithm in AVERAGING
-            if not (other := runs_of(ev.runs, algorithm, learners)).empty
-        ]
+        for algorithm in AVERAGING:
+            if (other := runs_of(ev.runs, algorithm, learners)).empty:
+                continue
+            arm = _arm(bmuf, other) if algorithm == "kavg" else ""
+            said.append(_beside(ev, bmuf, name, other, f"{_name(algorithm)} P={learners}{arm}"))
     return _said(half, "; ".join(said)) if said else half
 
 

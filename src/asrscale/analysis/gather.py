@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from asrscale.analysis.measures import KEYS, assess
+from asrscale.config.algorithms import GRIDDED
 from asrscale.costmodel.fitted import Band, bound_by
 from asrscale.worlds.timing import CATEGORIES
 
@@ -114,6 +115,7 @@ def _run_tables(algorithm: str, variant: str, run: Path, test_sets: list[str]):
         **_timing(world_record, environment, record.get("exchanges")),
         **_environment(environment),
         "trained_as": record["algorithm"],
+        "options": json.dumps(record.get("options", {}), sort_keys=True),
         "diverged": _divergence(record.get("diverged")),
         "run": str(run),
     }
@@ -334,6 +336,7 @@ def tuning_table(tunings: list[dict]) -> pd.DataFrame:
         "lr",
         "batch_size",
         "momentum",
+        *GRIDDED,  # the options a grid also spans (BMUF's η and ζ)
         "best_dev_loss",
         "by",
         "score",

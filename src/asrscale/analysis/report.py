@@ -21,7 +21,7 @@ from asrscale.analysis.findings import Findings, analyse
 from asrscale.analysis.halves import NOT_MEASURED, SPEED_MARGIN, SPEED_SEEDS, WER_MARGIN
 from asrscale.analysis.measures import beyond_p, diverged, trained
 from asrscale.analysis.tables import Tables, load
-from asrscale.config.algorithms import ORDER, label
+from asrscale.config.algorithms import GRIDDED, ORDER, label
 from asrscale.costmodel.fitted import TOLERANCE, fitted_record
 from asrscale.io import atomic_write_text
 
@@ -169,6 +169,8 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
             sorted(grid.momentum.dropna().unique()) if "momentum" in grid else []
         )  # none in older records
         said = f", momentum {chosen.momentum:g}" if len(momenta) > 1 else ""
+        options = _gridded_options(grid)
+        said += "".join(f", {key} {chosen[key]:g}" for key in options)
         edge += _near_tie(grid, chosen)
         rows.append(
             {
@@ -176,6 +178,11 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
                 "rates": ", ".join(f"{lr:g}" for lr in sorted(grid.lr.unique())),
                 "batches": ", ".join(str(batch) for batch in sorted(grid.batch_size.unique())),
                 "momenta": ", ".join(f"{momentum:g}" for momentum in momenta) or "as trained",
+                "options": "; ".join(
+                    f"{key} {', '.join(f'{value:g}' for value in values)}"
+                    for key, values in options.items()
+                )
+                or "none",
                 "chosen": f"lr {chosen.lr:g}, batch {chosen.batch_size}{said}",
                 "score": f"{MEASURES[chosen.by]} {chosen.score:.4g}",
                 "diverged": int(grid.diverged.notna().sum()),
@@ -184,6 +191,13 @@ def tuned(tuning: pd.DataFrame) -> list[dict]:
             }
         )
     return rows
+
+
+def _gridded_options(grid: pd.DataFrame) -> dict[str, list[float]]:
+    """The options a configuration's grid spans besides its rates (BMUF's block_momentum η and
+    block_lr ζ), each with its values; none in a grid that spans none, or in older records."""
+    present = [key for key in GRIDDED if key in grid and grid[key].notna().any()]
+    return {key: sorted(grid[key].dropna().unique()) for key in present}
 
 
 def render(found: Findings, images: dict[str, Markup], title: str, tuning: list[dict] = ()) -> str:

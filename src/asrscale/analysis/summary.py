@@ -17,9 +17,9 @@ from asrscale.errors import UserError
 INDEX = "index.yaml"
 HEADER = """# Results
 
-What the recorded studies decide today. Made by `asrscale results` from the records in
-`records/` (tests/analysis/test_records.py checks that this page is what they give); do not edit it by
-hand. How a half is decided: `docs/studies.md`. How each study ran: `docs/reproductions.md`.
+What the recorded studies decide today. Made by `asrscale results` from the records in `records/`
+(tests/analysis/test_records.py checks that this page is what they give); do not edit it by hand.
+How a half is decided: `docs/studies.md`. How each study ran: `docs/reproductions.md`.
 
 Every record is a laptop study on the built-in eSpeak corpus (2 CPU cores, simulated learners):
 its accuracy is measured, its speed modelled, so every speed half needs GPUs. Each verdict is

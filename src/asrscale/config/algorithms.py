@@ -34,10 +34,12 @@ class AlgorithmSpec:
     #: world ranks that serve rather than learn (ASGD's parameter server)
     servers: int = 0
     #: with one learner, exactly SEQ's computation at SEQ's cost (no exchange happens), so a study
-    #: trains SEQ once and reports its run for this algorithm too (tests/worlds/test_mpi.py checks it)
+    #: trains SEQ once and reports its run for this algorithm too (tests/worlds/test_mpi.py checks
+    #: it)
     alone_is_seq: bool = False
     #: with all its learners in one node, exactly this algorithm's computation, so a study trains
-    #: that one and reports its run for this algorithm too (tests/worlds/test_simulated.py checks it)
+    #: that one and reports its run for this algorithm too (tests/worlds/test_simulated.py
+    #: checks it)
     in_one_node_is: str | None = None
     #: the options a tuned study may grid beside the rates: option -> its list in study.tuning
     grids: dict = field(default_factory=dict)
