@@ -239,7 +239,13 @@ def test_a_requeued_job_clears_what_its_killed_ranks_left_and_its_ranks_start_ag
     )
     subprocess.run(["scontrol", "requeue", job], check=True)
     wait_for(lambda: start_now(job), "the requeued job to pend", timeout=60)
-    wait_for(lambda: lines().count("done") == 2, "the requeued job's ranks to finish", timeout=150)
+    try:
+        wait_for(
+            lambda: lines().count("done") == 2, "the requeued job's ranks to finish", timeout=150
+        )
+    except AssertionError as error:  # what the job printed and where SLURM holds it, to tell why
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r"], capture_output=True)
+        raise AssertionError(f"{error}; squeue: {state.stdout!r}; log:\n{lines()}") from None
     text = log.read_text()
     assert "== attempt 1" in text, text
     # the killed ranks' step (1: the clearing is step 0), MPICH's segment of its node 0
