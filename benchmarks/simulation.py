@@ -224,9 +224,9 @@ def on_a_gpu(bench: Bench) -> None:
 
 
 def one_batch(bench: Bench) -> None:
-    """SSGD's learners as one batch (asrscale.training.fused.one_batch_gradients): an epoch of 64
-    simulated SSGD learners of `SMALL_BATCH` utterances, as the 64-learner controls train them,
-    against SEQ's epoch at the study's batch, their learners computed one by one
+    """SSGD's learners as one batch (asrscale.training.fused.learners.one_batch_gradients): an epoch
+    of 64 simulated SSGD learners of `SMALL_BATCH` utterances, as the 64-learner controls train
+    them, against SEQ's epoch at the study's batch, their learners computed one by one
     (study.fuse_learners off: before) and as one batch (auto: after), on the CPU."""
     learners = bench.learners
     runs = {

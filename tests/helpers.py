@@ -49,6 +49,24 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+def merged(*names: str) -> dict:
+    """config.yaml with other files over it, key by key, as Snakemake merges --configfile."""
+
+    def update(base: dict, over: dict) -> dict:
+        for key, value in over.items():
+            base[key] = (
+                update(base.get(key, {}), value)
+                if isinstance(value, dict) and key in base
+                else value
+            )
+        return base
+
+    config = yaml.safe_load((ROOT / "config.yaml").read_text())
+    for name in names:
+        update(config, yaml.safe_load((ROOT / name).read_text()))
+    return config
+
+
 def defaults(section: str, **changes) -> dict:
     """The defaults of the configuration's `section` (a dotted path: "train", "corpus.builtin"),
     with `changes` over them."""
@@ -595,9 +613,10 @@ def simulate(
     **train_changes,
 ):
     """A run of 4 simulated learners; `fuse`: whether to fuse them as the world on `device` does
-    (asrscale.training.fused.fusers: gradients, updates, preconditionings; study.fuse_learners's
-    value where a string), with the fusers of `instead` (by kind of request) in place of its own;
-    a halved grid's run, its part `halving` (at its rung: no model or metrics yet, None)."""
+    (asrscale.training.fused.learners.fusers: gradients, updates, preconditionings;
+    study.fuse_learners's value where a string), with the fusers of `instead` (by kind of request)
+    in place of its own; a halved grid's run, its part `halving` (at its rung: no model or metrics
+    yet, None)."""
     hardware = Hardware.from_config("here", profile_defaults(jitter=0.05))
     costs = CostModel(hardware, calibration, seed=3)
     options = {"period": 2} if algorithm == "kavg" else {}

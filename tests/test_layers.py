@@ -1,5 +1,6 @@
 """The package's arrows point down. Its layers, top to bottom; a module imports only from its own
-layer and those beneath it, and no import (a function's own included) closes a circle."""
+layer and those beneath it (and reads only their data files), and no import (a function's own
+included) closes a circle."""
 
 import ast
 import graphlib
@@ -37,15 +38,30 @@ MODULES = {module_of(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def imported(path) -> set[str]:
-    """The asrscale modules a file imports, wherever in it (a function's own import too)."""
+    """The asrscale modules a file imports, wherever in it (a function's own import too), and the
+    packages whose data files it reads (`resources.files("asrscale.<package>")`)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if _reads_files_of(node):
+            names.add(node.args[0].value)
+        elif isinstance(node, ast.ImportFrom) and node.module:
             modules = {f"{node.module}.{alias.name}" for alias in node.names}
             names |= {name for name in modules if name in MODULES} or {node.module}
         elif isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
     return {name for name in names if name.split(".")[0] == "asrscale"}
+
+
+def _reads_files_of(node) -> bool:
+    """Whether `node` is a call `resources.files("<a package>")`."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "files"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
 
 
 def layer_of(module: str) -> int:

@@ -932,7 +932,7 @@ COMMANDS = [
                 {
                     "type": Path,
                     "default": None,
-                    "help": "default: the package's src/asrscale/costmodel/fitted.yaml",
+                    "help": "default: the package's src/asrscale/worlds/fitted.yaml",
                 },
             ),
             (

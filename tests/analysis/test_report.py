@@ -1,4 +1,4 @@
-"""The report's tables, from what the runs wrote (the whole page: tests/workflow/test_workflow)."""
+"""The report's tables (the whole page: tests/workflow/test_workflow.py)."""
 
 import json
 

@@ -7,7 +7,6 @@ import re
 from dataclasses import asdict, fields
 
 import pytest
-import yaml
 
 from asrscale.config.runs import Run
 from asrscale.config.sections import (
@@ -24,25 +23,7 @@ from asrscale.errors import ConfigError
 from asrscale.inputs import checked_study
 from asrscale.io import atomic_write_json
 from asrscale.jobs import train_threads
-from helpers import ROOT
-
-
-def merged(*names: str) -> dict:
-    """config.yaml with other files over it, key by key, as Snakemake merges --configfile."""
-
-    def update(base: dict, over: dict) -> dict:
-        for key, value in over.items():
-            base[key] = (
-                update(base.get(key, {}), value)
-                if isinstance(value, dict) and key in base
-                else value
-            )
-        return base
-
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for name in names:
-        update(config, yaml.safe_load((ROOT / name).read_text()))
-    return config
+from helpers import ROOT, merged
 
 
 def test_the_default_study_resolves_into_its_runs_each_with_complete_settings():

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_study import merged
 
 from asrscale.analysis.gather import tuning_state
 from asrscale.config.runs import Run
 from asrscale.config.study import TUNED, Study
 from asrscale.errors import ConfigError, UserError
 from asrscale.protocol.tuning import Halving, adopt, choose, halve, point, tune
-from helpers import TIMES, same_models, simulate
+from helpers import TIMES, merged, same_models, simulate
 
 
 def tuned_study(**tuning) -> Study:

@@ -10,7 +10,7 @@ rule replay_published:
     input:
         # the figures and their fit: a new fit replays them again
         Path(workflow.basedir) / "src/asrscale/costmodel/published.yaml",
-        Path(workflow.basedir) / "src/asrscale/costmodel/fitted.yaml",
+        Path(workflow.basedir) / "src/asrscale/worlds/fitted.yaml",
     output:
         paths.PUBLISHED_SPEEDUPS,
     log:

@@ -34,7 +34,7 @@ value of the parameters fixes: its held-out misses (modelled / published speedup
 comparable figures whose time is bound as the run's is, by its arithmetic, by links inside a node
 or by links between nodes (a kind no figure is of takes every figure's). The band is the wider of
 the two: a run is given a narrow band only where held-out figures of its kind say the model is
-right. `asrscale fit-cost-model` writes all of it to src/asrscale/costmodel/fitted.yaml, which every
+right. `asrscale fit-cost-model` writes all of it to src/asrscale/worlds/fitted.yaml, which every
 simulated run and replay reads.
 """
 

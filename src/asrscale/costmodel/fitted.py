@@ -1,5 +1,5 @@
 """The cost model's fit as `asrscale fit-cost-model` recorded it
-(src/asrscale/costmodel/fitted.yaml): the record, the digest of the published figures it was made
+(src/asrscale/worlds/fitted.yaml): the record, the digest of the published figures it was made
 on, and the band a modelled run carries, read without the replays that made them
 (asrscale.costmodel.fit), so that gathering a study's runs and its report load no torch."""
 

@@ -75,7 +75,7 @@ def optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 @dataclass
 class GradientJob:
     """A learner's gradient as a world may defer it (`ops.Gradient`'s job; computed by
-    asrscale.training.fused.fused_gradients): the learner, whose gradients it writes, its
+    asrscale.training.fused.learners.fused_gradients): the learner, whose gradients it writes, its
     minibatch, its recorder (NG-SGD's statistics, or None) and the parameters it computes with,
     by default the learner's own."""
 

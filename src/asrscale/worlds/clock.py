@@ -19,7 +19,8 @@ RATES = ("backward_s_per_batch", "backward_s_per_frame", "update_s", "preconditi
 #: transport whose achieved share of the nominal bandwidth is fitted (`Achieved.shares`): "mpi-host"
 #: is MPI through host memory as one path (a non-CUDA-aware MPI's copies and transfer together)
 TRANSPORTS = ("measured", "tcp", "infiniband", "nvlink", "pcie", "host-copy", "mpi-host")
-FITTED = resources.files("asrscale.costmodel") / "fitted.yaml"
+#: the fit's record (made by asrscale.costmodel.fit), beside the clock that reads it
+FITTED = resources.files("asrscale.worlds") / "fitted.yaml"
 
 
 @dataclass(frozen=True)

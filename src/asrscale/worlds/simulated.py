@@ -73,15 +73,14 @@ class SimWorld:
     `node_size` learners when given (as MPI ranks of one machine can act as several
     nodes), else the machines. Every learner computes on the process's `device` (`train.device`:
     its GPU where it has one); the modelled devices are the profile's. With `fusers`
-    (asrscale.training.fused.fusers: by kind of learner's work, `ops.WORK`, the function that
-    carries out many learners' at once), learners' gradients, updates and preconditionings are
+    (asrscale.training.fused.learners.fusers: by kind of learner's work, `ops.WORK`, the function
+    that carries out many learners' at once), learners' gradients, updates and preconditionings are
     carried out together: a learner's is deferred until that learner needs it, and is then carried
     out with every deferred one of its kind, each exactly as alone (a gossip with a learner whose
     gradient waits fixes what that gradient computes on). A fuser of `ops.AveragedGradient` takes
     the gradients that a group averages (SSGD's), with the group's others: their average is what
-    they compute. It computes with
-    `cores` threads (the job's; by default every core the process may run on): its clock is
-    modelled, not measured."""
+    they compute. It computes with `cores` threads (the job's; by default every core the process may
+    run on): its clock is modelled, not measured."""
 
     def __init__(
         self,
